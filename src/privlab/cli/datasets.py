@@ -1,0 +1,62 @@
+"""`privlab datasets list|export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from privlab.cli.common import console, emit_json
+from privlab.data.datasets import list_datasets, load_dataset
+from privlab.errors import InvalidInputError
+from privlab.utils.atomic import atomic_write_frame
+
+datasets_app = typer.Typer(help="Bundled datasets (no network needed).", no_args_is_help=True)
+
+
+@datasets_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List the bundled and generated datasets."""
+    rows = list_datasets()
+    if as_json:
+        emit_json({"datasets": rows})
+        return
+    table = Table("name", "description", "licence")
+    for row in rows:
+        table.add_row(row["name"], row["description"], row["licence"])
+    console.print(table)
+
+
+@datasets_app.command("export")
+def export_cmd(
+    name: str = typer.Argument(..., help="Dataset name (see `privlab datasets list`)."),
+    path: Path = typer.Argument(..., help="Output file: .csv, .csv.gz or .parquet."),
+    drop_missing: bool = typer.Option(False, "--drop-missing", help="Adult: drop rows with '?'."),
+    rows: int = typer.Option(None, "--rows", help="census/classification: number of rows."),
+    seed: int = typer.Option(None, "--seed", help="census/classification: generator seed."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Write a dataset to a file (atomically)."""
+    options: dict = {}
+    if drop_missing:
+        if name != "adult":
+            raise InvalidInputError("--drop-missing applies to the adult dataset only")
+        options["drop_missing"] = True
+    if rows is not None:
+        if rows < 1:
+            raise InvalidInputError(f"--rows must be >= 1, got {rows}")
+        options["n" if name == "census" else "n_samples"] = rows
+    if seed is not None:
+        options["seed" if name == "census" else "random_state"] = seed
+    frame = load_dataset(name, **options)
+    atomic_write_frame(frame, path)
+    if as_json:
+        emit_json({"dataset": name, "path": str(path), "rows": len(frame),
+                   "columns": list(map(str, frame.columns))})
+    else:
+        console.print(f"wrote {len(frame):,} rows of {name} to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(datasets_app, name="datasets")

@@ -1,0 +1,193 @@
+"""Clamped DP aggregate queries: count, sum, mean, histogram, quantile.
+
+Neighbouring is add/remove one record unless stated. Bounds must be public: taking them
+from the data would leak, so they are required, and refused when missing or inverted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
+from privlab.core.mechanisms import gaussian_mechanism, geometric_mechanism, laplace_mechanism
+from privlab.core.release import Release
+from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
+from privlab.core.samplers import power_of_two_at_most
+from privlab.errors import InvalidInputError
+
+MECHANISMS = ("laplace", "gaussian", "geometric")
+
+
+def check_bounds(bounds: tuple[float, float] | None, what: str = "bounds") -> tuple[float, float]:
+    """Validate public clamping bounds (lo, hi) with lo < hi, both finite."""
+    if bounds is None:
+        raise InvalidInputError(f"{what} are required (public clamping range LO,HI): taking them "
+                                "from the data would not be private")
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{what} must be two numbers LO,HI, got {bounds!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InvalidInputError(f"{what} must be finite, got {bounds!r}")
+    if lo >= hi:
+        raise InvalidInputError(f"{what} are inverted or empty: LO={lo} must be < HI={hi}")
+    return lo, hi
+
+
+def as_numeric(values: Any, what: str = "column") -> np.ndarray:
+    """A 1-D float array without missing values, or an InvalidInputError naming the column."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{what} is not numeric; choose a numeric column or use "
+                                    "histogram with --categories") from None
+    arr = arr.astype(np.float64).ravel()
+    return arr[~np.isnan(arr)]
+
+
+def _additive(value: float, sensitivity: float, epsilon: float, delta: float, mechanism: str,
+              rng: RngLike, integer_valued: bool = False, **kw: Any) -> Release:
+    if mechanism not in MECHANISMS:
+        raise InvalidInputError(f"mechanism must be one of {', '.join(MECHANISMS)}, "
+                                f"got {mechanism!r}")
+    if mechanism == "gaussian":
+        return gaussian_mechanism(value, sensitivity, epsilon, delta, rng=rng,
+                                  integer_valued=integer_valued, **kw)
+    if mechanism == "geometric":
+        if not integer_valued:
+            raise InvalidInputError("the geometric mechanism releases integers: use it for "
+                                    "count/histogram, or use laplace")
+        return geometric_mechanism(value, int(sensitivity), epsilon, rng=rng, **kw)
+    return laplace_mechanism(value, sensitivity, epsilon, rng=rng,
+                             integer_valued=integer_valued, **kw)
+
+
+def dp_count(values: Any, epsilon: float, *, delta: float = 0.0, mechanism: str = "geometric",
+             rng: RngLike = None) -> Release:
+    """Number of records, sensitivity 1 under add/remove."""
+    n = len(values)
+    if mechanism == "laplace":
+        mechanism = "geometric"  # a count is an integer: the discrete Laplace on Z is exact
+    return _additive(n, 1, epsilon, delta, mechanism, rng, integer_valued=True)
+
+
+def dp_sum(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: float = 0.0,
+           mechanism: str = "laplace", rng: RngLike = None) -> Release:
+    """Sum of values clamped to public bounds; sensitivity max(|lo|, |hi|) under add/remove."""
+    lo, hi = check_bounds(bounds)
+    x = np.clip(as_numeric(values), lo, hi)
+    sensitivity = max(abs(lo), abs(hi))
+    integer = bool(np.all(x == np.round(x))) and float(lo).is_integer() and float(hi).is_integer()
+    if mechanism == "geometric" and not integer:
+        raise InvalidInputError("geometric needs integer values and bounds; use laplace")
+    release = _additive(float(x.sum()), sensitivity, epsilon, delta, mechanism, rng,
+                        integer_valued=integer and mechanism != "gaussian")
+    return replace(release, details={"clamped_to": [lo, hi]})
+
+
+def dp_mean(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: float = 0.0,
+            mechanism: str = "laplace", rng: RngLike = None) -> Release:
+    """Mean as noisy sum / noisy count (budget split evenly), clamped into the bounds.
+
+    The ratio is post-processing of two grid-valued releases; it is then rounded onto a
+    power-of-two grid 2^-20 of the bounds' width so the released float is grid-valued too.
+    """
+    lo, hi = check_bounds(bounds)
+    epsilon = check_epsilon(epsilon)
+    gen = make_rng(rng)
+    x = np.clip(as_numeric(values), lo, hi)
+    # Shift to the centre so the sum's sensitivity is half the width, not max(|lo|, |hi|).
+    centre = (lo + hi) / 2
+    half = (hi - lo) / 2
+    sum_mech = "laplace" if mechanism == "geometric" else mechanism
+    s = _additive(float((x - centre).sum()), half, epsilon / 2, delta / 2, sum_mech, gen)
+    c = _additive(len(x), 1, epsilon / 2, delta / 2,
+                  "geometric" if mechanism != "gaussian" else "gaussian", gen,
+                  integer_valued=True)
+    count = max(float(c.value), 1.0)
+    mean = float(np.clip(centre + float(s.value) / count, lo, hi))
+    g = power_of_two_at_most((hi - lo) / 2**20)
+    mean = round(mean / g) * g
+    guarantee = PrivacyGuarantee(
+        epsilon=epsilon, delta=delta, mechanism=f"mean = noisy sum / noisy count ({mechanism})",
+        accountant="sequential composition of 2 releases",
+        notes=(f"sum and count each at epsilon={epsilon / 2:g}",)
+        + ((SEEDED_NOTE,) if is_seeded(rng) else ()),
+    )
+    return Release(value=mean, guarantee=guarantee, granularity=g,
+                   noise={"distribution": "ratio", "sum_scale": s.noise["scale"],
+                          "count_scale": c.noise["scale"]},
+                   details={"noisy_sum": float(s.value) + centre * count,
+                            "noisy_count": c.value, "clamped_to": [lo, hi]})
+
+
+def dp_histogram(values: Any, epsilon: float, *, categories: Sequence[Any] | None = None,
+                 bounds: tuple[float, float] | None = None, bins: int = 10, delta: float = 0.0,
+                 mechanism: str = "geometric", rng: RngLike = None) -> Release:
+    """Counts over a PUBLIC domain: declared categories, or `bins` equal bins over `bounds`.
+
+    Adding or removing a record changes one count by 1 (L1 = L2 = 1). Values outside the
+    declared domain are dropped (numeric ones are clamped into the end bins).
+    """
+    if categories is None and bounds is None:
+        raise InvalidInputError("histogram needs a public domain: pass categories (for labels) "
+                                "or bounds and bins (for numbers); the values seen in the data "
+                                "are not public")
+    if categories is not None:
+        cats = list(categories)
+        if not cats or len(set(cats)) != len(cats):
+            raise InvalidInputError("categories must be a non-empty list of distinct values")
+        index = {c: i for i, c in enumerate(cats)}
+        codes = [index.get(str(v) if isinstance(cats[0], str) else v) for v in values]
+        counts = np.bincount([c for c in codes if c is not None], minlength=len(cats))
+        labels: list[Any] = cats
+    else:
+        lo, hi = check_bounds(bounds)
+        if not isinstance(bins, int) or bins < 1:
+            raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
+        x = np.clip(as_numeric(values), lo, hi)
+        edges = np.linspace(lo, hi, bins + 1)
+        counts, _ = np.histogram(x, bins=edges)
+        labels = [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == bins - 1 else ')'}"
+                  for i in range(bins)]
+    if mechanism == "laplace":
+        mechanism = "geometric"
+    release = _additive(counts.astype(np.int64), 1, epsilon, delta, mechanism, rng,
+                        integer_valued=True, changed_coordinates=1)
+    return replace(release, details={"labels": labels})
+
+
+def dp_quantile(values: Any, q: float, bounds: tuple[float, float], epsilon: float, *,
+                rng: RngLike = None) -> Release:
+    """The q-quantile by the exponential mechanism over the gaps between sorted values
+    (Smith 2011): utility -|rank - q n|, sensitivity 1. The point inside the chosen gap is
+    drawn uniformly and then rounded onto a power-of-two grid of 2^-20 of the bounds' width."""
+    epsilon = check_epsilon(epsilon)
+    lo, hi = check_bounds(bounds)
+    if not (0.0 <= float(q) <= 1.0):
+        raise InvalidInputError(f"quantile q must be in [0, 1], got {q!r}")
+    x = np.sort(np.clip(as_numeric(values), lo, hi))
+    n = x.size
+    edges = np.concatenate([[lo], x, [hi]])
+    widths = np.diff(edges)
+    ranks = np.arange(n + 1)
+    utility = -np.abs(ranks - q * n)
+    gen = make_rng(rng)
+    with np.errstate(divide="ignore"):
+        logw = np.log(widths) + epsilon * utility / 2.0
+    index = int(np.argmax(logw + gen.gumbel(size=logw.size)))
+    point = edges[index] + gen.random() * widths[index]
+    g = power_of_two_at_most((hi - lo) / 2**20)
+    value = float(np.clip(round(point / g) * g, lo, hi))
+    guarantee = PrivacyGuarantee(epsilon=epsilon, mechanism="quantile (exponential mechanism)",
+                                 accountant="exact",
+                                 notes=(SEEDED_NOTE,) if is_seeded(rng) else ())
+    return Release(value=value, guarantee=guarantee, granularity=g,
+                   details={"q": float(q), "clamped_to": [lo, hi]})

@@ -1,0 +1,103 @@
+"""Reading user tables (CSV / TSV / Parquet / gzip) with one-line errors that name the fix.
+
+Every verb that takes a FILE goes through `read_table`, so an empty file, a non-UTF-8 file,
+a missing or duplicate column reads the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from privlab.errors import InvalidInputError
+
+DEFAULT_MISSING = ("?", "", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+
+
+def _open_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise InvalidInputError(f"file not found: {path}")
+    if path.is_dir():
+        raise InvalidInputError(f"expected a file, got a directory: {path}")
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError:
+            raise InvalidInputError(f"{path} ends in .gz but is not gzip-compressed") from None
+    return raw
+
+
+def read_table(path: str | Path, *, delimiter: str | None = None,
+               missing_values: Sequence[str] = DEFAULT_MISSING) -> pd.DataFrame:
+    """Read a CSV/TSV (optionally .gz) or Parquet file into a DataFrame.
+
+    Column names are stripped of surrounding spaces; string cells too. The delimiter is
+    sniffed among , ; tab | when not given. Missing markers become NaN.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        if not path.exists():
+            raise InvalidInputError(f"file not found: {path}")
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise InvalidInputError(f"cannot read Parquet file {path}: {exc}") from None
+        return _check_frame(frame, path)
+    raw = _open_bytes(path)
+    if not raw.strip():
+        raise InvalidInputError(f"{path} is empty: it needs a header line and at least one row")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{path} is not valid UTF-8 (byte {exc.start}); re-save it as UTF-8, e.g. "
+            f"iconv -f latin1 -t utf-8") from None
+    if delimiter is None:
+        sample = "\n".join(text.splitlines()[:50])
+        try:
+            delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
+        except csv.Error:
+            delimiter = ","
+    header = next(csv.reader([text.splitlines()[0]], delimiter=delimiter))
+    names = [h.strip() for h in header]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InvalidInputError(f"{path} has duplicate column names: {', '.join(dupes)}; "
+                                "rename them so each column is unique")
+    try:
+        frame = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True,
+                            na_values=list(missing_values), keep_default_na=False)
+    except pd.errors.ParserError as exc:
+        raise InvalidInputError(f"cannot parse {path} with delimiter {delimiter!r}: "
+                                f"{str(exc).splitlines()[0]}; pass the right delimiter") from None
+    frame.columns = names
+    for col in frame.columns:
+        if frame[col].dtype == object or str(frame[col].dtype).startswith("str"):
+            frame[col] = frame[col].str.strip() if hasattr(frame[col], "str") else frame[col]
+    return _check_frame(frame, path)
+
+
+def _check_frame(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    if frame.shape[1] == 0 or frame.shape[0] == 0:
+        raise InvalidInputError(f"{path} has no data rows; it needs a header and at least one row")
+    if frame.shape[1] == 1 and frame.shape[0] > 0:
+        only = str(frame.columns[0])
+        for sep in (",", ";", "\t", "|"):
+            if sep in only:
+                raise InvalidInputError(f"{path} looks delimited by {sep!r} but was read as one "
+                                        f"column; pass --delimiter '{sep}'")
+    return frame
+
+
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], field: str = "column") -> None:
+    """Raise a one-line error naming the first unknown column and the ones that exist."""
+    for col in columns:
+        if col not in frame.columns:
+            have = ", ".join(map(str, frame.columns[:20]))
+            raise InvalidInputError(f"unknown {field} {col!r}; the table has: {have}")
