@@ -8,15 +8,19 @@ import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json
-from privlab.data.datasets import list_datasets, load_dataset
+from privlab.data.datasets import DATASETS, list_datasets, load_dataset
 from privlab.errors import InvalidInputError
 from privlab.utils.atomic import atomic_write_frame
+
+OUTPUT_SUFFIXES = (".csv", ".csv.gz", ".parquet")
 
 datasets_app = typer.Typer(help="Bundled datasets (no network needed).", no_args_is_help=True)
 
 
 @datasets_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
     """List the bundled and generated datasets."""
     rows = list_datasets()
     if as_json:
@@ -38,6 +42,16 @@ def export_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Write a dataset to a file (atomically)."""
+    # Check the destination before loading anything, so a bad path fails fast and writes nothing.
+    if not path.name.lower().endswith(OUTPUT_SUFFIXES):
+        raise InvalidInputError(f"unsupported output format for {path}: use .csv, .csv.gz "
+                                "or .parquet")
+    if not path.parent.is_dir():
+        raise InvalidInputError(f"output directory does not exist: {path.parent}")
+    if (rows is not None or seed is not None) and name in DATASETS and name not in (
+            "census", "classification"):
+        raise InvalidInputError("--rows and --seed apply to the census and classification "
+                                "datasets only")
     options: dict = {}
     if drop_missing:
         if name != "adult":

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import warnings
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,8 +30,9 @@ def _open_bytes(path: Path) -> bytes:
     if path.suffix == ".gz":
         try:
             raw = gzip.decompress(raw)
-        except OSError:
-            raise InvalidInputError(f"{path} ends in .gz but is not gzip-compressed") from None
+        except (OSError, EOFError, zlib.error):
+            raise InvalidInputError(f"{path} ends in .gz but is not a valid gzip file (not "
+                                    "compressed, corrupt or truncated)") from None
     return raw
 
 
@@ -41,14 +44,19 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
     sniffed among , ; tab | when not given. Missing markers become NaN.
     """
     path = Path(path)
+    if path.suffix.lower() in (".xlsx", ".xls", ".ods"):
+        raise InvalidInputError(f"{path} is a spreadsheet; export it as CSV or Parquet first")
     if path.suffix == ".parquet":
         if not path.exists():
             raise InvalidInputError(f"file not found: {path}")
         try:
             frame = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a bad file
-            raise InvalidInputError(f"cannot read Parquet file {path}: {exc}") from None
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise InvalidInputError(f"cannot read Parquet file {path}: {first}") from None
         return _check_frame(frame, path)
+    if delimiter is not None and len(delimiter) != 1:
+        raise InvalidInputError(f"delimiter must be one character, got {delimiter!r}")
     raw = _open_bytes(path)
     if not raw.strip():
         raise InvalidInputError(f"{path} is empty: it needs a header line and at least one row")
@@ -66,17 +74,31 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
             delimiter = ","
     header = next(csv.reader([text.splitlines()[0]], delimiter=delimiter))
     names = [h.strip() for h in header]
+    blank = [i + 1 for i, n in enumerate(names) if not n]
+    if blank and len(names) > 1:
+        raise InvalidInputError(f"{path} has an empty column name (column {blank[0]}); give "
+                                "every column a name in the header line")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InvalidInputError(f"{path} has duplicate column names: {', '.join(dupes)}; "
                                 "rename them so each column is unique")
     try:
-        frame = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True,
-                            na_values=list(missing_values), keep_default_na=False)
+        with warnings.catch_warnings():
+            # index_col=False: a first row with one field too many must not become an index.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True,
+                                na_values=list(missing_values), keep_default_na=False,
+                                index_col=False)
+    except pd.errors.ParserWarning:
+        raise InvalidInputError(f"cannot parse {path} with delimiter {delimiter!r}: a row has "
+                                f"more fields than the {len(names)} in the header; fix the "
+                                "row or pass the right delimiter") from None
     except pd.errors.ParserError as exc:
         raise InvalidInputError(f"cannot parse {path} with delimiter {delimiter!r}: "
-                                f"{str(exc).splitlines()[0]}; pass the right delimiter") from None
-    frame.columns = names
+                                f"{str(exc).splitlines()[0]}; check quoting or pass the right "
+                                "delimiter") from None
+    if len(names) == frame.shape[1]:
+        frame.columns = names
     for col in frame.columns:
         if frame[col].dtype == object or str(frame[col].dtype).startswith("str"):
             frame[col] = frame[col].str.strip() if hasattr(frame[col], "str") else frame[col]
