@@ -45,7 +45,7 @@ def release_cmd(
     bins: int = typer.Option(10, "--bins", help="histogram of numbers: bins over --bounds."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    ledger: Path = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
+    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
     principal: str = typer.Option(None, "--principal", help="Whose budget to charge."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

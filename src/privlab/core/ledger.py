@@ -427,7 +427,8 @@ class BudgetLedger:
 
     `BudgetLedger("budget.db")` (a SQLite file, created on first use) or
     `BudgetLedger("postgresql+psycopg://user@host/db")`. One instance per process is the
-    intended use; an instance that crosses a `fork` reconnects in the child.
+    intended use; an instance that crosses a `fork` reconnects in the child. With
+    `create=False` a missing SQLite file is an error instead of a new, empty ledger.
     """
 
     #: Fault-injection point for tests: called inside the charge transaction after the entry
@@ -435,17 +436,26 @@ class BudgetLedger:
     _in_transaction_hook: Callable[[], None] | None = None
 
     def __init__(self, url_or_path: str | os.PathLike[str] | URL,
-                 *, busy_timeout_s: float = _BUSY_TIMEOUT_S) -> None:
+                 *, busy_timeout_s: float = _BUSY_TIMEOUT_S, create: bool = True) -> None:
         self.url = _ledger_url(url_or_path)
         self._where = self.url.render_as_string(hide_password=True)
         if self.url.get_backend_name() == "sqlite" and self.url.database:
             self._where = str(self.url.database)
+            if not create and not str(self.url.database).startswith("file:") and \
+                    self.url.database != ":memory:" and not Path(self.url.database).exists():
+                raise InvalidInputError(f"--ledger {self._where} does not exist; create it "
+                                        "with `privlab budget set`")
         self._busy_timeout_s = float(busy_timeout_s)
         self._pid = os.getpid()
         self._engine = self._make_engine()
         self._ensure_schema()
 
     # -- engine and transactions --------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """Where the ledger lives, fit to print: a file path, or the URL without password."""
+        return self._where
 
     @property
     def dialect(self) -> str:
