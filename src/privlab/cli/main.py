@@ -40,9 +40,9 @@ def _root(
 
 def _register() -> None:
     # One module per verb; each exposes `register(app)`.
-    from privlab.cli import budget, datasets, release
+    from privlab.cli import budget, datasets, demo, release
 
-    for module in (budget, datasets, release):
+    for module in (budget, datasets, demo, release):
         module.register(app)
 
 
