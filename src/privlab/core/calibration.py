@@ -45,30 +45,39 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
 
 def discrete_gaussian_sigma(sensitivity: int, epsilon: float, delta: float) -> float:
-    """Smallest sigma (to 0.01%) of the 1-D discrete Gaussian meeting (epsilon, delta) exactly."""
+    """Smallest sigma (to 0.01%) of the 1-D discrete Gaussian meeting (epsilon, delta) exactly.
+
+    Bisection on the exact delta (CKS 2020, Thm 7) between a sigma that fails and one that
+    meets the target; the returned sigma always meets it.
+    """
+    if float(sensitivity) != int(sensitivity) or int(sensitivity) < 1:
+        raise InvalidInputError(f"sensitivity must be a positive integer (grid steps), "
+                                f"got {sensitivity!r}")
+    sensitivity = int(sensitivity)
     sigma = analytic_gaussian_sigma(float(sensitivity), epsilon, delta)
-    # The discrete Gaussian's privacy is essentially that of the continuous one; verify exactly.
-    lo = sigma * 0.8
-    if discrete_gaussian_delta(lo, sensitivity, epsilon) <= delta:
-        sigma = lo
-    else:
-        while discrete_gaussian_delta(sigma, sensitivity, epsilon) > delta:
-            sigma *= 1.01
-        lo_s, hi_s = lo, sigma
-        for _ in range(40):
-            mid = (lo_s + hi_s) / 2
-            if discrete_gaussian_delta(mid, sensitivity, epsilon) <= delta:
-                hi_s = mid
-            else:
-                lo_s = mid
-            if hi_s / lo_s < 1 + 1e-4:
-                break
-        sigma = hi_s
-    return sigma
+
+    def meets(s: float) -> bool:
+        return discrete_gaussian_delta(s, sensitivity, epsilon) <= delta
+
+    # The discrete Gaussian's privacy is essentially that of the continuous one, so the
+    # analytic sigma is within a few percent of the answer; bracket it, then bisect.
+    hi = sigma
+    while not meets(hi):
+        hi *= 1.01
+    lo = hi / 1.25
+    while meets(lo):
+        hi, lo = lo, lo / 1.25
+    while hi / lo > 1 + 1e-4:
+        mid = math.sqrt(lo * hi)
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
-    """Epsilon of rho-zCDP at delta, via the tight RDP conversion (Canonne et al. 2020, Prop. 12)."""
+    """Epsilon of rho-zCDP at delta by the tight RDP conversion (Canonne et al. 2020, Prop. 12)."""
     if rho <= 0:
         return 0.0
 
@@ -83,6 +92,10 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
 
 def rho_for_target(epsilon: float, delta: float) -> float:
     """Largest rho such that rho-zCDP implies (epsilon, delta)-DP."""
-    check_epsilon(epsilon)
-    check_delta(delta)
-    return brentq(lambda r: zcdp_to_approx_dp(r, delta) - epsilon, 1e-12, 1e6, xtol=1e-14)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if delta == 0:
+        raise InvalidInputError("zCDP needs delta > 0 to give an (epsilon, delta) guarantee")
+    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - epsilon, 1e-12, 1e6, xtol=1e-14)
+    # brentq may stop a hair above the root; step below it so the conversion meets epsilon.
+    return rho * (1 - 1e-9)

@@ -21,7 +21,8 @@ NEIGHBOURING = {
     "replace_record": "datasets differ by replacing one record with another",
     "user": "datasets differ by all records of one user (user-level DP)",
     "location_event": "one location report differs (event-level local DP)",
-    "location_radius": "two true locations within the protection radius r (geo-indistinguishability)",
+    "location_radius": ("two true locations within the protection radius r "
+                        "(geo-indistinguishability)"),
     "trajectory": "one user's whole trajectory differs (local DP on that trajectory)",
     "none": "no neighbouring relation: this setting is NOT differentially private",
 }

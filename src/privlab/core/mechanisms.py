@@ -54,8 +54,23 @@ def _grid(sensitivity: float, changed: int, granularity: float | None,
         g = 1.0
     else:
         g = power_of_two_at_most(sensitivity / (GRID_RESOLUTION * changed))
-    exact = integer_valued and float(g).is_integer() and float(sensitivity).is_integer()
-    return g, (math.ceil(sensitivity / g) if exact else math.floor(sensitivity / g) + 1), exact
+    # Integer values on the unit grid need no rounding, so the grid sensitivity is D itself.
+    # On any other grid (even an integer one: 1 and 3 round to 0 and 4 on the grid 2Z)
+    # rounding can add one step: floor(D / g) + 1.
+    exact = integer_valued and g == 1.0 and float(sensitivity).is_integer()
+    return g, (int(sensitivity) if exact else math.floor(sensitivity / g) + 1), exact
+
+
+def _changed(changed_coordinates: int | None, size: int, scalar: bool) -> int:
+    """How many coordinates one neighbour can change (1 for a scalar; default: all)."""
+    if scalar:
+        return 1
+    if changed_coordinates is None:
+        return max(size, 1)
+    if int(changed_coordinates) != changed_coordinates or changed_coordinates < 1:
+        raise InvalidInputError(f"changed_coordinates must be a positive integer, "
+                                f"got {changed_coordinates!r}")
+    return int(changed_coordinates)
 
 
 def _finish(values: np.ndarray, scalar: bool) -> Any:
@@ -84,7 +99,7 @@ def laplace_mechanism(
     sensitivity = _check_sensitivity(sensitivity)
     arr = np.asarray(value, dtype=np.float64)
     scalar = arr.ndim == 0
-    m = 1 if scalar else int(changed_coordinates or arr.size or 1)
+    m = _changed(changed_coordinates, arr.size, scalar)
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
     l1_grid = grid_sens if exact or m == 1 else math.floor(sensitivity / g) + m
     scale_steps = l1_grid / epsilon
@@ -108,9 +123,10 @@ def laplace_mechanism(
 def geometric_mechanism(value: int | Sequence[int] | np.ndarray, sensitivity: int,
                         epsilon: float, **kwargs: Any) -> Release:
     """epsilon-DP release of integers (counts) with integer sensitivity: the two-sided geometric."""
-    if float(sensitivity) != int(sensitivity):
+    sens = _check_sensitivity(sensitivity)
+    if not sens.is_integer():
         raise InvalidInputError("the geometric mechanism needs an integer sensitivity")
-    arr = np.asarray(value)
+    arr = np.asarray(value, dtype=np.float64)
     if arr.size and not np.all(np.equal(np.mod(arr, 1), 0)):
         raise InvalidInputError("the geometric mechanism releases integers; value must be integral")
     return laplace_mechanism(value, sensitivity, epsilon, integer_valued=True,
@@ -143,7 +159,7 @@ def gaussian_mechanism(
     sensitivity = _check_sensitivity(sensitivity)
     arr = np.asarray(value, dtype=np.float64)
     scalar = arr.ndim == 0
-    m = 1 if scalar else int(changed_coordinates or arr.size or 1)
+    m = _changed(changed_coordinates, arr.size, scalar)
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
     if m == 1:
         sigma_steps = discrete_gaussian_sigma(int(grid_sens), epsilon, delta)
@@ -260,7 +276,7 @@ def randomized_response(values: Sequence[Any] | np.ndarray, categories: Sequence
         raise InvalidInputError(f"value {exc.args[0]!r} is not among the declared categories") \
             from None
     gen = make_rng(rng)
-    p_keep = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    p_keep = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))  # e^eps / (e^eps + k - 1), no overflow
     keep = gen.random(codes.size) < p_keep
     other = (codes + gen.integers(1, k, size=codes.size)) % k
     reported = np.where(keep, codes, other)

@@ -80,15 +80,22 @@ def dp_count(values: Any, epsilon: float, *, delta: float = 0.0, mechanism: str 
 
 def dp_sum(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: float = 0.0,
            mechanism: str = "laplace", rng: RngLike = None) -> Release:
-    """Sum of values clamped to public bounds; sensitivity max(|lo|, |hi|) under add/remove."""
+    """Sum of values clamped to public bounds; sensitivity max(|lo|, |hi|) under add/remove.
+
+    The grid depends only on public inputs (bounds, mechanism), never on the data: a grid
+    chosen because "all values happen to be integers" would itself reveal that fact.
+    `geometric` sums the clamped values rounded to integers and needs integer bounds.
+    """
     lo, hi = check_bounds(bounds)
     x = np.clip(as_numeric(values), lo, hi)
     sensitivity = max(abs(lo), abs(hi))
-    integer = bool(np.all(x == np.round(x))) and float(lo).is_integer() and float(hi).is_integer()
-    if mechanism == "geometric" and not integer:
-        raise InvalidInputError("geometric needs integer values and bounds; use laplace")
+    integer = mechanism == "geometric"
+    if integer:
+        if not (float(lo).is_integer() and float(hi).is_integer()):
+            raise InvalidInputError("geometric needs integer bounds LO,HI; use laplace")
+        x = np.rint(x)
     release = _additive(float(x.sum()), sensitivity, epsilon, delta, mechanism, rng,
-                        integer_valued=integer and mechanism != "gaussian")
+                        integer_valued=integer)
     return replace(release, details={"clamped_to": [lo, hi]})
 
 

@@ -33,6 +33,8 @@ class Release:
             g = self.granularity or 1.0
             t = scale / g  # scale in grid steps
             a = math.exp(-1 / t)
+            if a == 0.0:  # the noise is 0 with probability 1 - 2e-300 or more
+                return 0.0
             # P[|X| >= k] = 2 a^k / (1 + a) for k >= 1; smallest k with that <= alpha, minus 1.
             k = math.ceil(math.log(alpha * (1 + a) / 2) / math.log(a))
             return max(k - 1, 0) * g

@@ -1,0 +1,296 @@
+"""Sampler distributions and noise calibration, checked against exact formulas.
+
+Goodness of fit: chi-square over bins whose probabilities come from the exact pmf (not
+from the code under test), fixed seeds, p > 1e-4 required; each fit test also shows
+power by rejecting a slightly wrong pmf on the same samples.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from privlab.core import samplers
+from privlab.core.calibration import (
+    analytic_gaussian_sigma,
+    discrete_gaussian_sigma,
+    gaussian_delta,
+    rho_for_target,
+    zcdp_to_approx_dp,
+)
+from privlab.core.samplers import (
+    discrete_gaussian,
+    discrete_gaussian_delta,
+    discrete_laplace,
+    power_of_two_at_most,
+    round_to_grid,
+)
+from privlab.errors import InvalidInputError
+
+N = 200_000
+
+
+# ----------------------------------------------------------------- exact reference pmfs
+
+
+def dlap_ge(k: np.ndarray, t: float) -> np.ndarray:
+    """P[X >= k] for P[x] = (1-a)/(1+a) a^|x|, a = e^(-1/t), from the closed form."""
+    k = np.asarray(k, dtype=np.float64)
+    a = math.exp(-1.0 / t)
+    upper = np.exp(-np.maximum(k, 1) / t) / (1 + a)  # k >= 1: a^k / (1 + a)
+    lower = 1 - np.exp(-np.maximum(1 - k, 1) / t) / (1 + a)  # k <= 0: 1 - P[X >= 1 - k]
+    return np.where(k >= 1, upper, lower)
+
+
+def dgauss_ge(k: np.ndarray, sigma: float) -> np.ndarray:
+    """P[Y >= k] for Y ~ N_Z(0, sigma^2): normalised direct sum (sigma <= 1000), else the
+    midpoint rule Phi(-(k - 1/2)/sigma), whose error is O(sigma^-2) relative."""
+    k = np.asarray(k, dtype=np.float64)
+    if sigma > 1000:
+        return stats.norm.sf((k - 0.5) / sigma)
+    r = int(40 * sigma) + 5
+    support = np.arange(-r, r + 1)
+    w = np.exp(-(support.astype(float) ** 2) / (2 * sigma * sigma))
+    w /= w.sum()
+    tail = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])
+    return tail[np.clip(k.astype(np.int64) + r, 0, 2 * r + 1)]
+
+
+def chi2_pvalue(samples: np.ndarray, ge, edges: np.ndarray) -> float:
+    """Chi-square p-value of integer samples over bins (-inf, e0), [e0, e1), ..., [e_last, inf),
+    bins with expected count < 20 merged into their neighbour."""
+    edges = np.unique(edges.astype(np.int64))
+    probs = -np.diff(np.concatenate([[1.0], ge(edges), [0.0]]))
+    counts = np.bincount(np.searchsorted(edges, samples, side="right"), minlength=len(probs))
+    exp_, obs = [], []
+    acc_e = acc_o = 0.0
+    for p, c in zip(probs * samples.size, counts, strict=True):
+        acc_e, acc_o = acc_e + p, acc_o + c
+        if acc_e >= 20:
+            exp_.append(acc_e)
+            obs.append(acc_o)
+            acc_e = acc_o = 0.0
+    if acc_e or acc_o:
+        exp_[-1] += acc_e
+        obs[-1] += acc_o
+    exp_a, obs_a = np.array(exp_), np.array(obs)
+    assert len(exp_a) >= 2
+    return float(stats.chisquare(obs_a, exp_a * obs_a.sum() / exp_a.sum()).pvalue)
+
+
+def check_variance(x: np.ndarray, expected: float) -> None:
+    dev = (x - x.mean()) ** 2
+    se = dev.std() / math.sqrt(x.size)
+    assert abs(dev.mean() - expected) <= 5 * se, (dev.mean(), expected, se)
+
+
+# ---------------------------------------------------------------------- discrete Laplace
+
+
+@pytest.mark.parametrize("scale", [0.2, 1.0, 3.7, 100.0, 1e6, 1e12])
+def test_discrete_laplace_matches_exact_pmf(scale: float) -> None:
+    x = discrete_laplace(scale, size=N, rng=20240 + int(math.log2(scale) * 7))
+    assert x.dtype == np.int64 and x.shape == (N,)
+    edges = np.round(scale * np.linspace(-6, 6, 41))
+    p = chi2_pvalue(x, lambda k: dlap_ge(k, scale), edges)
+    assert p > 1e-4, p
+    a = math.exp(-1.0 / scale)
+    check_variance(x, 2 * a / (1 - a) ** 2 if scale < 1e5 else 2 * scale * scale)
+    # Power: the same samples reject a pmf whose scale is 4% off.
+    if scale >= 1:
+        assert chi2_pvalue(x, lambda k: dlap_ge(k, scale * 1.04), edges) < 1e-6
+
+
+def test_discrete_laplace_tiny_scale_is_exactly_zero() -> None:
+    # a = e^-1000 underflows: P[0] = 1 - 1e-434, so every draw must be 0.
+    assert not np.any(discrete_laplace(1e-3, size=10_000, rng=1))
+
+
+def test_discrete_laplace_shapes_and_symmetry() -> None:
+    assert discrete_laplace(2.0, size=(3, 4), rng=1).shape == (3, 4)
+    assert np.ndim(discrete_laplace(2.0, rng=1)) == 0
+    assert discrete_laplace(2.0, size=0, rng=1).shape == (0,)
+    x = discrete_laplace(5.0, size=N, rng=7)
+    # mean 0 within 5 standard errors
+    assert abs(x.mean()) < 5 * x.std() / math.sqrt(N)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, "1"])
+def test_discrete_laplace_rejects_bad_scale(bad) -> None:
+    with pytest.raises(InvalidInputError, match="scale"):
+        discrete_laplace(bad, size=3, rng=1)
+
+
+def test_discrete_laplace_refuses_scales_that_could_overflow() -> None:
+    with pytest.raises(InvalidInputError, match="coarser granularity"):
+        discrete_laplace(2.0**60, size=3, rng=1)
+
+
+# --------------------------------------------------------------------- discrete Gaussian
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 2.5, 10.0, 1000.0, 1e6])
+def test_discrete_gaussian_matches_exact_pmf(sigma: float) -> None:
+    y = discrete_gaussian(sigma, size=N, rng=4242 + int(sigma * 10) % 997)
+    assert y.dtype == np.int64 and y.shape == (N,)
+    edges = np.round(sigma * np.linspace(-4.5, 4.5, 37))
+    p = chi2_pvalue(y, lambda k: dgauss_ge(k, sigma), edges)
+    assert p > 1e-4, p
+    r = int(40 * sigma) + 5 if sigma <= 1000 else 0
+    if r:
+        ks = np.arange(-r, r + 1, dtype=float)
+        w = np.exp(-ks * ks / (2 * sigma * sigma))
+        var = float((ks * ks * w).sum() / w.sum())
+    else:
+        var = sigma * sigma  # Poisson summation: exact to double precision for sigma >= 3
+    check_variance(y, var)
+    if sigma >= 1:
+        assert chi2_pvalue(y, lambda k: dgauss_ge(k, sigma * 1.04), edges) < 1e-6
+
+
+def test_discrete_gaussian_shapes() -> None:
+    assert discrete_gaussian(3.0, size=(2, 5), rng=1).shape == (2, 5)
+    assert np.ndim(discrete_gaussian(3.0, rng=1)) == 0
+    assert discrete_gaussian(3.0, size=0, rng=1).shape == (0,)
+
+
+# ------------------------------------------------------------- exact discrete-Gaussian delta
+
+
+def hockey_stick(sigma: float, d: int, eps: float) -> float:
+    """delta(eps) = sum_y max(0, P[Y = y] - e^eps P[Y + d = y]), straight from the definition."""
+    r = int(40 * sigma) + d + 5
+    ks = np.arange(-r, r + 1, dtype=float)
+    w = np.exp(-ks * ks / (2 * sigma * sigma))
+    w /= w.sum()
+    p, q = w[d:], w[:-d]  # P[Y = y] and P[Y + d = y] on the same y
+    return float(np.maximum(p - math.exp(eps) * q, 0).sum())
+
+
+@pytest.mark.parametrize("sigma,d,eps", [(0.7, 1, 1.0), (3.0, 1, 0.5), (12.5, 4, 0.3),
+                                         (40.0, 25, 2.0), (200.0, 1025, 1.0)])
+def test_discrete_gaussian_delta_matches_definition(sigma: float, d: int, eps: float) -> None:
+    exact = hockey_stick(sigma, d, eps)
+    got = discrete_gaussian_delta(sigma, d, eps)
+    assert got >= exact - 1e-15
+    assert got == pytest.approx(exact, rel=1e-9, abs=1e-14)
+
+
+def test_euler_maclaurin_tails_match_direct_sums() -> None:
+    for sigma in (4096.0, 5000.3):
+        for m in (-9000, 0, 1, 7, 12_500, 25_501, 40_002):
+            (direct,) = samplers._tail_direct(sigma, [m])
+            em, err = samplers._tail_euler_maclaurin(sigma, m)
+            assert err < 1e-24
+            assert em == pytest.approx(direct, rel=2e-14, abs=1e-17)
+    # and the switch between the two methods is seamless
+    below = discrete_gaussian_delta(4095.999, 1025, 0.5)
+    above = discrete_gaussian_delta(4096.001, 1025, 0.5)
+    assert above == pytest.approx(below, rel=1e-5)
+
+
+def test_discrete_gaussian_delta_handles_extremes() -> None:
+    assert discrete_gaussian_delta(0.5, 1, 800.0) <= 1e-30  # e^800 would overflow
+    assert discrete_gaussian_delta(1e-3, 1, 1.0) == pytest.approx(1.0)  # a point mass leaks
+    with pytest.raises(InvalidInputError, match="sensitivity"):
+        discrete_gaussian_delta(1.0, 0, 1.0)
+
+
+# ---------------------------------------------------------------------------- calibration
+
+
+CASES = [(1.0, 0.1, 1e-5), (1.0, 0.5, 1e-6), (1.0, 1.0, 1e-5), (3.0, 2.0, 1e-8),
+         (0.01, 0.9, 1e-3), (1025.0, 8.0, 1e-10)]
+
+
+def delta_by_integration(sigma: float, d: float, eps: float) -> float:
+    """Hockey-stick divergence of N(d, s^2) from N(0, s^2), integrated numerically."""
+    y0 = eps * sigma * sigma / d + d / 2  # beyond y0 the density ratio exceeds e^eps
+
+    def f(y: float) -> float:
+        return stats.norm.pdf(y, d, sigma) - math.exp(eps) * stats.norm.pdf(y, 0, sigma)
+
+    val, _ = integrate.quad(f, y0, y0 + 40 * sigma, epsabs=1e-16, epsrel=1e-11, limit=200)
+    return val
+
+
+@pytest.mark.parametrize("d,eps,delta", CASES)
+def test_analytic_gaussian_round_trip(d: float, eps: float, delta: float) -> None:
+    sigma = analytic_gaussian_sigma(d, eps, delta)
+    got = gaussian_delta(sigma, d, eps)
+    assert got <= delta
+    # The 1e-9 safety factor on sigma moves delta by at most ~1e-7 relative.
+    assert got == pytest.approx(delta, rel=1e-6)
+    assert delta_by_integration(sigma, d, eps) == pytest.approx(got, rel=1e-6)
+    assert gaussian_delta(sigma * 0.99, d, eps) > delta  # 1% less noise fails
+    if eps < 1:  # the classic bound is valid there, and looser
+        classic = d * math.sqrt(2 * math.log(1.25 / delta)) / eps
+        assert sigma < classic
+        assert gaussian_delta(classic, d, eps) <= delta
+
+
+@pytest.mark.parametrize("d,eps,delta", [(1, 1.0, 1e-6), (1, 0.1, 1e-5), (3, 20.0, 1e-6),
+                                         (1025, 1.0, 1e-6), (1025, 0.01, 1e-6),
+                                         (1, 1.0, 0.5)])
+def test_discrete_gaussian_sigma_is_smallest_that_meets_delta(d: int, eps: float,
+                                                              delta: float) -> None:
+    sigma = discrete_gaussian_sigma(d, eps, delta)
+    assert discrete_gaussian_delta(sigma, d, eps) <= delta
+    assert discrete_gaussian_delta(sigma * (1 - 2e-4), d, eps) > delta
+    if sigma < 300:
+        assert hockey_stick(sigma, d, eps) <= delta
+
+
+def test_discrete_gaussian_sigma_is_fast_for_fine_grids() -> None:
+    # sensitivity 1025 grid steps at epsilon 0.001: sigma ~ 4e6 steps; summing the pmf
+    # would take gigabytes, the Euler-Maclaurin tails take microseconds.
+    start = time.perf_counter()
+    sigma = discrete_gaussian_sigma(1025, 0.001, 1e-9)
+    assert time.perf_counter() - start < 1.0
+    assert sigma == pytest.approx(analytic_gaussian_sigma(1025, 0.001, 1e-9), rel=1e-3)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-6), (1.0, 1e-5), (8.0, 1e-9)])
+def test_rho_for_target_round_trip(eps: float, delta: float) -> None:
+    rho = rho_for_target(eps, delta)
+    assert zcdp_to_approx_dp(rho, delta) <= eps
+    assert zcdp_to_approx_dp(rho * 1.001, delta) > eps
+    # the tight conversion allows more rho than the simple eps = rho + 2 sqrt(rho ln 1/delta)
+    simple = (math.sqrt(math.log(1 / delta) + eps) - math.sqrt(math.log(1 / delta))) ** 2
+    assert rho > simple
+
+
+@pytest.mark.parametrize("args", [(1.0, 0.0, 1e-5), (1.0, 1.0, 0.0), (0.0, 1.0, 1e-5),
+                                  (1.0, math.nan, 1e-5), (1.0, 1.0, 1.0)])
+def test_analytic_gaussian_rejects_bad_parameters(args) -> None:
+    with pytest.raises(InvalidInputError):
+        analytic_gaussian_sigma(*args)
+
+
+def test_rho_for_target_needs_delta() -> None:
+    with pytest.raises(InvalidInputError, match="delta"):
+        rho_for_target(1.0, 0.0)
+
+
+# --------------------------------------------------------------------------------- grids
+
+
+def test_power_of_two_at_most() -> None:
+    assert power_of_two_at_most(1.0) == 1.0
+    assert power_of_two_at_most(1000.0) == 512.0
+    assert power_of_two_at_most(1 / 1024) == 2.0**-10
+    assert power_of_two_at_most(0.001) == 2.0**-10
+    with pytest.raises(InvalidInputError):
+        power_of_two_at_most(0.0)
+
+
+def test_round_to_grid() -> None:
+    assert round_to_grid([0.3, -0.76, 2.0], 0.5).tolist() == [1, -2, 4]
+    with pytest.raises(InvalidInputError, match="finite"):
+        round_to_grid([1.0, math.nan], 1.0)
+    with pytest.raises(InvalidInputError, match="coarser granularity"):
+        round_to_grid([1e300], 2.0**-10)
