@@ -928,7 +928,8 @@ def calibrate_dpsgd(
     (b) at that sigma refine the grid as `epsilon_for` does, which picks the grid;
     (c) re-solve there, seeded with the coarse root and slope; (d) confirm that
     `dpsgd_epsilon(sigma)` with default settings meets the target (nudging sigma up if not).
-    On the chosen grid, eps(sigma) <= target < eps(sigma * (1 - rel_tol)).
+    On the chosen grid, eps(sigma) <= target < eps(sigma * (1 - rel_tol)). Sigma is searched
+    in [1e-3, 1e6]; if even 1e-3 meets the target, 1e-3 is returned.
     """
     started = time.perf_counter()
     target = check_epsilon(target_epsilon, "target_epsilon")
