@@ -52,6 +52,17 @@ def as_numeric(values: Any, what: str = "column") -> np.ndarray:
     return arr[~np.isnan(arr)]
 
 
+def _on_grid_within(x: float, lo: float, hi: float) -> tuple[float, float]:
+    """Round x onto the grid 2^floor(log2((hi - lo) / 2^20)), staying inside [lo, hi].
+
+    Returns (value, granularity). Clipping after rounding would put the value on lo or hi,
+    off the grid; clipping the grid index keeps it on the grid and inside the bounds.
+    """
+    g = power_of_two_at_most((hi - lo) / 2**20)
+    k = min(max(round(x / g), math.ceil(lo / g)), math.floor(hi / g))
+    return k * g, g
+
+
 def _additive(value: float, sensitivity: float, epsilon: float, delta: float, mechanism: str,
               rng: RngLike, integer_valued: bool = False, **kw: Any) -> Release:
     if mechanism not in MECHANISMS:
@@ -119,9 +130,7 @@ def dp_mean(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: 
                   "geometric" if mechanism != "gaussian" else "gaussian", gen,
                   integer_valued=True)
     count = max(float(c.value), 1.0)
-    mean = float(np.clip(centre + float(s.value) / count, lo, hi))
-    g = power_of_two_at_most((hi - lo) / 2**20)
-    mean = round(mean / g) * g
+    mean, g = _on_grid_within(centre + float(s.value) / count, lo, hi)
     guarantee = PrivacyGuarantee(
         epsilon=epsilon, delta=delta, mechanism=f"mean = noisy sum / noisy count ({mechanism})",
         accountant="sequential composition of 2 releases",
@@ -191,8 +200,7 @@ def dp_quantile(values: Any, q: float, bounds: tuple[float, float], epsilon: flo
         logw = np.log(widths) + epsilon * utility / 2.0
     index = int(np.argmax(logw + gen.gumbel(size=logw.size)))
     point = edges[index] + gen.random() * widths[index]
-    g = power_of_two_at_most((hi - lo) / 2**20)
-    value = float(np.clip(round(point / g) * g, lo, hi))
+    value, g = _on_grid_within(float(point), lo, hi)
     guarantee = PrivacyGuarantee(epsilon=epsilon, mechanism="quantile (exponential mechanism)",
                                  accountant="exact",
                                  notes=(SEEDED_NOTE,) if is_seeded(rng) else ())
