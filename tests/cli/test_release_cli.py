@@ -190,3 +190,27 @@ def test_json_error_keeps_stdout_clean(table: Path, capsys: pytest.CaptureFixtur
                  "--json"])
     out = capsys.readouterr()
     assert code == 2 and out.out == ""
+
+
+@pytest.mark.parametrize("extra", [
+    ["sum", "--bounds", "10,0"],
+    ["histogram"],
+    ["histogram", "--bounds", "0,100", "--bins", "0"],
+    ["quantile", "--bounds", "0,100", "--q", "1.5"],
+    ["sum", "--bounds", "0,99.5", "--mechanism", "geometric"],
+])
+def test_refused_release_charges_nothing(table: Path, tmp_path: Path, extra: list[str],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from privlab.core.ledger import BudgetLedger
+
+    ledger = str(tmp_path / "budget.sqlite")
+    assert main(["budget", "set", "--ledger", ledger, "--principal", "ana",
+                 "--epsilon", "3"]) == 0
+    stat, rest = extra[0], extra[1:]
+    _error(capsys, ["release", stat, str(table), "--column", "age", "--epsilon", "1",
+                    "--ledger", ledger, "--principal", "ana", *rest])
+    assert BudgetLedger(ledger).remaining("ana")[0] == pytest.approx(3.0)
+    # and a valid release is charged
+    assert main(["release", "count", str(table), "--column", "age", "--epsilon", "1",
+                 "--ledger", ledger, "--principal", "ana"]) == 0
+    assert BudgetLedger(ledger).remaining("ana")[0] == pytest.approx(2.0)

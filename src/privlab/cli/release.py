@@ -6,7 +6,7 @@ the value is computed only after the charge committed (refused past the budget: 
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -18,7 +18,7 @@ from privlab.data.io import read_table, require_columns
 from privlab.errors import InvalidInputError
 
 
-class Statistic(str, Enum):
+class Statistic(StrEnum):
     count = "count"
     sum = "sum"
     mean = "mean"
@@ -26,7 +26,7 @@ class Statistic(str, Enum):
     quantile = "quantile"
 
 
-class Mechanism(str, Enum):
+class Mechanism(StrEnum):
     laplace = "laplace"
     gaussian = "gaussian"
     geometric = "geometric"
@@ -71,6 +71,25 @@ def release_cmd(
     if stat in ("sum", "mean", "quantile"):
         values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
     cats = parse_list(categories, "--categories")
+    # Everything the query would refuse is refused here, before any budget is charged.
+    if pair is not None:
+        queries.check_bounds(pair, "--bounds")
+    if stat == "histogram":
+        if cats is None and pair is None:
+            raise InvalidInputError("histogram needs a public domain: --categories A,B,C, or "
+                                    "--bounds LO,HI with --bins N for numbers")
+        if bins < 1:
+            raise InvalidInputError(f"--bins must be a positive integer, got {bins}")
+        values = values.dropna()
+        if cats is None:
+            values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
+    if stat == "quantile":
+        if mech not in (None, "laplace"):
+            raise InvalidInputError("quantile uses the exponential mechanism; omit --mechanism")
+        if not 0.0 <= q <= 1.0:
+            raise InvalidInputError(f"--q must be in [0, 1], got {q}")
+    if stat == "sum" and mech == "geometric" and not all(float(b).is_integer() for b in pair):
+        raise InvalidInputError("--mechanism geometric needs integer bounds LO,HI; use laplace")
 
     def compute():
         if stat == "count":
@@ -83,13 +102,9 @@ def release_cmd(
             return queries.dp_mean(values, pair, epsilon, delta=delta,
                                    mechanism=mech or "laplace", rng=seed)
         if stat == "histogram":
-            col = values.dropna()
-            if cats is None:
-                col = queries.as_numeric(col.to_numpy(), f"column {column!r}")
-            return queries.dp_histogram(col, epsilon, categories=cats, bounds=pair, bins=bins,
-                                        delta=delta, mechanism=mech or "geometric", rng=seed)
-        if mech not in (None, "laplace"):
-            raise InvalidInputError("quantile uses the exponential mechanism; omit --mechanism")
+            return queries.dp_histogram(values, epsilon, categories=cats, bounds=pair,
+                                        bins=bins, delta=delta, mechanism=mech or "geometric",
+                                        rng=seed)
         return queries.dp_quantile(values, q, pair, epsilon, rng=seed)
 
     charge = None
