@@ -1,0 +1,268 @@
+"""Append-only, hash-chained audit log of every query the gateway receives and its decision.
+
+One row per request: who, when, the SQL, the requested (epsilon, delta), the decision
+(`released`, `refused`, `denied`, `budget_exceeded`, `error`, `charged_outcome_unknown`),
+the reason, the ledger entry it charged and the released (noisy) answer. Rows are never
+updated or deleted (database triggers refuse it) and each carries
+`hash = sha256(previous hash || canonical JSON of the row)`, so `verify()` detects an edit
+made behind the triggers' back. Appends are serialized (SQLite `BEGIN IMMEDIATE`;
+PostgreSQL an advisory transaction lock) to keep the chain linear.
+
+Durability: SQLite runs in WAL mode with `synchronous=NORMAL` (a committed row survives a
+process crash; a power cut may lose the newest rows). Charges are never lost that way: the
+budget ledger commits with `synchronous=FULL` before anything is computed, and on start-up
+the gateway re-adds any charged query missing here as `charged_outcome_unknown`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from privlab.errors import InvalidInputError, PrivlabError
+
+DECISIONS = ("released", "refused", "denied", "budget_exceeded", "error",
+             "charged_outcome_unknown", "unauthenticated")
+_LOCK_ID = 7275829177
+
+_metadata = sa.MetaData()
+_audit = sa.Table(
+    "privlab_gateway_audit", _metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+              autoincrement=True),
+    sa.Column("query_id", sa.String(40), nullable=False, index=True),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("analyst", sa.String(200), nullable=True, index=True),
+    sa.Column("sql", sa.Text, nullable=True),
+    sa.Column("epsilon", sa.String(64), nullable=True),
+    sa.Column("delta", sa.String(64), nullable=True),
+    sa.Column("decision", sa.String(40), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("ledger_entry_id", sa.BigInteger, nullable=True),
+    sa.Column("epsilon_spent", sa.Float, nullable=True),
+    sa.Column("delta_spent", sa.Float, nullable=True),
+    sa.Column("result", sa.Text, nullable=True),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+)
+# Built once: SQLAlchemy caches their compiled form, so an append costs two statements.
+_INSERT = sa.insert(_audit)
+_LAST_HASH = sa.select(_audit.c.hash).order_by(_audit.c.seq.desc()).limit(1)
+_PG_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({_LOCK_ID})")
+_FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "decision", "reason",
+           "ledger_entry_id", "epsilon_spent", "delta_spent", "result")
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    seq: int
+    query_id: str
+    created_at: str
+    analyst: str | None
+    sql: str | None
+    epsilon: str | None
+    delta: str | None
+    decision: str
+    reason: str | None
+    ledger_entry_id: int | None
+    epsilon_spent: float | None
+    delta_spent: float | None
+    result: dict[str, Any] | None
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id, "created_at": self.created_at, "sql": self.sql,
+            "epsilon": None if self.epsilon is None else float(self.epsilon),
+            "delta": None if self.delta is None else float(self.delta),
+            "decision": self.decision, "reason": self.reason,
+            "ledger_entry_id": self.ledger_entry_id, "epsilon_spent": self.epsilon_spent,
+            "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
+        }
+
+
+def _row_hash(prev: str, values: dict[str, Any]) -> str:
+    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return hashlib.sha256((prev + body).encode("utf-8")).hexdigest()
+
+
+def _url(target: str) -> URL:
+    if "://" in target:
+        try:
+            url = make_url(target)
+        except Exception:
+            raise InvalidInputError(f"audit: {target!r} is not a valid database URL") from None
+    else:
+        path = Path(target).expanduser().resolve()
+        if not path.parent.is_dir():
+            raise InvalidInputError(f"audit: directory {path.parent} does not exist")
+        url = URL.create("sqlite", database=str(path))
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InvalidInputError("audit: use a SQLite path or a postgresql+psycopg:// URL")
+    if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+class AuditLog:
+    """`AuditLog(path_or_url)`: append with `record(...)`, read with `history` / `get`."""
+
+    def __init__(self, target: str) -> None:
+        self.url = _url(target)
+        self.dialect = self.url.get_backend_name()
+        self._pid = os.getpid()
+        self._engine = self._make_engine()
+        with self._transaction() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(_PG_LOCK)
+            if not sa.inspect(conn).has_table(_audit.name):
+                _metadata.create_all(conn, checkfirst=True)
+                self._triggers(conn)
+
+    def _make_engine(self) -> Engine:
+        if self.dialect != "sqlite":
+            return sa.create_engine(self.url, pool_pre_ping=True, pool_size=8, max_overflow=16)
+        engine = sa.create_engine(self.url, connect_args={"timeout": 30.0}, pool_size=8,
+                                  max_overflow=32)
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("PRAGMA busy_timeout = 30000")
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            read_only = conn.get_execution_options().get("privlab_read_only", False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+        return engine
+
+    def _triggers(self, conn: Connection) -> None:
+        table = _audit.name
+        if self.dialect == "sqlite":
+            for op in ("UPDATE", "DELETE"):
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON "
+                    f"{table} BEGIN SELECT RAISE(ABORT, 'privlab audit log is append-only'); "
+                    "END")
+            return
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE FUNCTION privlab_audit_append_only() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'privlab audit log is append-only'; END; $$ "
+            "LANGUAGE plpgsql")
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION privlab_audit_append_only()")
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION privlab_audit_append_only()")
+
+    @contextmanager
+    def _transaction(self, read_only: bool = False) -> Iterator[Connection]:
+        if os.getpid() != self._pid:
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        try:
+            with self._engine.connect() as conn:
+                if read_only:
+                    conn = conn.execution_options(privlab_read_only=True)
+                with conn.begin():
+                    yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
+
+    def record(self, query_id: str, decision: str, *, analyst: str | None = None,
+               sql: str | None = None, epsilon: Any = None, delta: Any = None,
+               reason: str | None = None, ledger_entry_id: int | None = None,
+               epsilon_spent: float | None = None, delta_spent: float | None = None,
+               result: dict[str, Any] | None = None) -> int:
+        """Append one row; returns its sequence number."""
+        if decision not in DECISIONS:
+            raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
+        values = {
+            "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
+            "analyst": analyst, "sql": sql,
+            "epsilon": None if epsilon is None else repr(float(epsilon)),
+            "delta": None if delta is None else repr(float(delta)),
+            "decision": decision, "reason": reason, "ledger_entry_id": ledger_entry_id,
+            "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
+            "result": None if result is None else json.dumps(result, default=str,
+                                                             allow_nan=False),
+        }
+        with self._transaction() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(_PG_LOCK)
+            prev = conn.execute(_LAST_HASH).scalar_one_or_none() or GENESIS
+            values["prev_hash"] = prev
+            values["hash"] = _row_hash(prev, values)
+            return int(conn.execute(_INSERT, values).inserted_primary_key[0])
+
+    @staticmethod
+    def _record(row: Any) -> AuditRecord:
+        return AuditRecord(
+            seq=int(row.seq), query_id=row.query_id, created_at=row.created_at,
+            analyst=row.analyst, sql=row.sql, epsilon=row.epsilon, delta=row.delta,
+            decision=row.decision, reason=row.reason,
+            ledger_entry_id=None if row.ledger_entry_id is None else int(row.ledger_entry_id),
+            epsilon_spent=row.epsilon_spent, delta_spent=row.delta_spent,
+            result=None if row.result is None else json.loads(row.result), hash=row.hash)
+
+    def history(self, analyst: str, limit: int = 100, before: int | None = None
+                ) -> list[AuditRecord]:
+        """The analyst's own rows, newest first."""
+        q = sa.select(_audit).where(_audit.c.analyst == analyst)
+        if before is not None:
+            q = q.where(_audit.c.seq < before)
+        q = q.order_by(_audit.c.seq.desc()).limit(max(1, min(int(limit), 1000)))
+        with self._transaction(read_only=True) as conn:
+            return [self._record(r) for r in conn.execute(q).all()]
+
+    def get(self, query_id: str) -> list[AuditRecord]:
+        with self._transaction(read_only=True) as conn:
+            rows = conn.execute(sa.select(_audit).where(_audit.c.query_id == query_id)
+                                .order_by(_audit.c.seq)).all()
+        return [self._record(r) for r in rows]
+
+    def query_ids(self) -> set[str]:
+        with self._transaction(read_only=True) as conn:
+            return set(conn.execute(sa.select(_audit.c.query_id)).scalars())
+
+    def all(self) -> list[AuditRecord]:
+        with self._transaction(read_only=True) as conn:
+            return [self._record(r) for r in
+                    conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()]
+
+    def verify(self) -> list[str]:
+        """Recompute the hash chain; returns the problems found (empty: intact)."""
+        problems = []
+        prev = GENESIS
+        with self._transaction(read_only=True) as conn:
+            rows = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()
+        for r in rows:
+            values = {k: getattr(r, k) for k in _FIELDS}
+            if r.prev_hash != prev or _row_hash(prev, values) != r.hash:
+                problems.append(f"audit row {r.seq}: hash chain broken")
+                break
+            prev = r.hash
+        return problems
+
+    def close(self) -> None:
+        self._engine.dispose()

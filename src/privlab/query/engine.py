@@ -1,0 +1,197 @@
+"""Query engines: DuckDB (a read-only database file) and PostgreSQL (SQLAlchemy + psycopg).
+
+The gateway only ever sends SQL that `privlab.query.planner` generated, with every literal
+as a bound parameter. The engines add defence in depth: DuckDB opens the file read-only
+with external access (files, extensions, HTTP) disabled and its configuration locked;
+PostgreSQL sessions are `default_transaction_read_only` with a `statement_timeout`. An
+engine error is reported to the analyst as a generic failure: its text may quote data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from privlab.errors import InvalidInputError, PrivlabError
+
+
+class EngineError(PrivlabError):
+    """The database failed to run a generated query (HTTP 500; the message stays server-side)."""
+
+
+class Engine:
+    """Interface: `dialect`, `placeholder(i)`, `run(sql, params)`, `check_tables(config)`."""
+
+    dialect = "duckdb"
+
+    @staticmethod
+    def placeholder(i: int) -> str:
+        return "?"
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def check_tables(self, config: Any) -> None:
+        """Fail at start-up when a declared table or column is missing from the database."""
+        from privlab.query.planner import quote_ident
+
+        for spec in config.tables.values():
+            cols = ", ".join(quote_ident(c) for c in spec.columns)
+            source = quote_ident(spec.source)
+            if config.schema:
+                source = f"{quote_ident(config.schema)}.{source}"
+            try:
+                self.run(f"SELECT {cols} FROM {source} WHERE 1 = 0")
+            except EngineError:
+                raise InvalidInputError(
+                    f"tables.{spec.name}: table {spec.source!r} or one of its declared columns "
+                    "is missing from the database") from None
+
+    def close(self) -> None:  # pragma: no cover - trivial
+        pass
+
+
+class _Watchdog:
+    """One daemon thread that interrupts DuckDB statements past their deadline (a timer
+    thread per query would cost more than a small query)."""
+
+    def __init__(self, tick_s: float = 0.1) -> None:
+        self._active: dict[int, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+        self._tick = tick_s
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, cursor: Any) -> int:
+        with self._lock:
+            self._next += 1
+            self._active[self._next] = (deadline, cursor)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="privlab-duckdb-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            return self._next
+
+    def done(self, token: int) -> None:
+        with self._lock:
+            self._active.pop(token, None)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self._tick)
+            now = time.monotonic()
+            with self._lock:
+                late = [(k, c) for k, (d, c) in self._active.items() if d <= now]
+                for k, _ in late:
+                    self._active.pop(k, None)
+            for _, cursor in late:
+                with contextlib.suppress(Exception):  # the statement may have finished
+                    cursor.interrupt()
+
+
+class DuckDBEngine(Engine):
+    """A DuckDB database file opened read-only; one cursor per thread."""
+
+    dialect = "duckdb"
+
+    def __init__(self, path: str | Path, timeout_s: float = 10.0, threads: int | None = None):
+        import duckdb
+
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidInputError(f"database.url: DuckDB file {path} does not exist")
+        config: dict[str, Any] = {"enable_external_access": False,
+                                  "autoinstall_known_extensions": False,
+                                  "autoload_known_extensions": False,
+                                  "lock_configuration": True}
+        if threads is not None:
+            config["threads"] = int(threads)
+        try:
+            self._con = duckdb.connect(str(path), read_only=True, config=config)
+        except duckdb.Error as exc:
+            raise InvalidInputError(f"database.url: {path} could not be opened as a DuckDB "
+                                    f"database ({type(exc).__name__})") from None
+        self.timeout_s = float(timeout_s)
+        self._local = threading.local()
+        self._watchdog = _Watchdog()
+        self.path = path
+
+    def _cursor(self) -> Any:
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._con.cursor()
+            self._local.cursor = cur
+        return cur
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        import duckdb
+
+        cur = self._cursor()
+        token = self._watchdog.watch(time.monotonic() + self.timeout_s, cur)
+        try:
+            return cur.execute(sql, list(params)).fetchall()
+        except duckdb.Error as exc:
+            self._local.cursor = None  # an interrupted cursor is not reused
+            raise EngineError(f"duckdb: {type(exc).__name__}") from exc
+        finally:
+            self._watchdog.done(token)
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class PostgresEngine(Engine):
+    """PostgreSQL through SQLAlchemy; read-only sessions with a statement timeout."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str, timeout_s: float = 10.0, pool_size: int = 8):
+        import sqlalchemy as sa
+        from sqlalchemy.engine import make_url
+
+        try:
+            parsed = make_url(url)
+        except Exception:
+            raise InvalidInputError("database.url is not a valid SQLAlchemy URL") from None
+        if parsed.get_backend_name() != "postgresql":
+            raise InvalidInputError("database.url: only DuckDB files and postgresql URLs are "
+                                    "supported")
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        options = (f"-c default_transaction_read_only=on "
+                   f"-c statement_timeout={int(timeout_s * 1000)}")
+        self._sa = sa
+        self._engine = sa.create_engine(parsed, pool_size=pool_size, max_overflow=pool_size * 2,
+                                        pool_pre_ping=True,
+                                        connect_args={"options": options, "connect_timeout": 5})
+        self.timeout_s = timeout_s
+
+    @staticmethod
+    def placeholder(i: int) -> str:
+        return f":p{i}"
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        sa = self._sa
+        try:
+            with self._engine.connect() as conn:
+                result = conn.execute(sa.text(sql), {f"p{i}": v for i, v in enumerate(params)})
+                rows = [tuple(r) for r in result.fetchall()]
+                conn.rollback()
+                return rows
+        except sa.exc.SQLAlchemyError as exc:
+            raise EngineError(f"postgres: {type(exc).__name__}") from exc
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+def open_engine(url: str, timeout_s: float = 10.0) -> Engine:
+    """DuckDB for a file path (or duckdb:///path), PostgreSQL for a postgresql URL."""
+    if url.startswith("duckdb:///"):
+        return DuckDBEngine(url[len("duckdb:///"):], timeout_s=timeout_s)
+    if "://" in url:
+        return PostgresEngine(url, timeout_s=timeout_s)
+    return DuckDBEngine(url, timeout_s=timeout_s)

@@ -1,0 +1,250 @@
+"""`Gateway`: validate -> plan -> charge -> run -> noise -> audit -> answer.
+
+Order of operations is the privacy argument:
+
+1. The SQL is validated and rewritten (`Planner`); the budget split and every noise
+   parameter are checked on a dry run *before* any charge, so a refusal costs nothing and
+   depends on nothing but the query text and the public config.
+2. The ledger charge commits (`BudgetLedger.reserve`: one serialized transaction that
+   refuses past the budget) BEFORE the engine runs. A crash after this point leaves a charge
+   for a value that may never be shown; a value is never shown without a charge.
+3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
+   appended to the audit log, and only then is the answer returned. A failure anywhere after
+   the charge keeps the charge (refunding would let a retry spend the same budget twice)
+   and answers with a generic error that says nothing about the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from privlab.core.guarantee import check_delta, check_epsilon
+from privlab.core.rng import SEEDED_NOTE, secure_generator
+from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.query.audit import AuditLog
+from privlab.query.config import AnalystSpec, GatewayConfig
+from privlab.query.engine import Engine, open_engine
+from privlab.query.noise import Answer, Budget, answer, plan_budget
+from privlab.query.planner import AccessDenied, Planner, QueryPlan, QueryRefused
+
+log = logging.getLogger("privlab.gateway")
+DESCRIPTION_PREFIX = "privlab gateway query "
+
+
+class QueryFailed(PrivlabError):
+    """The query was charged but could not be computed (HTTP 500); the charge stands."""
+
+    status_code = 500
+
+
+class Gateway:
+    """The DP query service without HTTP: `Gateway(config).query(analyst, sql, epsilon)`.
+
+    `rng`: None (default) draws all noise from a ChaCha20 CSPRNG, re-keyed per thread and
+    per process; an int seed makes answers reproducible and says so (tests only).
+    """
+
+    def __init__(self, config: GatewayConfig, *, engine: Engine | None = None,
+                 ledger: Any = None, audit: AuditLog | None = None, rng: int | None = None,
+                 reconcile: bool = True, check_tables: bool = True) -> None:
+        from privlab.core.ledger import BudgetLedger
+
+        self.config = config
+        self.engine = engine or open_engine(config.database, config.limits.statement_timeout_s)
+        if check_tables:
+            self.engine.check_tables(config)
+        self.planner = Planner(config, dialect=self.engine.dialect,
+                               placeholder=self.engine.placeholder)
+        self.ledger = ledger if ledger is not None else BudgetLedger(config.ledger)
+        self.audit = audit if audit is not None else AuditLog(config.audit_target)
+        self._seed = rng
+        self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
+        self._local = threading.local()
+        self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._dry_lock = threading.Lock()
+        self._seed_lock = threading.Lock()
+        self.sync_budgets()
+        if reconcile:
+            self.reconcile()
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def sync_budgets(self) -> None:
+        """Create each analyst's ledger principal, or update its total to the config's."""
+        existing = set(self.ledger.principals())
+        for a in self.config.analysts.values():
+            if a.principal in existing:
+                st = self.ledger.status(a.principal)
+                if (float(st.budget_epsilon_exact), float(st.budget_delta_exact)) == \
+                        (a.epsilon, a.delta):
+                    continue
+            try:
+                self.ledger.set_budget(a.principal, a.epsilon, a.delta)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"analysts.{a.name}: {exc}") from None
+
+    def reconcile(self) -> int:
+        """Audit every charged gateway query that has no audit row (the gateway stopped
+        between charge and audit); returns how many were added."""
+        known = self.audit.query_ids()
+        added = 0
+        for a in self.config.analysts.values():
+            for entry in self.ledger.history(a.principal):
+                if not entry.description.startswith(DESCRIPTION_PREFIX):
+                    continue
+                qid = entry.description[len(DESCRIPTION_PREFIX):].split(" ", 1)[0]
+                if qid in known:
+                    continue
+                sql = entry.description.split(": ", 1)[1] if ": " in entry.description else None
+                self.audit.record(
+                    qid, "charged_outcome_unknown", analyst=a.name, sql=sql,
+                    epsilon=entry.epsilon, delta=entry.delta, ledger_entry_id=entry.entry_id,
+                    epsilon_spent=entry.epsilon, delta_spent=entry.delta,
+                    reason="charged, then the gateway stopped before recording the outcome; "
+                           "the charge stands")
+                added += 1
+        return added
+
+    # -- randomness -------------------------------------------------------------------------
+
+    def _rng(self) -> np.random.Generator:
+        if self._seeded_rng is not None:
+            return self._seeded_rng
+        gen = getattr(self._local, "gen", None)
+        if gen is None or self._local.pid != os.getpid():
+            # never share a stream across a fork: two workers would add identical noise
+            gen = secure_generator()
+            self._local.gen, self._local.pid = gen, os.getpid()
+        return gen
+
+    # -- the query path ---------------------------------------------------------------------
+
+    def _validate(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any,
+                  mechanism: str | None) -> tuple[QueryPlan, Budget, dict[str, Any]]:
+        plan = self.planner.plan(sql, analyst.tables)
+        eps = check_epsilon(epsilon)
+        dlt = check_delta(delta)
+        if eps > self.config.limits.max_epsilon_per_query:
+            raise QueryRefused(f"epsilon={eps:g} is above this gateway's per-query limit "
+                               f"{self.config.limits.max_epsilon_per_query:g}")
+        budget = plan_budget(plan, eps, dlt, mechanism)
+        key = (sql, analyst.tables, budget)
+        with self._dry_lock:
+            guarantee = self._dry.get(key)
+        if guarantee is None:
+            # dry run on an empty result: validates every noise parameter before the charge
+            dry = answer(plan, [], [], budget, rng=0)
+            guarantee = dry.guarantee.to_dict()
+            guarantee["notes"] = [n for n in guarantee["notes"] if n != SEEDED_NOTE]
+            with self._dry_lock:
+                self._dry[key] = guarantee
+                while len(self._dry) > 1024:
+                    self._dry.popitem(last=False)
+        return plan, budget, guarantee
+
+    def query(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
+              mechanism: str | None = None) -> dict[str, Any]:
+        """Answer one query for `analyst`; raises QueryRefused (400), AccessDenied (403),
+        BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
+        qid = uuid.uuid4().hex
+        audit_sql = sql if isinstance(sql, str) else None
+        common = dict(analyst=analyst.name, sql=audit_sql,
+                      epsilon=epsilon if isinstance(epsilon, (int, float)) else None,
+                      delta=delta if isinstance(delta, (int, float)) else None)
+        try:
+            plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
+        except AccessDenied as exc:
+            self.audit.record(qid, "denied", reason=str(exc), **common)
+            raise
+        except InvalidInputError as exc:
+            self.audit.record(qid, "refused", reason=str(exc), **common)
+            raise QueryRefused(str(exc)) from None
+        description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
+        entry = None
+        try:
+            with self.ledger.reserve(analyst.principal, budget.epsilon, budget.delta,
+                                     description=description, guarantee=guarantee) as entry:
+                result = self._compute(plan, budget)
+        except BudgetExceededError as exc:
+            self.audit.record(qid, "budget_exceeded", reason=str(exc), **common)
+            raise
+        except Exception as exc:
+            log.error("gateway query %s failed after the charge: %s", qid, type(exc).__name__)
+            self._audit_failure(qid, entry, budget, exc, common)
+            raise QueryFailed(f"the query could not be computed (query id {qid}); "
+                              "the charge stands") from None
+        response = {
+            "query_id": qid,
+            **result.to_dict(),
+            "epsilon_spent": budget.epsilon,
+            "delta_spent": budget.delta,
+            "remaining_budget": {"epsilon": entry.remaining_epsilon,
+                                 "delta": entry.remaining_delta},
+            "ledger_entry_id": entry.entry_id,
+        }
+        try:
+            self.audit.record(qid, "released", ledger_entry_id=entry.entry_id,
+                              epsilon_spent=budget.epsilon, delta_spent=budget.delta,
+                              result={"columns": response["columns"], "rows": response["rows"]},
+                              **common)
+        except Exception as exc:  # not audited: do not release
+            log.error("gateway query %s: audit failed (%s); answer withheld", qid,
+                      type(exc).__name__)
+            raise QueryFailed(f"the answer could not be recorded (query id {qid}); it was "
+                              "withheld and the charge stands") from None
+        return response
+
+    def _compute(self, plan: QueryPlan, budget: Budget) -> Answer:
+        rows = self.engine.run(plan.sql, plan.params)
+        values = self.engine.run(plan.quantile_sql, plan.quantile_params) \
+            if plan.quantile_sql else []
+        if self._seeded_rng is not None:
+            with self._seed_lock:
+                return answer(plan, rows, values, budget, rng=self._seeded_rng)
+        return answer(plan, rows, values, budget, rng=self._rng(), seeded=False)
+
+    def _audit_failure(self, qid: str, entry: Any, budget: Budget, exc: Exception,
+                       common: dict[str, Any]) -> None:
+        try:
+            self.audit.record(
+                qid, "error", reason=f"{type(exc).__name__} after the charge",
+                ledger_entry_id=None if entry is None else entry.entry_id,
+                epsilon_spent=None if entry is None else budget.epsilon,
+                delta_spent=None if entry is None else budget.delta, **common)
+        except Exception:  # the ledger still holds the charge; reconcile() will find it
+            log.exception("gateway query %s: audit of the failure failed", qid)
+
+    # -- read-only views --------------------------------------------------------------------
+
+    def budget(self, analyst: AnalystSpec) -> dict[str, Any]:
+        st = self.ledger.status(analyst.principal).to_dict()
+        st["analyst"] = analyst.name
+        return st
+
+    def history(self, analyst: AnalystSpec, limit: int = 100,
+                before: int | None = None) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.audit.history(analyst.name, limit, before)]
+
+    def tables(self, analyst: AnalystSpec | None = None) -> dict[str, Any]:
+        names = [n for n in self.config.tables
+                 if analyst is None or analyst.tables is None or n in analyst.tables]
+        return {
+            "tables": [self.config.tables[n].public_metadata() for n in names],
+            "joins": [j.public() for j in self.config.joins
+                      if j.left_table in names and j.right_table in names],
+        }
+
+    def close(self) -> None:
+        for closer in (self.engine.close, self.audit.close, getattr(self.ledger, "close", None)):
+            if closer is not None:
+                try:
+                    closer()
+                except Exception:  # pragma: no cover - best effort on shutdown
+                    log.debug("close failed", exc_info=True)

@@ -1,0 +1,236 @@
+"""FastAPI app over `privlab.query.Gateway`: the DP query service.
+
+    POST /v1/queries        {"sql", "epsilon", "delta"?, "mechanism"?} -> noisy answer
+    GET  /v1/queries        the caller's own history (audit rows), newest first
+    GET  /v1/queries/{id}   one of the caller's queries (403 for another analyst's)
+    GET  /v1/budget         the caller's budget (403 for another analyst's)
+    GET  /v1/tables         public metadata of the tables the caller may query
+    GET  /healthz           liveness
+    GET  /openapi.json      the OpenAPI document (/docs renders it)
+
+A pure-ASGI front door runs before any routing or body parsing: request size limit (413;
+a body without Content-Length is refused with 411), API-key authentication for /v1 (401)
+and a per-analyst token-bucket rate limit (429 with Retry-After). Errors are JSON
+`{"error": code, "reason": text}`; reasons never quote data or database errors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+from privlab import __version__
+from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.query.config import AnalystSpec, GatewayConfig, load_config
+from privlab.query.gateway import Gateway, QueryFailed
+from privlab.query.planner import AccessDenied, QueryRefused
+
+STATUS = {"refused": 400, "unauthorized": 401, "budget_exceeded": 402, "forbidden": 403,
+          "not_found": 404, "length_required": 411, "too_large": 413, "rate_limited": 429,
+          "failed": 500}
+
+
+def _error_body(code: str, reason: str) -> bytes:
+    return json.dumps({"error": code, "reason": reason}).encode("utf-8")
+
+
+async def _send_error(send: Any, code: str, reason: str,
+                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = _error_body(code, reason)
+    await send({"type": "http.response.start", "status": STATUS[code],
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())] + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Bucket:
+    __slots__ = ("tokens", "stamp")
+
+    def __init__(self, tokens: float) -> None:
+        self.tokens = tokens
+        self.stamp = time.monotonic()
+
+
+class FrontDoor:
+    """Size limit, authentication and rate limiting before the app sees the request."""
+
+    def __init__(self, app: Any, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+        self.limits = gateway.config.limits
+        self._buckets: dict[str, _Bucket] = {}
+
+    def _key(self, headers: dict[bytes, bytes]) -> str | None:
+        auth = headers.get(b"authorization", b"").decode("latin-1").strip()
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip() or None
+        key = headers.get(b"x-api-key", b"").decode("latin-1").strip()
+        return key or None
+
+    def _allow(self, analyst: str) -> float:
+        """0 when allowed, else seconds until a token is available."""
+        rate, burst = self.limits.rate_per_second, float(self.limits.burst)
+        bucket = self._buckets.get(analyst)
+        if bucket is None:
+            bucket = self._buckets[analyst] = _Bucket(burst)
+        now = time.monotonic()
+        bucket.tokens = min(burst, bucket.tokens + (now - bucket.stamp) * rate)
+        bucket.stamp = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return 0.0
+        return (1.0 - bucket.tokens) / rate
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        method = scope.get("method", "GET")
+        if method in ("POST", "PUT", "PATCH"):
+            length = headers.get(b"content-length")
+            if length is None:
+                await _send_error(send, "length_required", "send a Content-Length header")
+                return
+            try:
+                n = int(length)
+            except ValueError:
+                await _send_error(send, "refused", "Content-Length is not a number")
+                return
+            if n > self.limits.max_request_bytes:
+                await _send_error(send, "too_large", f"request bodies are limited to "
+                                  f"{self.limits.max_request_bytes} bytes")
+                return
+        path = scope.get("path", "")
+        if path.startswith("/v1/") or path == "/v1":
+            key = self._key(headers)
+            analyst = None if key is None else self.gateway.config.analyst_by_key(key)
+            if analyst is None:
+                await _send_error(send, "unauthorized", "missing or unknown API key (send "
+                                  "Authorization: Bearer <key>)",
+                                  [(b"www-authenticate", b"Bearer")])
+                return
+            wait = self._allow(analyst.name)
+            if wait > 0:
+                await _send_error(send, "rate_limited", "too many requests; slow down",
+                                  [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                return
+            scope.setdefault("state", {})["analyst"] = analyst
+        await self.app(scope, receive, send)
+
+
+def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
+               gateway: Gateway | None = None, reconcile: bool = True) -> Any:
+    """Build the ASGI app from a config (object or YAML path) or a ready `Gateway`."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, Field
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    if gateway is None:
+        if config is None:
+            raise InvalidInputError("create_app needs a config or a gateway")
+        cfg = config if isinstance(config, GatewayConfig) else load_config(config)
+        gateway = Gateway(cfg, reconcile=reconcile)
+    gw = gateway
+    limits = gw.config.limits
+
+    class QueryRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        sql: str = Field(..., max_length=limits.max_sql_chars,
+                         description="SELECT of COUNT / SUM / AVG / MEDIAN / PERCENTILE_CONT "
+                                     "over declared tables")
+        epsilon: float = Field(..., gt=0, description="privacy budget of this query")
+        delta: float = Field(0.0, ge=0, lt=1, description="> 0 for partition selection or "
+                                                           "the gaussian mechanism")
+        mechanism: str | None = Field(None, description="laplace (default) or gaussian")
+
+    app = FastAPI(title="privlab DP query gateway", version=__version__,
+                  description="Aggregate SQL answered with differential privacy and "
+                              "per-analyst budgets.")
+    app.state.gateway = gw
+
+    def error(code: str, reason: str) -> JSONResponse:
+        return JSONResponse({"error": code, "reason": reason}, status_code=STATUS[code])
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = sorted({".".join(str(p) for p in e.get("loc", ()) if p != "body")
+                         for e in exc.errors()})
+        return error("refused", f"invalid request body: check {', '.join(fields) or 'JSON'} "
+                     "(sql: text, epsilon: number > 0, delta: number in [0, 1))")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "refused"}.get(exc.status_code, "refused")
+        return JSONResponse({"error": code, "reason": str(exc.detail)},
+                            status_code=exc.status_code)
+
+    def analyst_of(request: Request) -> AnalystSpec:
+        return request.scope["state"]["analyst"]
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/v1/tables", tags=["metadata"])
+    def tables(request: Request) -> dict[str, Any]:
+        return gw.tables(analyst_of(request))
+
+    @app.get("/v1/budget", tags=["budget"])
+    def budget(request: Request, analyst: str | None = None) -> Any:
+        me = analyst_of(request)
+        if analyst is not None and analyst != me.name:
+            return error("forbidden", "you may only read your own budget")
+        return gw.budget(me)
+
+    @app.post("/v1/queries", tags=["queries"])
+    def post_query(request: Request, body: QueryRequest) -> Any:
+        me = analyst_of(request)
+        try:
+            return gw.query(me, body.sql, body.epsilon, body.delta, body.mechanism)
+        except QueryRefused as exc:
+            return error("refused", str(exc))
+        except AccessDenied as exc:
+            return error("forbidden", str(exc))
+        except BudgetExceededError as exc:
+            return error("budget_exceeded", str(exc))
+        except QueryFailed as exc:
+            return error("failed", str(exc))
+        except PrivlabError:
+            return error("failed", "the gateway could not process the query")
+
+    @app.get("/v1/queries", tags=["queries"])
+    def list_queries(request: Request, limit: int = 100, before: int | None = None) -> Any:
+        if not 1 <= limit <= 1000:
+            return error("refused", "limit must be in [1, 1000]")
+        me = analyst_of(request)
+        return {"analyst": me.name, "queries": gw.history(me, limit, before)}
+
+    @app.get("/v1/queries/{query_id}", tags=["queries"])
+    def get_query(request: Request, query_id: str) -> Any:
+        me = analyst_of(request)
+        if len(query_id) > 64 or not query_id.isalnum():
+            return error("not_found", "no such query")
+        rows = gw.audit.get(query_id)
+        if not rows:
+            return error("not_found", "no such query")
+        if any(r.analyst != me.name for r in rows):
+            return error("forbidden", "this query belongs to another analyst")
+        return {"query_id": query_id, "events": [r.to_dict() for r in rows]}
+
+    front = FrontDoor(app, gw)
+    front.fastapi = app  # type: ignore[attr-defined]
+    return front
+
+
+def app_from_env() -> Any:
+    """Factory for `uvicorn --factory` / several workers: config from PRIVLAB_GATEWAY_CONFIG."""
+    path = os.environ.get("PRIVLAB_GATEWAY_CONFIG")
+    if not path:
+        raise InvalidInputError("PRIVLAB_GATEWAY_CONFIG is not set; use `privlab serve`")
+    return create_app(path, reconcile=os.environ.get("PRIVLAB_GATEWAY_RECONCILE", "1") == "1")

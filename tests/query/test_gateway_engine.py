@@ -1,0 +1,224 @@
+"""Gateway end to end on DuckDB (ledger on SQLite) and PostgreSQL (ledger on PostgreSQL)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+from gw_fixtures import PEOPLE, VISITS, adult_cfg, small_config
+
+from privlab.core.ledger import BudgetLedger
+from privlab.errors import BudgetExceededError
+from privlab.query.demo import adult_frame
+from privlab.query.gateway import Gateway, QueryFailed
+from privlab.query.planner import AccessDenied, QueryRefused
+
+
+@pytest.fixture(scope="module")
+def adult() -> Any:
+    return adult_frame()
+
+
+def adult_gateway(b: dict[str, Any], epsilon: float = 50.0, rng: int | None = 7,
+                  **kw: Any) -> Gateway:
+    cfg = adult_cfg(b["adult"], b["ledger"], schema=b["adult_schema"], epsilon=epsilon,
+                    suffix=b["suffix"], **kw)
+    return Gateway(cfg, rng=rng)
+
+
+def small_gateway(b: dict[str, Any], epsilon: float = 50.0, rng: int | None = 7) -> Gateway:
+    cfg = small_config(b["small"], b["ledger"], schema=b["small_schema"], epsilon=epsilon,
+                       suffix=b["suffix"])
+    return Gateway(cfg, rng=rng)
+
+
+def alice(g: Gateway) -> Any:
+    return next(a for n, a in g.config.analysts.items() if n.startswith("alice"))
+
+
+def test_answers_are_close_to_the_truth(backend: dict[str, Any], adult: Any) -> None:
+    g = adult_gateway(backend)
+    a = alice(g)
+    r = g.query(a, "SELECT COUNT(*) AS n, SUM(age), AVG(\"hours-per-week\") FROM adult "
+                   "WHERE sex = 'Female' AND age BETWEEN 20 AND 60", 3.0)
+    women = adult[(adult.sex == "Female") & adult.age.between(20, 60)]
+    n, s, h = r["rows"][0]
+    info = {c["name"]: c for c in r["column_info"]}
+    # seeded noise: within 3x the 95% interval (deterministic for this seed)
+    assert abs(n - len(women)) <= 3 * info["n"]["confidence_interval_95"]
+    assert abs(s - women.age.sum()) <= 3 * info["sum_age"]["confidence_interval_95"]
+    assert abs(h - women["hours-per-week"].mean()) < 0.5
+    assert r["guarantee"]["epsilon"] == 3.0 and r["guarantee"]["is_dp"]
+    assert r["remaining_budget"]["epsilon"] == pytest.approx(47.0)
+    assert r["epsilon_spent"] == 3.0 and r["delta_spent"] == 0.0
+
+
+def test_group_by_releases_the_whole_public_domain(backend: dict[str, Any], adult: Any) -> None:
+    g = adult_gateway(backend)
+    r = g.query(alice(g), "SELECT workclass, COUNT(*) AS n FROM adult GROUP BY workclass", 2.0)
+    keys = [row[0] for row in r["rows"]]
+    assert tuple(keys) == g.config.tables["adult"].columns["workclass"].domain
+    assert "Never-worked" not in set(adult.workclass)  # absent from the data, still released
+    truth = Counter(adult.workclass)
+    ci = r["column_info"][1]["confidence_interval_95"]
+    for key, n in r["rows"]:
+        assert abs(n - truth.get(key, 0)) <= 3 * ci
+
+
+def test_quantiles_and_partition_selection(backend: dict[str, Any], adult: Any) -> None:
+    g = adult_gateway(backend)
+    a = alice(g)
+    r = g.query(a, "SELECT sex, MEDIAN(age) FROM adult GROUP BY sex", 2.0)
+    for sex, med in r["rows"]:
+        assert abs(med - adult[adult.sex == sex].age.median()) <= 1.5
+    r = g.query(a, 'SELECT "native-country", COUNT(*) AS n FROM adult '
+                   'GROUP BY "native-country" ORDER BY n DESC', 1.0, 1e-6)
+    released = {row[0]: row[1] for row in r["rows"]}
+    truth = Counter(adult["native-country"])
+    assert r["rows"][0][0] == "United-States"
+    assert r["guarantee"]["delta"] == 1e-6
+    for key in released:
+        assert truth[key] >= 5  # rare countries (the threshold is ~15) are never released
+    assert {k for k, v in truth.items() if v >= 60} <= set(released)
+
+
+def test_contribution_bounding_and_joins(backend: dict[str, Any]) -> None:
+    g = small_gateway(backend)
+    per_person = Counter(p for p, _, _ in VISITS)
+    plan = g.planner.plan("SELECT COUNT(*), COUNT(DISTINCT person_id) FROM visits")
+    exact = g.engine.run(plan.sql, plan.params)[0]
+    assert exact[0] == sum(min(n, 3) for n in per_person.values())  # <= 3 rows per person
+    assert exact[-1] == len(per_person)
+    # the heavy contributor (person 1, 50+ visits of 100) adds at most 3 * 100 to the sum
+    plan = g.planner.plan("SELECT SUM(amount) FROM visits WHERE person_id = 1")
+    assert g.engine.run(plan.sql, plan.params)[0][-1] <= 300
+    # private-private join on the unit, and a public lookup table
+    plan = g.planner.plan("SELECT p.region, COUNT(*) FROM visits v JOIN people p "
+                          "ON v.person_id = p.id GROUP BY p.region")
+    rows = dict((r[0], r[1]) for r in g.engine.run(plan.sql, plan.params))
+    regions = {pid: reg for pid, _, reg in PEOPLE}
+    expected = Counter()
+    for pid, n in per_person.items():
+        expected[regions[pid]] += min(n, 3)
+    assert rows == dict(expected)
+    r = g.query(alice(g), "SELECT c.country, COUNT(*), AVG(v.amount) FROM visits v JOIN cities c "
+                          "ON v.city = c.city GROUP BY c.country", 2.0)
+    assert [row[0] for row in r["rows"]] == ["TR", "UA"]
+    assert r["guarantee"]["neighbouring"] == "user"
+
+
+def test_budget_is_charged_and_enforced(backend: dict[str, Any]) -> None:
+    g = small_gateway(backend, epsilon=1.0)
+    a = alice(g)
+    for _ in range(4):
+        g.query(a, "SELECT COUNT(*) FROM people", 0.25)
+    assert g.budget(a)["remaining_epsilon"] == 0.0
+    with pytest.raises(BudgetExceededError):
+        g.query(a, "SELECT COUNT(*) FROM people", 0.01)
+    history = g.history(a)
+    assert [h["decision"] for h in history] == ["budget_exceeded"] + ["released"] * 4
+    assert len(g.ledger.history(a.principal)) == 4
+    assert g.ledger.verify().ok and g.audit.verify() == []
+
+
+def test_refusals_cost_nothing_and_are_audited(backend: dict[str, Any]) -> None:
+    g = small_gateway(backend, epsilon=1.0)
+    a = alice(g)
+    bob = next(v for n, v in g.config.analysts.items() if n.startswith("bob"))
+    with pytest.raises(QueryRefused):
+        g.query(a, "SELECT * FROM people", 0.5)
+    with pytest.raises(QueryRefused, match="per-query limit"):
+        g.query(a, "SELECT COUNT(*) FROM people", 11.0)
+    with pytest.raises(AccessDenied):
+        g.query(bob, "SELECT COUNT(*) FROM visits", 0.5)
+    assert g.ledger.history(a.principal) == [] and g.ledger.history(bob.principal) == []
+    assert [h["decision"] for h in g.history(a)] == ["refused", "refused"]
+    assert [h["decision"] for h in g.history(bob)] == ["denied"]
+
+
+def test_failure_after_the_charge_keeps_the_charge(backend: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    g = small_gateway(backend)
+    a = alice(g)
+
+    def boom(*_args: Any, **_kw: Any) -> Any:
+        raise RuntimeError("disk on fire: row 17 has value 42")
+
+    monkeypatch.setattr(g.engine, "run", boom)
+    with pytest.raises(QueryFailed) as info:
+        g.query(a, "SELECT COUNT(*) FROM people", 0.5)
+    assert "fire" not in str(info.value) and "value 42" not in str(info.value)
+    assert len(g.ledger.history(a.principal)) == 1
+    event = g.history(a)[0]
+    assert event["decision"] == "error" and event["ledger_entry_id"] is not None
+
+
+def test_restart_reconciles_charges_without_an_audit_row(backend: dict[str, Any],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    g = small_gateway(backend)
+    a = alice(g)
+    original = g.audit.record
+
+    def fail_release(query_id: str, decision: str, **kw: Any) -> int:
+        if decision == "released":
+            raise OSError("audit disk full")
+        return original(query_id, decision, **kw)
+
+    monkeypatch.setattr(g.audit, "record", fail_release)
+    with pytest.raises(QueryFailed, match="withheld"):
+        g.query(a, "SELECT COUNT(*) FROM people", 0.5)
+    monkeypatch.undo()
+    g.close()
+    # the "error" row was written by the failure path; simulate a crash where even that
+    # is lost by checking a fresh gateway adds nothing twice and keeps the charge
+    g2 = small_gateway(backend)
+    assert g2.budget(a)["spent_epsilon"] == 0.5
+    assert g2.reconcile() == 0
+
+
+def test_crash_between_noise_and_answer_is_reconciled(backend: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import privlab.query.gateway as gw_module
+
+    g = small_gateway(backend)
+    a = alice(g)
+    sql = "SELECT COUNT(*) FROM people WHERE age > 30"
+    g.query(a, sql, 0.5)  # warm: the dry run of this (query, budget) is cached
+    real_answer = gw_module.answer
+
+    class Crash(BaseException):
+        """Stands for the process dying: nothing after it runs."""
+
+    def noise_then_die(*args: Any, **kw: Any) -> Any:
+        real_answer(*args, **kw)  # the noisy answer exists ...
+        raise Crash  # ... and the process dies before it is audited or sent
+
+    monkeypatch.setattr(gw_module, "answer", noise_then_die)
+    with pytest.raises(Crash):
+        g.query(a, sql, 0.5)
+    monkeypatch.undo()
+    assert [h["decision"] for h in g.history(a)] == ["released"]  # only the first one
+    g.close()
+    g2 = small_gateway(backend)  # restart: the charge is found and audited
+    events = g2.history(a)
+    assert [e["decision"] for e in events] == ["charged_outcome_unknown", "released"]
+    assert events[0]["sql"] == sql
+    assert g2.budget(a)["spent_epsilon"] == 1.0
+
+
+def test_unseeded_gateway_uses_the_csprng(backend: dict[str, Any]) -> None:
+    g = small_gateway(backend, rng=None)
+    r = g.query(alice(g), "SELECT COUNT(*) FROM people", 1.0)
+    assert not any("seeded" in n for n in r["guarantee"]["notes"])
+    assert math.isfinite(r["rows"][0][0])
+
+
+def test_ledger_is_the_shared_budget_ledger(backend: dict[str, Any]) -> None:
+    g = small_gateway(backend)
+    assert isinstance(g.ledger, BudgetLedger)
+    g.query(alice(g), "SELECT COUNT(*) FROM people", 0.5)
+    entry = g.ledger.history(alice(g).principal)[-1]
+    assert entry.description.startswith("privlab gateway query ")
+    assert entry.guarantee["epsilon"] == 0.5
