@@ -1,0 +1,222 @@
+"""Reading trajectories into one canonical table: id (str), time (datetime64[ns]), lat, lon.
+
+Formats: any CSV/TSV/Parquet table with configurable (or recognised) id/time/lat/lon columns
+(the bundled GeoLife sample is one: lat, lng, datetime, uid), raw GeoLife `.plt` files or a
+GeoLife `Data/` directory, and T-Drive text files (`taxi id, datetime, longitude, latitude`,
+no header) or a directory of them. Reading only parses and renames; validation, sorting,
+de-duplication and filters happen in `privlab.trajectory.preprocess.prepare`.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from privlab.data.io import read_table
+from privlab.errors import InvalidInputError
+
+CANONICAL = ("id", "time", "lat", "lon")
+FORMATS = ("auto", "table", "geolife", "plt", "tdrive")
+
+_CANDIDATES = {
+    "id": ("id", "uid", "user", "user_id", "userid", "taxi_id", "taxi", "vehicle_id", "tid",
+           "traj_id", "trajectory_id"),
+    "time": ("time", "datetime", "timestamp", "date_time", "t", "ts"),
+    "lat": ("lat", "latitude"),
+    "lon": ("lon", "lng", "long", "longitude"),
+}
+_OPTION = {"id": "--id-col", "time": "--time-col", "lat": "--lat-col", "lon": "--lon-col"}
+
+
+def _find_column(frame: pd.DataFrame, role: str, given: str | None) -> str:
+    if given is not None:
+        if given not in frame.columns:
+            have = ", ".join(map(str, frame.columns[:20]))
+            raise InvalidInputError(f"unknown {_OPTION[role]} {given!r}; the table has: {have}")
+        return given
+    lower = {str(c).lower(): c for c in frame.columns}
+    for cand in _CANDIDATES[role]:
+        if cand in lower:
+            return lower[cand]
+    have = ", ".join(map(str, frame.columns[:20]))
+    raise InvalidInputError(f"no {role} column recognised (tried {', '.join(_CANDIDATES[role])});"
+                            f" pass {_OPTION[role]}; the table has: {have}")
+
+
+def parse_times(values: pd.Series, field: str = "time", unit: str = "s") -> pd.Series:
+    """Parse a time column to naive UTC datetime64[ns]; numbers are epoch offsets in `unit`."""
+    col = values
+    if isinstance(col.dtype, pd.DatetimeTZDtype):
+        out = col.dt.tz_convert("UTC").dt.tz_localize(None)
+    elif pd.api.types.is_datetime64_any_dtype(col):
+        out = col
+    elif pd.api.types.is_numeric_dtype(col):
+        if unit not in ("s", "ms", "us", "ns"):
+            raise InvalidInputError(f"--time-unit must be s, ms, us or ns, got {unit!r}")
+        out = pd.to_datetime(col, unit=unit, errors="coerce")
+    else:
+        text = col.astype("str")
+        out = pd.to_datetime(text, errors="coerce")
+        if out.isna().any() and out.notna().any():
+            out = pd.to_datetime(text, errors="coerce", format="mixed")
+        if isinstance(out.dtype, pd.DatetimeTZDtype):
+            out = out.dt.tz_convert("UTC").dt.tz_localize(None)
+    out = out.astype("datetime64[ns]")
+    bad = out.isna().to_numpy()
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise InvalidInputError(
+            f"{field}: {int(bad.sum())} missing or unparseable timestamp(s) (first at row {first},"
+            f" value {values.iloc[first]!r}); fix or remove them, or pass the right {field} column")
+    return out.reset_index(drop=True)
+
+
+def _numeric(values: pd.Series, field: str) -> np.ndarray:
+    out = pd.to_numeric(values, errors="coerce")
+    bad = out.isna() & values.notna()
+    if bad.any():
+        first = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InvalidInputError(f"column {field!r} has non-numeric value {values.iloc[first]!r} "
+                                f"(row {first}); it must hold decimal degrees")
+    return out.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def from_frame(frame: pd.DataFrame, *, id_col: str | None = None, time_col: str | None = None,
+               lat_col: str | None = None, lon_col: str | None = None,
+               heading_col: str | None = None, time_unit: str = "s") -> pd.DataFrame:
+    """Rename and parse a user table into the canonical columns (plus `heading` if given)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInputError("trajectories must be a pandas DataFrame or a file path")
+    if len(frame) == 0:
+        raise InvalidInputError("the trajectory table has no rows")
+    cols = {role: _find_column(frame, role, given) for role, given in
+            (("id", id_col), ("time", time_col), ("lat", lat_col), ("lon", lon_col))}
+    ids = frame[cols["id"]]
+    if ids.isna().any():
+        first = int(np.flatnonzero(ids.isna().to_numpy())[0])
+        raise InvalidInputError(f"id column {cols['id']!r} has missing values (first at row "
+                                f"{first}); every fix needs a trajectory id")
+    out = pd.DataFrame({
+        "id": ids.astype("str").reset_index(drop=True),
+        "time": parse_times(frame[cols["time"]], f"time column {cols['time']!r}", time_unit),
+        "lat": _numeric(frame[cols["lat"]], cols["lat"]),
+        "lon": _numeric(frame[cols["lon"]], cols["lon"]),
+    })
+    if heading_col is not None:
+        if heading_col not in frame.columns:
+            raise InvalidInputError(f"unknown --heading-col {heading_col!r}")
+        out["heading"] = _numeric(frame[heading_col], heading_col)
+    return out
+
+
+def _first_line(path: Path) -> str:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    return line.strip()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc}") from None
+    return ""
+
+
+def _looks_tdrive(line: str) -> bool:
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != 4:
+        return False
+    try:
+        float(parts[2])
+        float(parts[3])
+        pd.Timestamp(parts[1])
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _read_tdrive_file(path: Path) -> pd.DataFrame:
+    try:
+        raw = pd.read_csv(path, header=None, names=["id", "time", "lon", "lat"],
+                          dtype={"id": str}, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"cannot parse T-Drive file {path}: "
+                                f"{str(exc).splitlines()[0]}") from None
+    return raw
+
+
+def _read_plt(path: Path) -> pd.DataFrame:
+    try:
+        raw = pd.read_csv(path, skiprows=6, header=None,
+                          names=["lat", "lon", "zero", "alt", "days", "date", "clock"])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"cannot parse GeoLife .plt file {path}: "
+                                f"{str(exc).splitlines()[0]}") from None
+    uid = path.parent.parent.name if path.parent.name.lower() == "trajectory" else path.stem
+    stamp = raw["date"].astype(str) + " " + raw["clock"].astype(str)
+    return pd.DataFrame({"id": uid, "time": stamp, "lat": raw["lat"], "lon": raw["lon"]})
+
+
+def _ids_as_text(path: Path, column: str, delimiter: str | None, rows: int) -> pd.Series:
+    """Re-read a numeric-looking id column as text, so that '001' stays '001'."""
+    if delimiter is None:
+        line = _first_line(path)
+        counts = {sep: line.count(sep) for sep in (",", ";", "\t", "|")}
+        delimiter = max(counts, key=lambda k: counts[k])
+    ids = pd.read_csv(path, sep=delimiter, usecols=lambda c: c.strip() == column, dtype=str,
+                      skipinitialspace=True, keep_default_na=False).iloc[:, 0].str.strip()
+    if len(ids) != rows:
+        raise InvalidInputError(f"cannot re-read id column {column!r} of {path} as text")
+    return ids.reset_index(drop=True)
+
+
+def detect_format(path: Path) -> str:
+    """Guess the format: .plt or a GeoLife directory, T-Drive lines, else a table."""
+    if path.is_dir():
+        if any(path.rglob("*.plt")):
+            return "plt"
+        if any(path.glob("*.txt")):
+            return "tdrive"
+        raise InvalidInputError(f"directory {path} holds no .plt (GeoLife) or .txt (T-Drive) files")
+    if path.suffix.lower() == ".plt":
+        return "plt"
+    if path.suffix.lower() == ".parquet":
+        return "table"
+    return "tdrive" if _looks_tdrive(_first_line(path)) else "table"
+
+
+def read_trajectories(path: str | Path, *, fmt: str = "auto", id_col: str | None = None,
+                      time_col: str | None = None, lat_col: str | None = None,
+                      lon_col: str | None = None, heading_col: str | None = None,
+                      time_unit: str = "s", delimiter: str | None = None) -> pd.DataFrame:
+    """Read a trajectory file or directory into the canonical table (not yet validated)."""
+    path = Path(path)
+    if not path.exists():
+        raise InvalidInputError(f"file not found: {path}")
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    kind = detect_format(path) if fmt == "auto" else fmt
+    if kind == "geolife":  # the scikit-mobility sample layout is a plain table
+        kind = "plt" if (path.is_dir() or path.suffix.lower() == ".plt") else "table"
+    if kind == "table":
+        if path.is_dir():
+            raise InvalidInputError(f"{path} is a directory; --format table needs a file")
+        frame = read_table(path, delimiter=delimiter)
+        id_name = _find_column(frame, "id", id_col)
+        if path.suffix.lower() != ".parquet" and pd.api.types.is_numeric_dtype(frame[id_name]):
+            frame[id_name] = _ids_as_text(path, id_name, delimiter, len(frame))
+        return from_frame(frame, id_col=id_name, time_col=time_col, lat_col=lat_col,
+                          lon_col=lon_col, heading_col=heading_col, time_unit=time_unit)
+    if kind == "tdrive":
+        files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+        frames = [_read_tdrive_file(f) for f in files]
+    else:
+        files = sorted(path.rglob("*.plt")) if path.is_dir() else [path]
+        frames = [_read_plt(f) for f in files]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise InvalidInputError(f"{path} holds no trajectory points")
+    return from_frame(pd.concat(frames, ignore_index=True), id_col="id", time_col="time",
+                      lat_col="lat", lon_col="lon")

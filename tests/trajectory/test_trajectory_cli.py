@@ -1,0 +1,112 @@
+"""`privlab trajectory anonymize|evaluate|plot|experiment` through `main(argv)`."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from trajectory_helpers import BOX
+
+from privlab.cli.main import main
+
+BOX_ARG = str(BOX)
+
+
+def _json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_anonymize_evaluate_plot_roundtrip(tmp_path, traj_csv, capsys):
+    out = tmp_path / "pub.csv"
+    rc = main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
+               "--epsilon", "1", "--bbox", BOX_ARG, "--radius", "50", "--seed", "1", "--json"])
+    assert rc == 0
+    data = _json(capsys)
+    assert data["guarantee"]["neighbouring"] == "location_radius"
+    assert data["guarantee"]["is_dp"] is True
+    assert data["counts"]["windows"] == 12 * 39
+    pub = pd.read_csv(out, dtype={"id": str})
+    assert len(pub) == 12 * 39 and pub["id"].iloc[0] == "u000"
+    assert (tmp_path / "pub.csv.json").exists()
+
+    rc = main(["trajectory", "evaluate", traj_csv, str(out), "--k", "1,2", "--max-points",
+               "40", "--json"])
+    assert rc == 0
+    ev = _json(capsys)
+    assert ev["utility"]["windows"] == 12 * 39
+    assert ev["trajectories"] == 12
+    assert 0 <= ev["linkage"]["space"]["after (T'', published)"]["top1_accuracy"] <= 1
+
+    rc = main(["trajectory", "plot", traj_csv, str(out), "--out", str(tmp_path / "figs"),
+               "--json"])
+    assert rc == 0
+    files = _json(capsys)["files"]
+    for key in ("x_over_time", "y_over_time", "xyt_3d", "map"):
+        assert (tmp_path / "figs").joinpath(files[key].split("/")[-1]).stat().st_size > 1000
+    html = (tmp_path / "figs" / "map.html").read_text()
+    assert "leaflet" in html.lower() and "anonymized" in html
+
+    rc = main(["trajectory", "evaluate", traj_csv, str(out), "--no-shapes", "--no-linkage",
+               "--k", "2"])
+    assert rc == 0
+    assert "uniqueness" in capsys.readouterr().out
+
+
+def test_paper_setting_warns_on_stderr_and_in_json(tmp_path, traj_csv, capsys):
+    out = tmp_path / "paper.parquet"
+    rc = main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
+               "--epsilon", "2", "--mechanism", "laplace", "--sensitivity", "paper", "--json"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "NOT differentially private" in captured.err
+    data = json.loads(captured.out)
+    assert data["guarantee"]["is_dp"] is False and data["guarantee"]["epsilon"] is None
+    assert data["warnings"]
+
+
+def test_bad_input_gives_one_line_errors(tmp_path, traj_csv, traj, capsys):
+    out = str(tmp_path / "x.csv")
+    base = ["trajectory", "anonymize", traj_csv, "--out", out, "--epsilon", "1"]
+    cases = [
+        (base + ["--window", "0", "--bbox", BOX_ARG], "--window"),
+        (base + ["--window", "2"], "needs a public --bbox"),
+        (base + ["--window", "2", "--bbox", "10,10,11,11"], "excludes every fix"),
+        (base + ["--window", "2", "--stride", "3", "--bbox", BOX_ARG], "--stride"),
+        (base + ["--window", "99", "--bbox", BOX_ARG], "shorter than --window 99"),
+        (base + ["--window", "2", "--bbox", "1,2,3"], "--bbox"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    bad = traj.copy()
+    bad.loc[4, "lat"] = float("nan")
+    path = tmp_path / "bad.csv"
+    bad.to_csv(path, index=False)
+    argv = ["trajectory", "anonymize", str(path), "--out", out, "--epsilon", "1", "--window",
+            "2", "--bbox", BOX_ARG]
+    assert main(argv) == 2
+    assert "--drop-invalid" in capsys.readouterr().err
+    assert main(argv + ["--drop-invalid", "--json"]) == 0
+    assert _json(capsys)["counts"]["invalid_dropped"] == 1
+    assert main(["trajectory", "evaluate", traj_csv, str(tmp_path / "none.csv")]) == 2
+
+
+def test_experiment_table(tmp_path, traj_csv, capsys):
+    rc = main(["trajectory", "experiment", traj_csv, "--bbox", BOX_ARG, "--windows", "2,3",
+               "--epsilons", "1,2", "--seed", "0", "--out", str(tmp_path / "t.csv"), "--json"])
+    assert rc == 0
+    rows = _json(capsys)["rows"]
+    assert len(rows) == 3 * 2 * 2
+    by = {(r["setting"], r["window"], r["epsilon"]): r for r in rows}
+    assert by[("laplace-paper", 2, 1.0)]["is_dp"] is False
+    assert by[("laplace-bbox", 2, 1.0)]["epsilon_per_fix"] == 2.0
+    # bbox sensitivity falls with PB; everything falls with epsilon
+    assert by[("laplace-bbox", 3, 1.0)]["rmse_lat_deg"] < by[("laplace-bbox", 2, 1.0)][
+        "rmse_lat_deg"]
+    assert by[("planar", 2, 2.0)]["rmse_m"] < by[("planar", 2, 1.0)]["rmse_m"]
+    assert len(pd.read_csv(tmp_path / "t.csv")) == 12
+    rc = main(["trajectory", "experiment", traj_csv, "--bbox", BOX_ARG, "--windows", "2",
+               "--epsilons", "1", "--settings", "planar"])
+    assert rc == 0
+    assert "RMSE" in capsys.readouterr().out
