@@ -127,6 +127,15 @@ def test_integer_values_on_unit_grid_pay_exactly_d() -> None:
     assert rel.noise["scale"] == pytest.approx(2 * 2.0)  # floor(2/2) + 1 = 2 steps of 2
 
 
+def test_integer_valued_needs_integers() -> None:
+    # 0.5 and 1.5 differ by 1 but round to 0 and 2: charging D = 1 would be wrong
+    for mech in (lambda v: laplace_mechanism(v, 1, 1.0, integer_valued=True),
+                 lambda v: gaussian_mechanism(v, 1, 1.0, 1e-6, integer_valued=True)):
+        with pytest.raises(InvalidInputError, match="not an integer"):
+            mech([1.0, 0.5])
+        mech([1.0, 2.0])
+
+
 def test_vector_grid_pays_one_step_per_changed_coordinate() -> None:
     rel = laplace_mechanism(np.zeros(4), 1.0, 1.0, rng=0)
     assert rel.granularity == 2.0**-12  # 2^floor(log2(1 / (1024 * 4)))
@@ -147,6 +156,19 @@ def test_multivariate_gaussian_meets_its_zcdp_budget() -> None:
     rho = l2_steps**2 / (2 * sigma_steps**2)
     assert rho <= rho_for_target(eps, delta) * (1 + 1e-12)
     assert "zCDP" in rel.guarantee.accountant
+
+
+def test_multivariate_gaussian_refines_the_grid_when_noise_is_small() -> None:
+    # integer counts, L2 sensitivity 1, 3 cells: sigma ~ 4.5 < 16 unit steps, so the grid is
+    # refined (integers stay exactly on it) instead of failing
+    rel = gaussian_mechanism([3, 5, 8], 1, 1.0, 1e-6, integer_valued=True, rng=1)
+    g = rel.granularity
+    assert g < 1 and on_grid(rel.value, g)
+    sigma_steps = rel.noise["scale"] / g
+    assert sigma_steps >= 16
+    assert (1 / g) ** 2 / (2 * sigma_steps**2) <= rho_for_target(1.0, 1e-6) * (1 + 1e-12)
+    with pytest.raises(InvalidInputError, match="granularity too coarse"):
+        gaussian_mechanism([3, 5, 8], 1, 1.0, 1e-6, granularity=1.0)
 
 
 def test_values_too_far_from_zero_are_refused() -> None:

@@ -271,6 +271,14 @@ def test_analytic_gaussian_rejects_bad_parameters(args) -> None:
         analytic_gaussian_sigma(*args)
 
 
+def test_zcdp_conversion_edges() -> None:
+    assert zcdp_to_approx_dp(0.0, 1e-6) == 0.0
+    assert zcdp_to_approx_dp(0.5, 0.0) == math.inf
+    # for rho-zCDP the simple bound rho + 2 sqrt(rho ln(1/delta)) is valid, the tight one lower
+    rho, delta = 0.1, 1e-6
+    assert zcdp_to_approx_dp(rho, delta) < rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
 def test_rho_for_target_needs_delta() -> None:
     with pytest.raises(InvalidInputError, match="delta"):
         rho_for_target(1.0, 0.0)

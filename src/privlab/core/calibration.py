@@ -78,8 +78,10 @@ def discrete_gaussian_sigma(sensitivity: int, epsilon: float, delta: float) -> f
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """Epsilon of rho-zCDP at delta by the tight RDP conversion (Canonne et al. 2020, Prop. 12)."""
-    if rho <= 0:
+    if rho <= 0 or delta >= 1:
         return 0.0
+    if delta <= 0:
+        return math.inf  # rho-zCDP with rho > 0 implies no pure-DP epsilon
 
     def eps_at(alpha: float) -> float:
         return (alpha * rho + (math.log(1 / delta) + (alpha - 1) * math.log(1 - 1 / alpha)

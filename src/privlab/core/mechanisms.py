@@ -61,6 +61,13 @@ def _grid(sensitivity: float, changed: int, granularity: float | None,
     return g, (int(sensitivity) if exact else math.floor(sensitivity / g) + 1), exact
 
 
+def _check_integral(arr: np.ndarray, exact: bool) -> None:
+    """Integer data on the unit grid is charged D, not floor(D) + 1: only if it IS integer."""
+    if exact and arr.size and not np.all(arr == np.rint(arr)):
+        raise InvalidInputError("integer_valued=True but a value is not an integer: round the "
+                                "data first or leave integer_valued off")
+
+
 def _changed(changed_coordinates: int | None, size: int, scalar: bool) -> int:
     """How many coordinates one neighbour can change (1 for a scalar; default: all)."""
     if scalar:
@@ -101,6 +108,7 @@ def laplace_mechanism(
     scalar = arr.ndim == 0
     m = _changed(changed_coordinates, arr.size, scalar)
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
+    _check_integral(arr, exact)
     l1_grid = grid_sens if exact or m == 1 else math.floor(sensitivity / g) + m
     scale_steps = l1_grid / epsilon
     gen = make_rng(rng)
@@ -161,12 +169,20 @@ def gaussian_mechanism(
     scalar = arr.ndim == 0
     m = _changed(changed_coordinates, arr.size, scalar)
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
+    _check_integral(arr, exact)
     if m == 1:
         sigma_steps = discrete_gaussian_sigma(int(grid_sens), epsilon, delta)
         how = "exact discrete-Gaussian privacy profile"
     else:
-        l2_grid = sensitivity / g + (0 if exact else math.sqrt(m))
-        sigma_steps = l2_grid / math.sqrt(2 * rho_for_target(epsilon, delta))
+        rho = rho_for_target(epsilon, delta)
+        while True:
+            l2_grid = sensitivity / g + (0 if exact else math.sqrt(m))
+            sigma_steps = l2_grid / math.sqrt(2 * rho)
+            if sigma_steps >= 16 or granularity is not None:
+                break
+            # Too little noise in grid steps for the bound: refine the default grid. Integer
+            # data stays exactly on a finer power-of-two grid, so `exact` still holds.
+            g /= 2
         how = "zCDP (CKS Thm 14) with tight conversion"
         if sigma_steps < 16:
             raise InvalidInputError("granularity too coarse for the multivariate discrete "
