@@ -171,3 +171,119 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     request.getfixturevalue("small_pg")
     return {"name": "postgres", "adult": url, "small": url, "adult_schema": "data",
             "small_schema": "small", "ledger": url, "suffix": suffix}
+
+
+
+ADULT_ANALYST_KEYS = [f"pk_live_analyst_{i}_key" for i in range(8)]
+
+
+def live_adult_config(database: str, ledger: str, n: int, budget: float) -> Any:
+    """Adult with `n` analysts of budget `budget` (keys ADULT_ANALYST_KEYS[:n]) and a spare
+    analyst (key ADULT_ANALYST_KEYS[n]) with epsilon 1; no practical rate limit."""
+    people = {f"analyst{i}": {"key_sha256": hash_key(ADULT_ANALYST_KEYS[i]), "epsilon": budget}
+              for i in range(n)}
+    people[f"analyst{n}"] = {"key_sha256": hash_key(ADULT_ANALYST_KEYS[n]), "epsilon": 1.0}
+    return parse_config(adult_config(database, ledger, people,
+                                     limits={"rate_per_second": 100000, "burst": 100000,
+                                             "max_epsilon_per_query": 5}))
+
+# Hostile or unsupported queries and the reason each is refused (a regex); None: accepted
+# (a harmless literal). Used by the planner tests and, over HTTP, by the service tests.
+HOSTILE = [
+    # row-level reads
+    ("SELECT * FROM adult", "row-level"),
+    ("SELECT age FROM adult", "row-level"),
+    ("SELECT age, COUNT(*) FROM adult", "row-level"),
+    ("SELECT MAX(age) FROM adult", "extreme row value"),
+    ("SELECT MIN(fnlwgt) FROM adult", "extreme row value"),
+    # stacked statements and comments
+    ("SELECT COUNT(*) FROM adult; DROP TABLE adult", "stacked"),
+    ("SELECT COUNT(*) FROM adult; SELECT * FROM adult", "stacked"),
+    ("SELECT COUNT(*) FROM adult -- trailing comment", "comments"),
+    ("SELECT COUNT(*) FROM adult /* x */ WHERE age > 3", "comments"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'Male' --' OR 1=1", "comments"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'Male' OR 1=1 --'", "comments"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'x' OR 1=1", "at least one column"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'Male'' OR '1'='1", "tokeniz|not valid"),
+    # statements other than SELECT
+    ("DROP TABLE adult", "only SELECT"),
+    ("INSERT INTO adult (age) VALUES (1)", "only SELECT"),
+    ("UPDATE adult SET age = 1", "only SELECT"),
+    ("DELETE FROM adult", "only SELECT"),
+    ("COPY adult TO '/tmp/x.csv'", "only SELECT|not valid"),
+    ("ATTACH '/tmp/x.db' AS x", "only SELECT|not valid"),
+    ("PRAGMA database_list", "only SELECT|not valid"),
+    ("SET statement_timeout = 0", "only SELECT|not valid"),
+    ("EXPLAIN SELECT COUNT(*) FROM adult", "only SELECT|not valid"),
+    ("CALL pg_sleep(1)", "only SELECT|not valid"),
+    ("SELECT COUNT(*) FROM adult UNION SELECT COUNT(*) FROM adult", "only SELECT"),
+    ("WITH x AS (SELECT * FROM adult) SELECT COUNT(*) FROM x", "WITH"),
+    # time and side channels
+    ("SELECT pg_sleep(10)", "FROM is required|not supported"),
+    ("SELECT COUNT(*) FROM adult WHERE pg_sleep(5) IS NULL", "applies to a column"),
+    ("SELECT COUNT(*) FROM adult WHERE age > (SELECT 1 FROM pg_sleep(5))", "sub-quer|not "
+     "supported"),
+    ("SELECT COUNT(*), pg_sleep(1) FROM adult", "not supported"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = repeat('a', 100000000)", "not supported"),
+    # system tables and files
+    ("SELECT COUNT(*) FROM pg_catalog.pg_class", "schema-qualified"),
+    ("SELECT COUNT(*) FROM information_schema.tables", "schema-qualified"),
+    ("SELECT COUNT(*) FROM pg_user", "not declared"),
+    ("SELECT COUNT(*) FROM pg_shadow", "not declared"),
+    ("SELECT COUNT(*) FROM sqlite_master", "not declared"),
+    ("SELECT COUNT(*) FROM duckdb_tables()", "declared table name only"),
+    ("SELECT COUNT(*) FROM read_csv('/etc/passwd')", "declared table name only"),
+    ("SELECT COUNT(*) FROM '/etc/passwd'", "declared table name only|not valid|not declared"),
+    ("SELECT COUNT(*) FROM main.adult", "schema-qualified"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE (10)", "modifiers|not supported"),
+    ("SELECT COUNT(*) FROM (SELECT * FROM adult) AS t", "declared table name only"),
+    # row values through GROUP BY, errors and sub-queries
+    ("SELECT fnlwgt, COUNT(*) FROM adult GROUP BY fnlwgt", "no public domain"),
+    ("SELECT age, COUNT(*) FROM adult GROUP BY age", "no public domain"),
+    ("SELECT COUNT(*) FROM adult GROUP BY 1", "column names only"),
+    ("SELECT COUNT(*) FROM adult GROUP BY ROLLUP (sex)", "column names only|ROLLUP"),
+    ("SELECT COUNT(*) FROM adult GROUP BY age + 0", "column names only"),
+    ("SELECT COUNT(*) FROM adult WHERE CAST(workclass AS INT) = 1", "CAST"),
+    ("SELECT COUNT(*) FROM adult WHERE 1 / (age - 39) > 0", "DIV|not supported"),
+    ("SELECT COUNT(*) FROM adult WHERE age * 100000000000 > 1", "MUL|not supported"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 1", "type mismatch"),
+    ("SELECT COUNT(*) FROM adult WHERE age = 'abc'", "type mismatch"),
+    ("SELECT COUNT(*) FROM adult WHERE sex > age", "type mismatch"),
+    ("SELECT COUNT(*) FROM adult WHERE age LIKE '3%'", "text columns"),
+    ("SELECT COUNT(*) FROM adult WHERE age IN (SELECT age FROM adult)", "sub-quer|literals"),
+    ("SELECT COUNT(*) FROM adult WHERE EXISTS (SELECT 1 FROM adult)", "sub-quer"),
+    ("SELECT COUNT(*) FROM adult WHERE age = NULL", "IS NULL"),
+    ("SELECT COUNT(DISTINCT fnlwgt) FROM adult", "privacy unit"),
+    ("SELECT SUM(DISTINCT age) FROM adult", "DISTINCT"),
+    ("SELECT SUM(workclass) FROM adult", "numeric column"),
+    ("SELECT SUM(age + 1) FROM adult", "column name"),
+    ("SELECT SUM(COUNT(*)) FROM adult", "column name"),
+    ("SELECT COUNT(*) FILTER (WHERE age > 30) FROM adult", "FILTER"),
+    ("SELECT AVG(age) OVER () FROM adult", "window"),
+    ("SELECT COUNT(*) FROM adult HAVING COUNT(*) > 10", "HAVING"),
+    ("SELECT DISTINCT sex FROM adult", "DISTINCT"),
+    ("SELECT COUNT(*) FROM adult LIMIT (SELECT 1)", "LIMIT"),
+    ("SELECT COUNT(*) FROM adult ORDER BY age", "ORDER BY"),
+    ("SELECT COUNT(*) FROM adult a JOIN adult b ON a.age = b.age", "twice"),
+    ("SELECT COUNT(*) FROM adult, people", "ON a.col = b.col|comma"),
+    ("SELECT COUNT(*) FROM visits LEFT JOIN people ON visits.person_id = people.id",
+     "INNER JOIN"),
+    ("SELECT COUNT(*) FROM adult WHERE age > 1e999", "finite"),
+    ("SELECT COUNT(*) FROM adult WHERE age > 99999999999999999999999", "64 bits"),
+    ("SELECT PERCENTILE_CONT(1.5) WITHIN GROUP (ORDER BY age) FROM adult", r"\[0, 1\]"),
+    # unicode tricks
+    ("SELECT COUNT(*) FROM \u0430dult", "not declared"),  # Cyrillic a
+    ("SELECT COUNT(*) FROM adult WHERE \u0430ge > 3", "not declared"),
+    ("SELECT COUNT(*) FROM adult\u200b", "U\\+200B"),  # zero-width space
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'Male\u202e'", "U\\+202E"),  # RTL override
+    ("SELECT COUNT(*) FROM adult\x00; DROP TABLE adult", "U\\+0000"),
+    ("\uff33\uff25\uff2c\uff25\uff23\uff34 COUNT(*) FROM adult", "not valid|tokeniz|only"),
+    ("SELECT COUNT(*) FROM adult WHERE sex = 'M\u0430le'", None),  # a literal: just a filter
+    # huge or deep
+    ("SELECT COUNT(*) FROM adult WHERE age > 1" + " AND age > 1" * 400, "longer"),
+    ("SELECT COUNT(*) FROM adult WHERE " + "(" * 80 + "age > 1" + ")" * 80, "nested"),
+    ("SELECT COUNT(*) FROM adult WHERE age IN (" + ",".join(["1"] * 1200) + ")", "IN lists"),
+    ("", "empty"),
+    ("   ", "empty"),
+]
+

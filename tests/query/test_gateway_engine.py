@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -120,6 +121,25 @@ def test_budget_is_charged_and_enforced(backend: dict[str, Any]) -> None:
     history = g.history(a)
     assert [h["decision"] for h in history] == ["budget_exceeded"] + ["released"] * 4
     assert len(g.ledger.history(a.principal)) == 4
+    assert g.ledger.verify().ok and g.audit.verify() == []
+
+
+def test_concurrent_queries_never_overspend(backend: dict[str, Any]) -> None:
+    """The budget race without HTTP: 40 queries of 0.1 from 16 threads on a budget of 1."""
+    g = small_gateway(backend, epsilon=1.0, rng=None)
+    a = alice(g)
+
+    def one(_: int) -> str:
+        try:
+            g.query(a, "SELECT region, COUNT(*) FROM people GROUP BY region", 0.1)
+            return "released"
+        except BudgetExceededError:
+            return "refused"
+
+    with ThreadPoolExecutor(16) as pool:
+        results = Counter(pool.map(one, range(40)))
+    assert results == {"released": 10, "refused": 30}
+    assert str(g.ledger.status(a.principal).spent_epsilon_exact) == "1"
     assert g.ledger.verify().ok and g.audit.verify() == []
 
 

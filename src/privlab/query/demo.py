@@ -67,6 +67,56 @@ def load_adult_duckdb(path: str | Path, table: str = "adult") -> Path:
     return path
 
 
+def load_movielens_duckdb(path: str | Path) -> Path:
+    """Add MovieLens `ratings` (private, several rows per userId) and `movies` (public)."""
+    import duckdb
+
+    from privlab.data.datasets import load_movielens
+
+    ratings, movies = load_movielens("ratings"), load_movielens("movies")
+    con = duckdb.connect(str(path))
+    try:
+        con.register("ratings_frame", ratings)
+        con.register("movies_frame", movies)
+        con.execute('CREATE OR REPLACE TABLE ratings AS SELECT "userId", "movieId", rating, '
+                    '"timestamp" FROM ratings_frame')
+        con.execute('CREATE OR REPLACE TABLE movies AS SELECT "movieId", title, genres '
+                    'FROM movies_frame')
+    finally:
+        con.close()
+    return Path(path)
+
+
+def init_demo(directory: str | Path) -> tuple[Path, str]:
+    """Create DIR/demo.duckdb (Adult, MovieLens) and DIR/gateway.yaml with one analyst;
+    returns (config path, the analyst's API key). Refuses to overwrite a config."""
+    from privlab.query.config import hash_key, new_key
+    from privlab.utils.atomic import atomic_write_text
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "gateway.yaml"
+    if config.exists():
+        raise InvalidInputError(f"{config} exists; choose an empty directory")
+    db = directory / "demo.duckdb"
+    load_adult_duckdb(db)
+    load_movielens_duckdb(db)
+    key = new_key()
+    atomic_write_text(config, render_config(hash_key(key)))
+    return config, key
+
+
+#: The key whose hash `examples/gateway.yaml` carries: an example, never use it for real.
+EXAMPLE_KEY = "pk_example_analyst_do_not_use_in_production"
+
+
+def render_config(key_sha256: str, database: str = "demo.duckdb",
+                  ledger: str = "gateway-ledger.db") -> str:
+    """The demo gateway config (YAML text), with one analyst holding `key_sha256`."""
+    return (GATEWAY_TEMPLATE.replace("{KEY_SHA256}", key_sha256)
+            .replace("{DATABASE}", database).replace("{LEDGER}", ledger))
+
+
 def load_adult_postgres(url: str, schema: str = "public", table: str = "adult") -> None:
     """Create `schema.table` in PostgreSQL and COPY Adult into it."""
     import sqlalchemy as sa
@@ -120,3 +170,67 @@ def adult_config(database: str, ledger: str, analysts: dict[str, dict[str, Any]]
     if limits:
         cfg["limits"] = limits
     return cfg
+
+
+def _yaml_columns(columns: dict[str, dict[str, Any]], indent: str) -> str:
+    import json
+
+    lines = []
+    for name, spec in columns.items():
+        parts = ", ".join(f"{k}: {json.dumps(v)}" for k, v in spec.items())
+        lines.append(f"{indent}{json.dumps(name) if '-' in name else name}: {{{parts}}}")
+    return "\n".join(lines)
+
+
+GATEWAY_TEMPLATE = f"""\
+# privlab DP query gateway: `privlab serve --config gateway.yaml`
+# Everything below is PUBLIC metadata chosen by the data owner. Bounds and domains must
+# not be read off the data (that would leak it); Adult's follow its published description.
+
+database:
+  url: {{DATABASE}}          # a DuckDB file (relative to this file), or
+  # url: postgresql+psycopg://reader@127.0.0.1:5432/census
+  # schema: public            # PostgreSQL schema holding the tables
+
+ledger: {{LEDGER}}  # privacy budgets (SQLite file or PostgreSQL URL); charged first
+# audit: gateway-audit.db     # default: <ledger>-audit.db next to a SQLite ledger
+
+limits:
+  max_request_bytes: 16384
+  max_sql_chars: 4000
+  max_epsilon_per_query: 5
+  statement_timeout_s: 10
+  rate_per_second: 50         # per analyst and server process
+  burst: 100
+
+tables:
+  adult:
+    description: UCI Adult census extract, one row per person (neighbouring = one record)
+    columns:
+{_yaml_columns(ADULT_COLUMNS, "      ")}
+  ratings:
+    description: MovieLens ratings; a user may have many rows (neighbouring = one user)
+    privacy_unit: userId      # the person behind each row
+    max_rows: 50              # rows kept per user (chosen at random) before aggregating
+    columns:
+      userId: {{type: int, nullable: false}}
+      movieId: {{type: int, nullable: false}}
+      rating: {{type: float, bounds: [0.5, 5.0], nullable: false,
+               domain: [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]}}
+  movies:
+    public: true              # not personal: usable through a declared join only
+    columns:
+      movieId: {{type: int}}
+      title: {{type: text}}
+      genres: {{type: text}}
+
+joins:
+  - {{left: ratings.movieId, right: movies.movieId}}
+
+analysts:
+  analyst:
+    key_sha256: {{KEY_SHA256}}   # `privlab serve --new-key` prints a key and its hash
+    epsilon: 10               # total budget (sequential composition)
+    delta: 1.0e-5
+    # tables: [adult]         # optional allow-list (403 for the others)
+"""

@@ -53,9 +53,9 @@ class QueryRefused(InvalidInputError):
 
 
 class AccessDenied(PrivlabError):
-    """The analyst may not query this table (HTTP 403)."""
+    """Unknown key (HTTP 401) or a table or record of someone else (HTTP 403)."""
 
-    exit_code = 4
+    exit_code = 1
     status_code = 403
 
 

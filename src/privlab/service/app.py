@@ -14,8 +14,6 @@ and a per-analyst token-bucket rate limit (429 with Retry-After). Errors are JSO
 `{"error": code, "reason": text}`; reasons never quote data or database errors.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import os
