@@ -40,9 +40,9 @@ def _root(
 
 def _register() -> None:
     # One module per verb; each exposes `register(app)`.
-    from privlab.cli import budget, datasets, demo, release, trajectory
+    from privlab.cli import budget, datasets, demo, query, release, serve, trajectory
 
-    for module in (budget, datasets, demo, release, trajectory):
+    for module in (budget, datasets, demo, query, release, serve, trajectory):
         module.register(app)
 
 
