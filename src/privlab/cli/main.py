@@ -40,9 +40,22 @@ def _root(
 
 def _register() -> None:
     # One module per verb; each exposes `register(app)`.
-    from privlab.cli import budget, datasets, demo, query, release, serve, trajectory
+    from privlab.cli import (
+        anonymize,
+        assess,
+        budget,
+        datasets,
+        demo,
+        federated,
+        query,
+        release,
+        serve,
+        train,
+        trajectory,
+    )
 
-    for module in (budget, datasets, demo, query, release, serve, trajectory):
+    for module in (anonymize, assess, budget, datasets, demo, federated, query, release,
+                   serve, train, trajectory):
         module.register(app)
 
 

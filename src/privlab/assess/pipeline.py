@@ -1,0 +1,172 @@
+"""`assess()`: the attribute-level privacy impact assessment of seed 001, plus privacy models.
+
+Steps: encode every attribute once (missing-value policy applied and stated), domain richness
+and tier per attribute, Apriori over the harmless-looking attributes for risky combinations,
+and, when quasi-identifiers are given, k / l / t / delta-presence and re-identification risk.
+Recommendations turn the numbers into actions (drop, generalize, protect with DP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from privlab.assess.combinations import CombinationResult, SetStats, risky_combinations
+from privlab.assess.encode import EncodedTable, MissingPolicy, encode_table
+from privlab.assess.models import PrivacyModelReport, SensitiveKind, evaluate_privacy
+from privlab.assess.recommend import recommend
+from privlab.assess.richness import (
+    TIER_MEANING,
+    Thresholds,
+    TierBounds,
+    parse_thresholds,
+    resolve_bounds,
+)
+from privlab.core.guarantee import PrivacyGuarantee
+from privlab.data.io import require_columns
+from privlab.errors import InvalidInputError
+
+NOT_DP_REASON = ("the assessment reports exact counts, richness and class details computed "
+                 "from the raw records; keep it with the data controller, do not publish it")
+
+
+@dataclass(frozen=True)
+class AttributeResult:
+    name: str
+    kind: str
+    distinct: int
+    richness: float
+    tier: str
+    unique_share: float
+    k: int
+    missing: int
+    binned: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "distinct": self.distinct,
+                "richness": self.richness, "tier": self.tier,
+                "tier_meaning": TIER_MEANING[self.tier], "unique_share": self.unique_share,
+                "k": self.k, "missing": self.missing, "binned": self.binned}
+
+
+@dataclass
+class Assessment:
+    """Everything `privlab assess` reports; `to_dict()` is its JSON."""
+
+    source: str
+    rows_in: int
+    rows_used: int
+    missing_policy: MissingPolicy
+    missing_statement: str
+    attributes: list[AttributeResult]
+    bounds: TierBounds
+    combinations: CombinationResult
+    privacy_models: PrivacyModelReport | None = None
+    recommendations: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    guarantee: PrivacyGuarantee = field(default_factory=lambda: PrivacyGuarantee.not_private(
+        "privacy impact assessment", NOT_DP_REASON))
+
+    def attribute(self, name: str) -> AttributeResult:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def tiers(self) -> dict[str, str]:
+        return {a.name: a.tier for a in self.attributes}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source,
+            "rows_in": self.rows_in,
+            "rows_used": self.rows_used,
+            "missing_values": {"policy": self.missing_policy,
+                               "statement": self.missing_statement},
+            "attributes": [a.to_dict() for a in self.attributes],
+            "thresholds": self.bounds.to_dict(),
+            "combinations": [c.to_dict() for c in self.combinations.combinations],
+            "combination_search": {
+                "candidates": self.combinations.candidates,
+                "max_size": self.combinations.max_size,
+                "method": "Apriori over 'none'/'low' attributes; sets in 'hide' are not "
+                          "extended; escalated = tier above every member's tier",
+            },
+            "recommendations": self.recommendations,
+            "warnings": self.warnings,
+            "guarantee": self.guarantee.to_dict(),
+        }
+        if self.privacy_models is not None:
+            out["privacy_models"] = self.privacy_models.to_dict()
+        return out
+
+
+def attribute_results(table: EncodedTable, bounds: TierBounds | None = None,
+                      thresholds: Thresholds | None = None) -> tuple[list[AttributeResult],
+                                                                     TierBounds]:
+    """Richness, tier, unique share and k of every encoded attribute."""
+    stats = {name: SetStats.from_counts((name,), col.counts(), table.n)
+             for name, col in table.columns.items()}
+    if bounds is None:
+        bounds = resolve_bounds([s.richness for s in stats.values()],
+                                thresholds or Thresholds())
+    out = []
+    for name, col in table.columns.items():
+        s = stats[name]
+        out.append(AttributeResult(name, col.kind, s.distinct, s.richness,
+                                   bounds.tier(s.richness), s.unique_share, s.k,
+                                   table.missing_by_column.get(name, 0), col.binned))
+    return out, bounds
+
+
+def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
+           quasi_identifiers: Sequence[str] | None = None, sensitive: str | None = None,
+           thresholds: str | Thresholds | None = "thirds", max_combination_size: int = 2,
+           missing: MissingPolicy = "value",
+           bins: int | Mapping[str, int | Sequence[float]] | None = None,
+           population: pd.DataFrame | None = None, sensitive_kind: SensitiveKind = "auto",
+           recursive_l: int | None = None, risk_threshold: float = 0.2, target_k: int = 5,
+           source: str = "<frame>",
+           progress: Callable[[str], None] | None = None) -> Assessment:
+    """Assess a table: per-attribute richness and tiers, risky combinations, privacy models."""
+    say = progress or (lambda _msg: None)
+    if max_combination_size < 1:
+        raise InvalidInputError(f"--max-combination-size must be >= 1, got "
+                                f"{max_combination_size}")
+    bounds_spec = parse_thresholds(thresholds)
+    if sensitive is not None and quasi_identifiers is None:
+        raise InvalidInputError("--sensitive needs --quasi-identifiers (the classes it is "
+                                "measured in)")
+    if attributes is not None:
+        require_columns(frame, list(attributes), "attribute")
+    say("encoding attributes")
+    table = encode_table(frame, attributes, missing=missing, bins=bins)
+    say("domain richness")
+    attrs, bounds = attribute_results(table, thresholds=bounds_spec)
+    warnings: list[str] = []
+    if bounds.note:
+        warnings.append(bounds.note)
+    say("risky combinations")
+    combos = risky_combinations(table, {a.name: a.tier for a in attrs}, bounds,
+                                max_size=max_combination_size)
+    warnings.extend(combos.warnings)
+    result = Assessment(source=source, rows_in=table.rows_in, rows_used=table.n,
+                        missing_policy=missing, missing_statement=table.missing_statement(),
+                        attributes=attrs, bounds=bounds, combinations=combos,
+                        warnings=warnings)
+    if quasi_identifiers is not None:
+        say("privacy models")
+        used = frame
+        if table.kept is not None:
+            used = frame.iloc[table.kept].reset_index(drop=True)
+        result.privacy_models = evaluate_privacy(
+            used, quasi_identifiers, sensitive, population=population,
+            sensitive_kind=sensitive_kind, recursive_l=recursive_l,
+            risk_threshold=risk_threshold, missing=missing)
+    result.recommendations = recommend(result, target_k=target_k)
+    result.warnings.append("not differential privacy: " + NOT_DP_REASON)
+    return result

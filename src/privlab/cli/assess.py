@@ -1,0 +1,147 @@
+"""`privlab assess FILE`: attribute richness and tiers (seed 001), risky combinations, privacy
+models on quasi-identifiers, recommendations; `--json` and `--report OUT.html`."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from privlab.cli.common import console, emit_json, err_console, parse_list
+from privlab.data.io import read_table
+from privlab.errors import InvalidInputError
+
+TIER_COLOUR = {"none": "green", "low": "yellow", "hide": "red"}
+MAX_RECOMMENDATIONS = 12
+
+
+def _share(x: float) -> str:
+    return "<0.01%" if 0 < x < 1e-4 else f"{100 * x:.2f}%"
+
+
+def assess_cmd(
+    file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
+    quasi_identifiers: str = typer.Option(None, "--quasi-identifiers", "-q",
+                                          help="QI columns A,B,C: adds k/l/t and risk."),
+    sensitive: str = typer.Option(None, "--sensitive", "-s",
+                                  help="Sensitive attribute (l-diversity, t-closeness)."),
+    thresholds: str = typer.Option("thirds", "--thresholds",
+                                   help="thirds (paper) | LOW,HIGH absolute (e.g. 0.4,0.75) | "
+                                        "HIGH | rel:A,B (fractions of [Kmin, Kmax])."),
+    max_combination_size: int = typer.Option(2, "--max-combination-size",
+                                             help="Largest attribute set Apriori examines."),
+    drop_missing: bool = typer.Option(False, "--drop-missing",
+                                      help="Drop rows with a missing value (default: count "
+                                           "missing as a value)."),
+    attributes: str = typer.Option(None, "--attributes",
+                                   help="Only assess these columns A,B,C (default: all)."),
+    bin_numeric: int = typer.Option(None, "--bin-numeric",
+                                    help="Bin numeric attributes into N equal-width bins "
+                                         "(default: each number is a value, as the paper)."),
+    population: Path = typer.Option(None, "--population",
+                                    help="Population table (same QI columns): delta-presence "
+                                         "and journalist / marketer risk."),
+    sensitive_kind: str = typer.Option("auto", "--sensitive-kind",
+                                       help="t-closeness distance: auto | numeric (ordered) | "
+                                            "categorical (equal)."),
+    recursive_l: int = typer.Option(None, "--recursive-l",
+                                    help="l for recursive (c,l)-diversity (default: distinct l)."),
+    risk_threshold: float = typer.Option(0.2, "--risk-threshold",
+                                         help="Per-record risk counted as 'at risk' above this."),
+    target_k: int = typer.Option(5, "--target-k", help="k the recommendations aim for."),
+    delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
+    report: Path = typer.Option(None, "--report", help="Write an HTML report here."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Assess which attributes and combinations identify people, and how k/l/t read."""
+    from privlab.assess import assess
+    from privlab.assess.report import write_assessment_report
+
+    if sensitive_kind not in ("auto", "numeric", "categorical"):
+        raise InvalidInputError(f"--sensitive-kind must be auto, numeric or categorical, got "
+                                f"{sensitive_kind!r}")
+    if report is not None and not report.parent.exists():
+        raise InvalidInputError(f"--report directory does not exist: {report.parent}")
+    qis = parse_list(quasi_identifiers, "--quasi-identifiers")
+    attrs = parse_list(attributes, "--attributes")
+    frame = read_table(file, delimiter=delimiter)
+    pop = read_table(population, delimiter=delimiter) if population is not None else None
+    show_progress = not as_json and sys.stderr.isatty()
+    status = err_console.status("assessing", spinner="dots") if show_progress else nullcontext()
+    with status as live:
+        def progress(msg: str) -> None:
+            if live is not None:
+                live.update(f"assessing: {msg}")
+
+        result = assess(frame, attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
+                        thresholds=thresholds, max_combination_size=max_combination_size,
+                        missing="drop" if drop_missing else "value", bins=bin_numeric,
+                        population=pop, sensitive_kind=sensitive_kind,  # type: ignore[arg-type]
+                        recursive_l=recursive_l, risk_threshold=risk_threshold,
+                        target_k=target_k, source=str(file), progress=progress)
+        if report is not None:
+            progress("writing the HTML report")
+            write_assessment_report(result, report)
+    payload = result.to_dict()
+    if report is not None:
+        payload["report"] = str(report)
+    if as_json:
+        emit_json(payload)
+        return
+    _print_human(result, report)
+
+
+def _print_human(result, report: Path | None) -> None:  # noqa: ANN001 - Assessment
+    console.print(f"[bold]{result.source}[/bold]: {result.rows_used:,} rows used; "
+                  f"{result.missing_statement}")
+    b = result.bounds
+    console.print(f"tiers ({b.thresholds.describe()}): none < {b.low:.3f} <= low < "
+                  f"{b.high:.3f} <= hide")
+    table = Table("attribute", "distinct", "richness", "tier", "unique", "k")
+    for a in result.attributes:
+        colour = TIER_COLOUR[a.tier]
+        table.add_row(a.name, f"{a.distinct:,}", f"{a.richness:.3f}",
+                      f"[{colour}]{a.tier}[/{colour}]", _share(a.unique_share),
+                      f"{a.k:,}")
+    console.print(table)
+    combos = result.combinations.combinations
+    escalated = [c for c in combos if c.escalated]
+    console.print(f"combinations examined: {len(combos)}; escalated: {len(escalated)}")
+    if escalated:
+        ct = Table("attributes", "richness", "tier", "members", "unique", "k")
+        for c in sorted(escalated, key=lambda c: -c.stats.richness)[:20]:
+            ct.add_row(" + ".join(c.attributes), f"{c.stats.richness:.3f}", c.tier,
+                       ", ".join(c.member_tiers), _share(c.stats.unique_share),
+                       f"{c.stats.k:,}")
+        console.print(ct)
+    pm = result.privacy_models
+    if pm is not None:
+        line = f"QIs {', '.join(pm.qis)}: k = {pm.k}, {pm.classes:,} classes, " \
+               f"unique records {_share(pm.risk['unique_share'])}"
+        if pm.sensitive is not None:
+            line += (f"; {pm.sensitive}: distinct l = {pm.l_distinct}, "
+                     f"entropy l = {pm.entropy_l:.3f}, recursive c (l={pm.recursive_l}) = "
+                     f"{pm.recursive_c:.3f}, t = {pm.t:.4f}")
+        if pm.delta is not None:
+            line += f"; delta-presence [{pm.delta.delta_min:.4f}, {pm.delta.delta_max:.4f}]"
+        console.print(line)
+        pr = pm.risk["prosecutor"]
+        console.print(f"prosecutor risk: highest {pr['highest']:.3f}, average "
+                      f"{pr['average']:.3f}; marketer {pm.risk['marketer']['average']:.3f}")
+    actions = [r for r in result.recommendations if r["action"] != "keep"]
+    for r in actions[:MAX_RECOMMENDATIONS]:
+        console.print(f"- [bold]{r['action']}[/bold] {', '.join(r['target'])}: {r['reason']}")
+    if len(actions) > MAX_RECOMMENDATIONS:
+        console.print(f"  ... {len(actions) - MAX_RECOMMENDATIONS} more recommendations in "
+                      "--json / --report")
+    for w in result.warnings:
+        err_console.print(f"warning: {w}")
+    if report is not None:
+        console.print(f"report written to {report}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("assess")(assess_cmd)

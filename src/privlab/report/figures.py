@@ -1,0 +1,96 @@
+"""Matplotlib figures for HTML reports, embedded as base64 PNG data URIs.
+
+Figures are built with `matplotlib.figure.Figure` and the Agg canvas directly, never pyplot, so
+no global state or GUI backend is touched (safe in a server and in parallel tests).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+#: Tier styles shared by every report: colour and hatch (the paper's Figures 1-2 use hatching:
+#: horizontal lines = no hiding, vertical = low-level hiding, solid = must be hidden).
+TIER_STYLE = {
+    "none": {"color": "#4c9a2a", "hatch": "---", "label": "no hiding needed"},
+    "low": {"color": "#e0a526", "hatch": "|||", "label": "low-level hiding"},
+    "hide": {"color": "#c0392b", "hatch": "", "label": "must be hidden"},
+}
+
+
+def new_figure(width: float = 8.0, height: float = 4.0) -> Figure:
+    """A pyplot-free figure with an Agg canvas attached."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def figure_data_uri(fig: Figure, dpi: int = 110) -> str:
+    """Render `fig` to PNG and return it as a `data:image/png;base64,...` URI."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def bar_chart(labels: Sequence[str], values: Sequence[float], *,
+              categories: Sequence[str] | None = None,
+              styles: Mapping[str, Mapping[str, str]] | None = None,
+              title: str = "", ylabel: str = "", ylim: tuple[float, float] | None = None,
+              hlines: Sequence[tuple[float, str]] = (), value_labels: bool = True,
+              width: float | None = None, height: float = 4.2) -> str:
+    """Vertical bars, optionally coloured and hatched by category; returns a data URI."""
+    styles = styles or TIER_STYLE
+    n = len(labels)
+    fig = new_figure(width or max(6.0, 0.55 * n + 2.0), height)
+    ax = fig.add_subplot()
+    xs = list(range(n))
+    cats = list(categories) if categories is not None else [None] * n
+    for x, v, c in zip(xs, values, cats, strict=True):
+        st = styles.get(c, {}) if c is not None else {}
+        ax.bar(x, v, width=0.7, color=st.get("color", "#4a6fa5"), hatch=st.get("hatch", ""),
+               edgecolor="black", linewidth=0.6)
+        if value_labels:
+            ax.text(x, v + 0.01, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
+    for y, text in hlines:
+        ax.axhline(y, color="#555555", linestyle="--", linewidth=0.8)
+        ax.annotate(text, xy=(1.005, y), xycoords=("axes fraction", "data"), va="center",
+                    ha="left", fontsize=7, color="#333333", annotation_clip=False)
+    pad = max(0.0, (5 - n) / 2)
+    ax.set_xlim(-0.6 - pad, n - 0.4 + pad)
+    ax.set_xticks(xs, labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    if ylim:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title, fontsize=10, loc="right")
+    if categories is not None:
+        present = [c for c in styles if c in set(cats)]
+        ax.legend(handles=[Patch(facecolor=styles[c]["color"], hatch=styles[c].get("hatch", ""),
+                                 edgecolor="black", label=styles[c].get("label", c))
+                           for c in present], fontsize=8, loc="lower left",
+                  bbox_to_anchor=(0.0, 1.0), ncol=len(present), frameon=False)
+    return figure_data_uri(fig)
+
+
+def line_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str = "",
+               xlabel: str = "", ylabel: str = "", logx: bool = False,
+               width: float = 7.0, height: float = 4.0) -> str:
+    """Several named series over a shared x axis; returns a data URI."""
+    fig = new_figure(width, height)
+    ax = fig.add_subplot()
+    for name, ys in series.items():
+        ax.plot(list(x), list(ys), marker="o", label=name)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    return figure_data_uri(fig)

@@ -1,0 +1,123 @@
+"""`privlab assess`: JSON shape, report, options, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from privlab.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def adult_csv(tmp_path_factory, adult_raw) -> Path:
+    path = tmp_path_factory.mktemp("assess") / "adult_small.csv"
+    adult_raw.iloc[:3000].to_csv(path, index=False, na_rep="?")
+    return path
+
+
+def run_json(capsys, argv: list[str]) -> dict:
+    code = main(argv + ["--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_assess_json_shape(capsys, adult_csv):
+    doc = run_json(capsys, ["assess", str(adult_csv), "--drop-missing",
+                            "--quasi-identifiers", "age,education,sex", "--sensitive",
+                            "occupation"])
+    assert doc["missing_values"]["policy"] == "drop"
+    assert {a["name"] for a in doc["attributes"]} >= {"age", "sex", "native-country"}
+    for a in doc["attributes"]:
+        assert {"name", "distinct", "richness", "tier"} <= set(a)
+        assert a["tier"] in ("none", "low", "hide")
+    assert {"low", "high", "kmin", "kmax", "mode"} <= set(doc["thresholds"])
+    assert doc["combinations"], "Adult has candidate pairs"
+    for c in doc["combinations"]:
+        assert {"attributes", "richness", "tier", "escalated", "unique_share", "k"} <= set(c)
+    pm = doc["privacy_models"]
+    assert pm["quasi_identifiers"] == ["age", "education", "sex"]
+    assert pm["k_anonymity"]["k"] >= 1
+    assert {"distinct_l", "entropy_l", "recursive"} <= set(pm["l_diversity"])
+    assert pm["t_closeness"]["distance"].startswith("equal")
+    assert {"prosecutor", "journalist", "marketer", "unique_share"} <= set(
+        pm["reidentification_risk"])
+    assert doc["guarantee"]["is_dp"] is False
+    assert any(r["action"] == "generalize" for r in doc["recommendations"])
+
+
+def test_assess_thresholds_and_sizes(capsys, adult_csv):
+    doc = run_json(capsys, ["assess", str(adult_csv), "--thresholds", "0.4,0.75",
+                            "--max-combination-size", "3", "--attributes",
+                            "race,sex,workclass,native-country,salary"])
+    assert doc["thresholds"]["mode"] == "absolute"
+    assert doc["thresholds"]["low"] == 0.4 and doc["thresholds"]["high"] == 0.75
+    assert max(len(c["attributes"]) for c in doc["combinations"]) == 3
+    assert "privacy_models" not in doc
+
+
+def test_assess_report_and_human_output(capsys, adult_csv, tmp_path):
+    report = tmp_path / "out.html"
+    code = main(["assess", str(adult_csv), "-q", "age,sex", "-s", "hours-per-week",
+                 "--report", str(report)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "richness" in out.out and "report written" in out.out
+    assert "not differential privacy" in out.err
+    html = report.read_text()
+    for heading in ("Domain richness", "Risky combinations", "Privacy models",
+                    "Recommendations"):
+        assert f"<h2>{heading}</h2>" in html
+    assert "data:image/png;base64," in html
+
+
+def test_assess_population(capsys, tmp_path):
+    pop = pd.DataFrame({"age": [30, 30, 40, 40, 50], "sex": ["F", "F", "M", "M", "F"]})
+    pop.to_csv(tmp_path / "pop.csv", index=False)
+    pop.iloc[[0, 2, 3]].to_csv(tmp_path / "sample.csv", index=False)
+    doc = run_json(capsys, ["assess", str(tmp_path / "sample.csv"), "-q", "age,sex",
+                            "--population", str(tmp_path / "pop.csv")])
+    d = doc["privacy_models"]["delta_presence"]
+    assert (d["delta_min"], d["delta_max"]) == (0.0, 1.0)
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "empty.csv").write_text("")
+    (tmp / "one.csv").write_text("a,b\n1,2\n")
+    (tmp / "allmissing.csv").write_text("a,b\n1,\n2,\n3,\n")
+    (tmp / "dupes.csv").write_text("a,a,b\n1,2,3\n4,5,6\n")
+    (tmp / "ok.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    (tmp / "semi.csv").write_text("a;b\n1;2\n3;4\n")
+    (tmp / "latin1.csv").write_bytes("name,city\nJos\xe9,K\xf6ln\nAna,Ulm\n".encode("latin-1"))
+    return {
+        "empty": (["empty.csv"], "empty"),
+        "one row": (["one.csv"], "at least 2 rows"),
+        "all missing": (["allmissing.csv"], "entirely missing"),
+        "duplicate names": (["dupes.csv"], "duplicate column"),
+        "unknown QI": (["ok.csv", "-q", "a,zz"], "unknown quasi-identifier 'zz'"),
+        "wrong delimiter": (["semi.csv", "--delimiter", ","], "delimit"),
+        "not utf-8": (["latin1.csv"], "UTF-8"),
+        "sensitive without QIs": (["ok.csv", "-s", "a"], "--quasi-identifiers"),
+        "bad thresholds": (["ok.csv", "--thresholds", "high"], "--thresholds"),
+        "bad size": (["ok.csv", "--max-combination-size", "0"], "max-combination-size"),
+    }
+
+
+BAD_CASES = ["empty", "one row", "all missing", "duplicate names", "unknown QI",
+             "wrong delimiter", "not utf-8", "sensitive without QIs", "bad thresholds",
+             "bad size"]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_input_one_line_error(capsys, tmp_path, case):
+    argv, needle = _bad_inputs(tmp_path)[case]
+    argv = [str(tmp_path / argv[0])] + argv[1:]
+    code = main(["assess", *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and needle in lines[0], lines[0]
