@@ -46,16 +46,14 @@ def _register() -> None:
         budget,
         datasets,
         demo,
-        federated,
         query,
         release,
         serve,
-        train,
         trajectory,
     )
 
-    for module in (anonymize, assess, budget, datasets, demo, federated, query, release,
-                   serve, train, trajectory):
+    for module in (anonymize, assess, budget, datasets, demo, query, release, serve,
+                   trajectory):
         module.register(app)
 
 
