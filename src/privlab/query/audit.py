@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,6 +125,9 @@ class AuditLog:
         self.dialect = self.url.get_backend_name()
         self._pid = os.getpid()
         self._engine = self._make_engine()
+        # appends form one hash chain: queue this process's appends (the database lock
+        # still orders them across processes)
+        self._append_lock = threading.Lock()
         with self._transaction() as conn:
             if self.dialect == "postgresql":
                 conn.execute(_PG_LOCK)
@@ -207,7 +211,7 @@ class AuditLog:
             "result": None if result is None else json.dumps(result, default=str,
                                                              allow_nan=False),
         }
-        with self._transaction() as conn:
+        with self._append_lock, self._transaction() as conn:
             if self.dialect == "postgresql":
                 conn.execute(_PG_LOCK)
             prev = conn.execute(_LAST_HASH).scalar_one_or_none() or GENESIS

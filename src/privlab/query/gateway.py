@@ -5,7 +5,7 @@ Order of operations is the privacy argument:
 1. The SQL is validated and rewritten (`Planner`); the budget split and every noise
    parameter are checked on a dry run *before* any charge, so a refusal costs nothing and
    depends on nothing but the query text and the public config.
-2. The ledger charge commits (`BudgetLedger.reserve`: one serialized transaction that
+2. The ledger charge commits (`BudgetLedger.charge`: one serialized transaction that
    refuses past the budget) BEFORE the engine runs. A crash after this point leaves a charge
    for a value that may never be shown; a value is never shown without a charge.
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
@@ -70,6 +70,8 @@ class Gateway:
         self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._dry_lock = threading.Lock()
         self._seed_lock = threading.Lock()
+        self._ledger_lock = threading.Lock()
+        self._principal_locks: dict[str, threading.Lock] = {}
         self.sync_budgets()
         if reconcile:
             self.reconcile()
@@ -112,6 +114,14 @@ class Gateway:
                 added += 1
         return added
 
+    def _charge_lock(self, principal: str) -> threading.Lock:
+        """SQLite has one write lock per database: one queue. PostgreSQL locks the
+        principal's row: one queue per principal."""
+        if getattr(self.ledger, "dialect", "sqlite") == "sqlite":
+            return self._ledger_lock
+        with self._ledger_lock:
+            return self._principal_locks.setdefault(principal, threading.Lock())
+
     # -- randomness -------------------------------------------------------------------------
 
     def _rng(self) -> np.random.Generator:
@@ -135,7 +145,10 @@ class Gateway:
             raise QueryRefused(f"epsilon={eps:g} is above this gateway's per-query limit "
                                f"{self.config.limits.max_epsilon_per_query:g}")
         budget = plan_budget(plan, eps, dlt, mechanism)
-        key = (sql, analyst.tables, budget)
+        # The noise parameters depend on the plan's structure, not on its literals (those
+        # are parameters of plan.sql): queries differing only in literals share a dry run.
+        key = (plan.sql, plan.quantile_sql, plan.primitives,
+               tuple((o.kind, o.measure, o.q) for o in plan.outputs), budget)
         with self._dry_lock:
             guarantee = self._dry.get(key)
         if guarantee is None:
@@ -169,9 +182,13 @@ class Gateway:
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
         entry = None
         try:
-            with self.ledger.reserve(analyst.principal, budget.epsilon, budget.delta,
-                                     description=description, guarantee=guarantee) as entry:
-                result = self._compute(plan, budget)
+            # The charge commits before anything is computed (what BudgetLedger.reserve
+            # packages). The lock queues this process's charges fairly instead of letting
+            # SQLite's busy handler poll with sleeps of up to 100 ms.
+            with self._charge_lock(analyst.principal):
+                entry = self.ledger.charge(analyst.principal, budget.epsilon, budget.delta,
+                                           description=description, guarantee=guarantee)
+            result = self._compute(plan, budget)
         except BudgetExceededError as exc:
             self.audit.record(qid, "budget_exceeded", reason=str(exc), **common)
             raise

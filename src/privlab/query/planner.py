@@ -25,6 +25,7 @@ so the sensitivity of every aggregate is known before the engine runs.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,6 +42,7 @@ MAX_IN_LIST = 1_000
 MAX_LITERAL_CHARS = 1_000
 MAX_DEPTH = 60
 _ALLOWED_CONTROL = {"\t", "\n", "\r"}
+_PLAIN_ASCII = re.compile(r"[\t\n\r\x20-\x7e]*")
 
 
 class QueryRefused(InvalidInputError):
@@ -200,6 +202,8 @@ def _check_text(sql: Any, max_chars: int) -> str:
         raise _refuse("sql is empty")
     if len(sql) > max_chars:
         raise _refuse(f"sql is longer than the limit of {max_chars} characters")
+    if _PLAIN_ASCII.fullmatch(sql):
+        return sql
     for ch in sql:
         if ch in _ALLOWED_CONTROL:
             continue
@@ -889,13 +893,18 @@ class Planner:
         return (f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < {los} THEN {los} "
                 f"WHEN {ref} > {his} THEN {his} ELSE {ref} END")
 
-    def _from_where(self, st: _State, on_sql: list[str], where_sql: str | None) -> str:
+    def _from_where(self, st: _State, on_sql: list[str], where_sql: str | None,
+                    bound: bool) -> str:
+        """FROM ... WHERE ...; with contribution bounding (`bound`), rows outside the public
+        GROUP BY domain are filtered first so they do not use up a unit's `max_rows`."""
         first = st.tables[0]
         text = f"FROM {self._source(first.spec)} AS {first.alias}"
         for j in on_sql:
             text += f" {j}"
         conditions = [where_sql] if where_sql else []
         for g in st.groups:
+            if g.domain is not None and not bound:
+                continue  # keys outside the domain are dropped after the query
             if g.domain is not None:
                 values = ", ".join(st.param(v) for v in g.domain)
                 conditions.append(f"{g.table.alias}.{quote_ident(g.column.name)} IN ({values})")
@@ -913,7 +922,8 @@ class Planner:
             cols.append("random() AS __r")  # a window's ORDER BY may not be volatile
         cols += [f"{g.table.alias}.{quote_ident(g.column.name)} AS {g.key}" for g in st.groups]
         cols += [f"{self._clamped(m)} AS {m.key}" for m in measures]
-        return f"SELECT {', '.join(cols) or '1 AS __one'} {self._from_where(st, on_sql, where_sql)}"
+        where = self._from_where(st, on_sql, where_sql, bound=unit is not None)
+        return f"SELECT {', '.join(cols) or '1 AS __one'} {where}"
 
     def _compile(self, st: _State, on_sql: list[str], where_sql: str | None,
                  unit: tuple[TableUse, ColumnSpec] | None, user_level: bool, max_rows: int,

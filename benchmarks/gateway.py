@@ -1,0 +1,458 @@
+"""Benchmark of the DP query gateway, measured in ONE run on loopback (bounded in count and time).
+
+1. Speed, DuckDB and PostgreSQL (Adult, 30,162 rows): for COUNT, SUM and GROUP BY queries,
+   - in process: `Gateway.query` (plan, charge the ledger, run, noise, audit) vs executing the
+     same SQL directly on the same engine connection;
+   - over HTTP: `privlab serve` vs a bare FastAPI app that executes the same SQL directly
+     (same uvicorn, same worker count, same keep-alive clients); throughput and p50 / p99
+     latency under C concurrent clients. Every request carries a different literal, so the
+     gateway parses and plans every query (no plan-cache hits).
+2. Accuracy next to SmartNoise SQL at equal epsilon: the same Adult queries answered R times by
+   both; mean absolute error against the true answer (+- its standard error). SmartNoise's
+   privacy cost of each query (`get_privacy_cost`) is the epsilon given to privlab, so both
+   spend the same total epsilon (SmartNoise also spends a delta; privlab spends none here).
+
+SmartNoise pins old opendp / pandas, so it runs in its own virtualenv, in a subprocess running
+this same file (`--snsql-worker`). Create it once:
+
+    python3 -m venv /tmp/snsql-venv && /tmp/snsql-venv/bin/pip install smartnoise-sql
+
+Usage:
+    .venv/bin/python benchmarks/gateway.py [--part all|speed|accuracy] [--clients 8]
+        [--workers 2] [--seconds 4] [--max-requests 3000] [--repeats 40]
+        [--pg-url postgresql+psycopg://privlab:privlab@127.0.0.1:5433/privlab_test]
+        [--snsql-python /tmp/snsql-venv/bin/python] [--json OUT.json]
+PostgreSQL is used when --pg-url or PRIVLAB_TEST_POSTGRES_URL is set (a database
+`privlab_bench` is created there); otherwise that part is skipped and says so.
+"""
+
+import argparse
+import http.client
+import itertools
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+KEY = "pk_bench_analyst_key_0000000000000"
+SPEED_QUERIES = {
+    "count": "SELECT COUNT(*) FROM adult WHERE fnlwgt > {i}",
+    "sum": "SELECT SUM(\"hours-per-week\") FROM adult WHERE sex = 'Female' AND fnlwgt > {i}",
+    "group_by": "SELECT race, COUNT(*), AVG(age) FROM adult WHERE fnlwgt > {i} GROUP BY race",
+}
+# (privlab SQL, SmartNoise SQL): same query, SmartNoise wants schema.table and no hyphens
+ACCURACY_QUERIES = [
+    ("SELECT COUNT(*) FROM adult", "SELECT COUNT(*) FROM public.adult"),
+    ("SELECT COUNT(*) FROM adult WHERE age > 40",
+     "SELECT COUNT(*) FROM public.adult WHERE age > 40"),
+    ("SELECT SUM(age) FROM adult", "SELECT SUM(age) FROM public.adult"),
+    ("SELECT AVG(age) FROM adult", "SELECT AVG(age) FROM public.adult"),
+    ("SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+     "SELECT sex, COUNT(*) FROM public.adult GROUP BY sex"),
+    ("SELECT race, AVG(\"hours-per-week\") FROM adult GROUP BY race",
+     "SELECT race, AVG(hours_per_week) FROM public.adult GROUP BY race"),
+    ("SELECT COUNT(*), AVG(age) FROM adult WHERE sex = 'Female'",
+     "SELECT COUNT(*), AVG(age) FROM public.adult WHERE sex = 'Female'"),
+]
+ADULT_CSV_COLUMNS = [
+    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+    "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+    "hours-per-week", "native-country", "salary",
+]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- raw baseline
+
+def raw_app_factory() -> Any:
+    """The baseline: the same SQL executed directly on the same engine, no DP, no checks."""
+    from fastapi import FastAPI, Request
+
+    from privlab.query.engine import open_engine
+
+    engine = open_engine(os.environ["PRIVLAB_BENCH_DATABASE"])
+    app = FastAPI()
+
+    @app.post("/raw")
+    async def raw(request: Request) -> Any:
+        body = await request.json()
+        from starlette.concurrency import run_in_threadpool
+
+        rows = await run_in_threadpool(engine.run, body["sql"])
+        return {"rows": [list(r) for r in rows]}
+
+    return app
+
+
+def wait_up(port: int, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("server did not start")
+
+
+def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from privlab.cli.main import run; run()", "serve", "--config",
+         str(config), "--port", str(port), "--workers", str(workers)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_up(port, proc)
+    return proc, port
+
+
+def start_raw(database: str, workers: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    code = ("import uvicorn, sys; uvicorn.run('gateway:raw_app_factory', factory=True, "
+            f"host='127.0.0.1', port={port}, workers={workers}, log_level='warning', "
+            f"access_log=False, app_dir={str(Path(__file__).parent)!r})")
+    env = {**os.environ, "PRIVLAB_BENCH_DATABASE": database}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    # the raw app has no /healthz: any HTTP answer means it is up
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/")
+            conn.getresponse().read()
+            return proc, port
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("raw server did not start") from None
+            time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def load(port: int, path: str, make_body: Any, headers: dict[str, str], clients: int,
+         seconds: float, max_requests: int, offset: int) -> dict[str, Any]:
+    """Closed loop: `clients` threads, each with a keep-alive connection, until the time or
+    the request budget runs out. Latency is measured at the client."""
+    counter = itertools.count()
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        mine: list[float] = []
+        while time.monotonic() < stop_at:
+            i = next(counter)
+            if i >= max_requests:
+                break
+            body = json.dumps(make_body(offset + i)).encode()
+            t0 = time.perf_counter()
+            conn.request("POST", path, body=body, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            mine.append(time.perf_counter() - t0)
+            if resp.status != 200:
+                with lock:
+                    errors[0] += 1
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    return {"requests": len(latencies), "seconds": round(elapsed, 3),
+            "qps": round(len(latencies) / elapsed, 1),
+            "p50_ms": round(1e3 * pct(latencies, 50), 2),
+            "p99_ms": round(1e3 * pct(latencies, 99), 2), "errors": errors[0]}
+
+
+def in_process(config: Any, n: int) -> dict[str, Any]:
+    """Gateway.query vs the same SQL on the same engine connection, sequentially."""
+    from privlab.query.gateway import Gateway
+
+    gw = Gateway(config)
+    analyst = gw.config.analysts["bench"]
+    out: dict[str, Any] = {}
+    for name, template in SPEED_QUERIES.items():
+        for cached in (True, False):
+            raw_t, dp_t = [], []
+            for i in range(n):
+                sql = template.format(i=0 if cached else 10_000 + i)
+                t0 = time.perf_counter()
+                gw.engine.run(sql)
+                raw_t.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                gw.query(analyst, sql, 0.001)
+                dp_t.append(time.perf_counter() - t0)
+            out[f"{name}{'' if cached else ' (new SQL each time)'}"] = {
+                "raw_p50_ms": round(1e3 * statistics.median(raw_t), 3),
+                "gateway_p50_ms": round(1e3 * statistics.median(dp_t), 3),
+                "gateway_p99_ms": round(1e3 * pct(dp_t, 99), 3),
+                "ratio_p50": round(statistics.median(dp_t) / statistics.median(raw_t), 2)}
+    gw.close()
+    return out
+
+
+def speed(backend: str, database: str, ledger: str, workdir: Path,
+          args: argparse.Namespace) -> dict[str, Any]:
+    import yaml
+
+    from privlab.query.config import hash_key, parse_config
+    from privlab.query.demo import adult_config
+
+    raw_cfg = adult_config(database, ledger, {"bench": {"key_sha256": hash_key(KEY),
+                                                         "epsilon": 1e6}},
+                           limits={"rate_per_second": 1e6, "burst": 1_000_000,
+                                   "max_epsilon_per_query": 5})
+    config_path = workdir / f"gateway-{backend}.yaml"
+    config_path.write_text(yaml.safe_dump(raw_cfg))
+    result: dict[str, Any] = {"in_process": in_process(parse_config(raw_cfg), args.inproc)}
+    auth = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    plain = {"Content-Type": "application/json"}
+    gw_proc, gw_port = start_gateway(config_path, args.workers)
+    raw_proc, raw_port = start_raw(database, args.workers)
+    http_results: dict[str, Any] = {}
+    try:
+        offset = 0
+        for name, template in SPEED_QUERIES.items():
+            def dp_body(i: int, t: str = template) -> dict[str, Any]:
+                return {"sql": t.format(i=i), "epsilon": 0.001}
+
+            def raw_body(i: int, t: str = template) -> dict[str, Any]:
+                return {"sql": t.format(i=i)}
+
+            load(gw_port, "/v1/queries", dp_body, auth, args.clients, 1.0, 50, 900_000)
+            load(raw_port, "/raw", raw_body, plain, args.clients, 1.0, 50, 900_000)
+            raw = load(raw_port, "/raw", raw_body, plain, args.clients, args.seconds,
+                       args.max_requests, offset)
+            dp = load(gw_port, "/v1/queries", dp_body, auth, args.clients, args.seconds,
+                      args.max_requests, offset)
+            offset += args.max_requests
+            http_results[name] = {
+                "raw": raw, "gateway": dp,
+                "latency_ratio_p50": round(dp["p50_ms"] / raw["p50_ms"], 2),
+                "throughput_ratio": round(raw["qps"] / dp["qps"], 2)}
+            print(f"  {backend} {name}: gateway {dp['qps']} q/s p50 {dp['p50_ms']} ms p99 "
+                  f"{dp['p99_ms']} ms | raw {raw['qps']} q/s p50 {raw['p50_ms']} ms | latency x"
+                  f"{http_results[name]['latency_ratio_p50']}", flush=True)
+    finally:
+        stop(gw_proc)
+        stop(raw_proc)
+    result["http"] = http_results
+    return result
+
+
+def prepare_postgres(url: str) -> str:
+    import sqlalchemy as sa
+
+    from privlab.query.demo import load_adult_postgres
+
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql("DROP DATABASE IF EXISTS privlab_bench WITH (FORCE)")
+        conn.exec_driver_sql("CREATE DATABASE privlab_bench")
+    admin.dispose()
+    bench = url.rsplit("/", 1)[0] + "/privlab_bench"
+    load_adult_postgres(bench, schema="public")
+    return bench
+
+
+# --------------------------------------------------------------------------- accuracy
+
+def snsql_worker(spec_text: str) -> None:
+    """Runs inside the SmartNoise venv: answers each query `repeats` times, prints JSON."""
+    import pandas as pd
+    import snsql
+    from snsql import Privacy
+
+    spec = json.loads(spec_text)
+    df = pd.read_csv(spec["csv"], skipinitialspace=True, na_values=["?"], header=0)
+    df.columns = spec["columns"]
+    df = df.dropna().reset_index(drop=True)
+    df = df.rename(columns={c: c.replace("-", "_") for c in df.columns})
+    df = df[["age", "hours_per_week", "sex", "race"]]
+    meta = {"Database": {"public": {"adult": {
+        "row_privacy": True, "censor_dims": False,
+        "age": {"type": "int", "lower": 17, "upper": 90, "nullable": False},
+        "hours_per_week": {"type": "int", "lower": 1, "upper": 99, "nullable": False},
+        "sex": {"type": "string", "nullable": False},
+        "race": {"type": "string", "nullable": False}}}}}
+    reader = snsql.from_df(df, privacy=Privacy(epsilon=spec["epsilon"], delta=spec["delta"]),
+                           metadata=meta)
+    out = []
+    for sql in spec["queries"]:
+        cost = [float(c) for c in reader.get_privacy_cost(sql)]
+        t0 = time.perf_counter()
+        answers = [reader.execute(sql)[1:] for _ in range(spec["repeats"])]
+        out.append({"cost": cost, "answers": [[list(map(_plain, r)) for r in a]
+                                              for a in answers],
+                    "seconds_per_query": (time.perf_counter() - t0) / spec["repeats"]})
+    print(json.dumps(out))
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _cells(rows: list[list[Any]], n_keys: int) -> dict[tuple[Any, ...], list[float]]:
+    return {tuple(r[:n_keys]): [float(x) for x in r[n_keys:]] for r in rows}
+
+
+def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str, Any]:
+    from privlab.data.datasets import bundled_path
+    from privlab.query.config import hash_key, parse_config
+    from privlab.query.demo import adult_config
+    from privlab.query.gateway import Gateway
+
+    spec = {"csv": str(bundled_path("adult", "adult.csv.gz")), "columns": ADULT_CSV_COLUMNS,
+            "epsilon": args.epsilon, "delta": 1e-6, "repeats": args.repeats,
+            "queries": [q[1] for q in ACCURACY_QUERIES]}
+    python = args.snsql_python
+    if not Path(python).exists():
+        return {"skipped": f"no SmartNoise venv at {python} (see the module docstring)"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([python, __file__, "--snsql-worker", json.dumps(spec)],
+                          capture_output=True, text=True, timeout=args.snsql_timeout)
+    if proc.returncode != 0:
+        return {"skipped": f"SmartNoise worker failed: {proc.stderr.strip()[-400:]}"}
+    sn = json.loads(proc.stdout.strip().splitlines()[-1])
+    sn_seconds = time.perf_counter() - t0
+    cfg = parse_config(adult_config(database, str(workdir / "acc-ledger.db"),
+                                    {"acc": {"key_sha256": hash_key(KEY), "epsilon": 1e6}},
+                                    limits={"max_epsilon_per_query": 100}))
+    gw = Gateway(cfg)
+    analyst = cfg.analysts["acc"]
+    out = []
+    for (ours_sql, _sn_sql), theirs in zip(ACCURACY_QUERIES, sn, strict=True):
+        n_keys = 1 if "GROUP BY" in ours_sql else 0
+        truth = _cells([list(r) for r in gw.engine.run(ours_sql)], n_keys)
+        eps_total = theirs["cost"][0]
+        n_values = len(next(iter(truth.values())))
+        ours_err: list[list[float]] = [[] for _ in range(n_values)]
+        theirs_err: list[list[float]] = [[] for _ in range(n_values)]
+        ours_time = []
+
+        def errors(got: dict[tuple[Any, ...], list[float]], into: list[list[float]],
+                   truth: dict[tuple[Any, ...], list[float]] = truth) -> None:
+            for j, errs in enumerate(into):
+                errs.append(statistics.fmean(abs(got[k][j] - truth[k][j]) for k in truth))
+
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            ans = gw.query(analyst, ours_sql, eps_total)
+            ours_time.append(time.perf_counter() - t)
+            errors(_cells(ans["rows"], n_keys), ours_err)
+        for rows in theirs["answers"]:
+            errors(_cells(rows, n_keys), theirs_err)
+        for j in range(n_values):
+            mo, so = statistics.fmean(ours_err[j]), statistics.stdev(ours_err[j]) / math.sqrt(
+                len(ours_err[j]))
+            mt, st = statistics.fmean(theirs_err[j]), statistics.stdev(theirs_err[j]) / math.sqrt(
+                len(theirs_err[j]))
+            out.append({"query": ours_sql, "column": j, "epsilon": eps_total,
+                        "smartnoise_delta": theirs["cost"][1], "privlab_mae": mo,
+                        "privlab_se": so, "smartnoise_mae": mt, "smartnoise_se": st,
+                        "ratio": mo / mt,
+                        "privlab_ms_per_query": 1e3 * statistics.median(ours_time),
+                        "smartnoise_ms_per_query": 1e3 * theirs["seconds_per_query"]})
+            print(f"  eps={eps_total:g} col {j}: MAE privlab {mo:.4g} +- {so:.2g} | SmartNoise "
+                  f"{mt:.4g} +- {st:.2g} | ratio {mo / mt:.2f}  {ours_sql}", flush=True)
+    gw.close()
+    return {"repeats": args.repeats, "snsql_seconds": round(sn_seconds, 1), "queries": out}
+
+
+# --------------------------------------------------------------------------- main
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--part", choices=("all", "speed", "accuracy"), default="all")
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=4.0, help="per load phase")
+    p.add_argument("--max-requests", type=int, default=3000, help="per load phase")
+    p.add_argument("--inproc", type=int, default=200, help="sequential queries per case")
+    p.add_argument("--repeats", type=int, default=40, help="accuracy repeats per query")
+    p.add_argument("--epsilon", type=float, default=1.0, help="SmartNoise epsilon per query")
+    p.add_argument("--pg-url", default=os.environ.get("PRIVLAB_TEST_POSTGRES_URL"))
+    p.add_argument("--snsql-python", default="/tmp/snsql-venv/bin/python")
+    p.add_argument("--snsql-timeout", type=float, default=600)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--snsql-worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.snsql_worker is not None:
+        snsql_worker(args.snsql_worker)
+        return
+
+    from privlab.query.demo import load_adult_duckdb
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
+                                           "load_average": os.getloadavg()},
+                               "settings": {k: v for k, v in vars(args).items()
+                                            if k not in ("snsql_worker", "json")}}
+    results["settings"]["json"] = str(args.json) if args.json else None
+    with tempfile.TemporaryDirectory(prefix="privlab-bench-") as tmp:
+        work = Path(tmp)
+        duck = str(load_adult_duckdb(work / "adult.duckdb"))
+        if args.part in ("all", "speed"):
+            print("speed, DuckDB (ledger: SQLite)", flush=True)
+            results["duckdb"] = speed("duckdb", duck, str(work / "ledger.db"), work, args)
+            if args.pg_url:
+                print("speed, PostgreSQL (ledger: PostgreSQL)", flush=True)
+                bench = prepare_postgres(args.pg_url)
+                results["postgres"] = speed("postgres", bench, bench, work, args)
+            else:
+                results["postgres"] = {"skipped": "no --pg-url / PRIVLAB_TEST_POSTGRES_URL"}
+                print("  PostgreSQL skipped: no --pg-url / PRIVLAB_TEST_POSTGRES_URL")
+        if args.part in ("all", "accuracy"):
+            print(f"accuracy vs SmartNoise SQL ({args.repeats} repeats per query)", flush=True)
+            results["accuracy"] = accuracy(args, work, duck)
+            if "skipped" in results["accuracy"]:
+                print(f"  skipped: {results['accuracy']['skipped']}")
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    results["machine"]["load_average_end"] = os.getloadavg()
+    print(json.dumps({k: v for k, v in results.items() if k in ("duckdb", "postgres")},
+                     indent=1)[:6000])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print(f"done in {results['seconds']} s; load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
