@@ -145,3 +145,21 @@ def test_haversine_and_bearing_reference_values():
                        np.array([0.0]))[0] == pytest.approx(111_195.08, rel=1e-6)
     assert bearing_deg(0.0, 0.0, 0.0, 1.0) == pytest.approx(90.0)
     assert bearing_deg(1.0, 0.0, 0.0, 0.0) == pytest.approx(180.0)
+
+
+def test_canonical_looking_frames_are_still_validated():
+    frame = pd.DataFrame({"id": ["a", None], "time": pd.to_datetime(["2020-01-01",
+                                                                     "2020-01-02"]),
+                          "lat": [40.0, 40.0], "lon": [116.0, 116.0]})
+    with pytest.raises(InvalidInputError, match="missing values"):
+        prepare(frame)
+    frame = frame.assign(id="a", lat=["40.0", "north"])
+    with pytest.raises(InvalidInputError, match="non-numeric"):
+        prepare(frame)
+    aware = pd.to_datetime(["2020-01-01 08:00", "2020-01-01 10:00"], utc=True)
+    p = prepare(frame.assign(lat=40.0, time=aware.tz_convert("Europe/Istanbul")))
+    assert p.t[1] - p.t[0] == 2 * 3600 * 10**9
+    assert p.t[0] == pd.Timestamp("2020-01-01 08:00").value  # naive UTC
+    text = frame.assign(lat=40.0, time=["2020-01-01 10:00+02:00", "2020-01-01 10:00+00:00"])
+    p = prepare(text)
+    assert p.t[1] - p.t[0] == 2 * 3600 * 10**9  # mixed offsets converted to UTC

@@ -59,11 +59,11 @@ def parse_times(values: pd.Series, field: str = "time", unit: str = "s") -> pd.S
         out = pd.to_datetime(col, unit=unit, errors="coerce")
     else:
         text = col.astype("str")
-        out = pd.to_datetime(text, errors="coerce")
+        # utc=True: offsets are converted, naive times are taken as UTC (mixed offsets too)
+        out = pd.to_datetime(text, errors="coerce", utc=True)
         if out.isna().any() and out.notna().any():
-            out = pd.to_datetime(text, errors="coerce", format="mixed")
-        if isinstance(out.dtype, pd.DatetimeTZDtype):
-            out = out.dt.tz_convert("UTC").dt.tz_localize(None)
+            out = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
+        out = out.dt.tz_localize(None)
     out = out.astype("datetime64[ns]")
     bad = out.isna().to_numpy()
     if bad.any():

@@ -116,22 +116,35 @@ def make_windows(p: Prepared, window: int, stride: int = 1, gap_minutes: float =
         raise InvalidInputError(
             f"every trip is shorter than --window {window} (longest trip: {int(trip_len.max())} "
             f"fixes); lower --window or raise --gap (now {gap_minutes:g} minutes)")
-    offsets = np.cumsum(m) - m
-    w_trip = np.repeat(np.arange(len(trip_start)), m)
-    w_idx = np.arange(total) - np.repeat(offsets, m)
-    start = trip_start[w_trip] + stride * w_idx
-    lat = p.lat[start].copy()
-    lon = p.lon[start].copy()
-    dt = np.zeros(total, dtype=np.int64)
-    t0 = p.t[start]
+    if stride == 1:  # every fix starts a window except the last PB-1 of its trip
+        valid = np.ones(n, dtype=bool)
+        if window > 1:
+            trip_end = np.append(trip_start[1:], n)
+            tail = trip_end[:, None] - np.arange(1, window)[None, :]
+            tail = tail[tail >= trip_start[:, None]]
+            valid[tail] = False
+        start = np.flatnonzero(valid)
+        w_trip = trip_global[start]
+        w_idx = start - trip_start[w_trip]
+    else:
+        offsets = np.cumsum(m) - m
+        w_trip = np.repeat(np.arange(len(trip_start)), m)
+        w_idx = np.arange(total) - np.repeat(offsets, m)
+        start = trip_start[w_trip] + stride * w_idx
+    # Window sums over every candidate start, on contiguous slices, then one gather each.
+    k = n - window + 1
+    lat_sum = p.lat[:k].copy()
+    lon_sum = p.lon[:k].copy()
+    dt_sum = np.zeros(k, dtype=np.int64)
     for j in range(1, window):
-        lat += p.lat[start + j]
-        lon += p.lon[start + j]
-        dt += p.t[start + j] - t0
+        lat_sum += p.lat[j:j + k]
+        lon_sum += p.lon[j:j + k]
+        dt_sum += p.t[j:j + k] - p.t[:k]
     codes = p.codes[start]
-    return Windows(codes=codes, trip=trip_global[start] - id_first_trip[codes], window=w_idx,
-                   t=t0 + dt // window, lat=lat / window, lon=lon / window, start=start,
-                   size=window, stride=stride, trip_of_window=w_trip, counts=counts)
+    return Windows(codes=codes, trip=w_trip - id_first_trip[codes], window=w_idx,
+                   t=p.t[start] + dt_sum[start] // window, lat=lat_sum[start] / window,
+                   lon=lon_sum[start] / window, start=start, size=window, stride=stride,
+                   trip_of_window=w_trip, counts=counts)
 
 
 def windows_per_fix(window: int, stride: int) -> int:
@@ -139,14 +152,14 @@ def windows_per_fix(window: int, stride: int) -> int:
     return -(-window // stride)
 
 
-def _member_extremes(p: Prepared, w: Windows, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lo = values[w.start].copy()
-    hi = lo.copy()
+def _window_reduce(values: np.ndarray, w: Windows, op: np.ufunc) -> np.ndarray:
+    """op-reduce each window's fixes: on contiguous slices over every candidate start, then
+    one gather (cheaper than PB gathers)."""
+    k = len(values) - w.size + 1
+    acc = values[:k].copy()
     for j in range(1, w.size):
-        v = values[w.start + j]
-        np.minimum(lo, v, out=lo)
-        np.maximum(hi, v, out=hi)
-    return lo, hi
+        op(acc, values[j:j + k], out=acc)
+    return acc[w.start]
 
 
 def _planar(w: Windows, epsilon: float, radius: float, box: BBox,
@@ -155,11 +168,22 @@ def _planar(w: Windows, epsilon: float, radius: float, box: BBox,
     x, y = proj.forward(w.lat, w.lon)
     scale = radius / epsilon  # metres; radius ~ Gamma(shape 2, scale)
     n = len(w)
-    rho = (gen.standard_exponential(n) + gen.standard_exponential(n)) * scale
-    theta = gen.random(n) * (2.0 * math.pi)
+    rho = gen.standard_exponential(n)
+    rho += gen.standard_exponential(n)
+    rho *= scale
+    # angle uniform on [0, 2 pi): cos from the angle, sin = +-sqrt(1 - cos^2) with the sign of
+    # the half-turn (the same point as sin(theta), one transcendental call instead of two)
+    u = gen.random(n)
+    cos_t = np.cos(u * (2.0 * math.pi))
+    sin_t = np.sqrt(np.maximum(1.0 - cos_t * cos_t, 0.0))
+    sin_t[u >= 0.5] *= -1.0
     g = power_of_two_at_most(radius / GRID_RESOLUTION)
-    xs = np.rint((x + rho * np.cos(theta)) / g) * g
-    ys = np.rint((y + rho * np.sin(theta)) / g) * g
+    cos_t *= rho
+    sin_t *= rho
+    x += cos_t
+    y += sin_t
+    xs = np.rint(x / g) * g
+    ys = np.rint(y / g) * g
     lat, lon = proj.inverse(xs, ys)
     info = {"distribution": "planar_laplace", "epsilon_per_metre": epsilon / radius,
             "radius_m": radius, "gamma_shape": 2, "gamma_scale_m": scale,
@@ -176,10 +200,7 @@ def _laplace_bbox(p: Prepared, w: Windows, epsilon: float, box: BBox,
     info: dict[str, Any] = {"distribution": "discrete_laplace", "epsilon_per_axis": eps_axis}
     for name, values, lo, hi in (("lat", p.lat, box.lat0, box.lat1),
                                  ("lon", p.lon, box.lon0, box.lon1)):
-        clamped_sum = np.clip(values[w.start], lo, hi)
-        for j in range(1, w.size):
-            clamped_sum = clamped_sum + np.clip(values[w.start + j], lo, hi)
-        mean = clamped_sum / w.size
+        mean = _window_reduce(np.clip(values, lo, hi), w, np.add) / w.size
         sens = (hi - lo) / w.size
         g = power_of_two_at_most(sens / GRID_RESOLUTION)
         steps = math.floor(sens / g) + 1
@@ -196,7 +217,8 @@ def _laplace_paper(p: Prepared, w: Windows, epsilon: float,
                    gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     out = []
     for values, mean in ((p.lat, w.lat), (p.lon, w.lon)):
-        lo, hi = _member_extremes(p, w, values)
+        lo = _window_reduce(values, w, np.minimum)
+        hi = _window_reduce(values, w, np.maximum)
         noisy = mean + gen.laplace(0.0, 1.0, size=len(w)) * ((hi - lo) / epsilon)
         out.append(np.clip(noisy, lo, hi))
     info = {"distribution": "laplace (continuous, truncated to the window's own min/max)",
@@ -357,8 +379,9 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
                                 "would not be private")
     if isinstance(data, (str, Path)):
         data = read_trajectories(data, **(read_options or {}))
+    filtered_here = not isinstance(data, Prepared)  # prepare() applies the box filter
     p = prepare(data, filters, on_invalid=on_invalid)
-    if needs_box and not box.contains(p.lat, p.lon).all():
+    if needs_box and not filtered_here and not box.contains(p.lat, p.lon).all():
         raise InvalidInputError(f"some fixes lie outside --bbox {box}: prepare the data with "
                                 "the same box as filter")
     w = make_windows(p, window, stride, gap_minutes)
