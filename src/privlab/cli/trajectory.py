@@ -306,8 +306,11 @@ def experiment_cmd(
         emit_json({"source": source, "bbox": box.to_list(), "fixes": len(p),
                    "rows": table.to_dict(orient="records")})
         return
-    view = Table("setting", "PB", "eps", "RMSE X (lat, deg)", "RMSE Y (lon, deg)", "RMSE m",
-                 "eps per fix", title=f"RMSE(T', T'') on {source}, {len(p):,} fixes")
+    view = Table(title=f"RMSE(T', T'') on {source}, {len(p):,} fixes")
+    view.add_column("setting", no_wrap=True)
+    for name in ("PB", "eps", "RMSE X (lat, deg)", "RMSE Y (lon, deg)", "RMSE m",
+                 "eps per fix"):
+        view.add_column(name)
     for row in table.itertuples():
         view.add_row(row.setting, str(row.window), f"{row.epsilon:g}", f"{row.rmse_lat_deg:.3g}",
                      f"{row.rmse_lon_deg:.3g}", f"{row.rmse_m:.4g}",
