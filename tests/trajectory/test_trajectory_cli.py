@@ -110,3 +110,19 @@ def test_experiment_table(tmp_path, traj_csv, capsys):
                "--epsilons", "1", "--settings", "planar"])
     assert rc == 0
     assert "RMSE" in capsys.readouterr().out
+
+
+def test_anonymize_with_filters_from_the_command_line(tmp_path, traj_csv, capsys):
+    out = tmp_path / "f.csv.gz"
+    rc = main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "3",
+               "--stride", "3", "--epsilon", "1", "--mechanism", "laplace", "--bbox", BOX_ARG,
+               "--time-window", "2020-01-01 08:00,2020-01-01 09:00", "--heading", "0,360",
+               "--max-speed", "300", "--gap", "10", "--json"])
+    assert rc == 0
+    data = _json(capsys)
+    assert data["parameters"]["filters"]["heading"] == [0.0, 360.0]
+    assert data["counts"]["outside_time_window_dropped"] == 6 * 40  # the second trips
+    assert data["guarantee"]["epsilon"] == 1.0  # stride = PB: one window per fix
+    assert main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
+                 "--epsilon", "1", "--bbox", BOX_ARG, "--heading", "10"]) == 2
+    assert "--heading" in capsys.readouterr().err

@@ -120,8 +120,8 @@ def test_time_window_and_heading_filters():
     p = prepare(frame, Filters(heading=(180, 270)))
     assert p.counts["heading_computed"]
     assert len(p) == 3 and p.counts["outside_heading_dropped"] == 3
-    wrap = prepare(frame, Filters(heading=(45, 135)))  # eastward part only
-    assert len(wrap) == 3
+    wrap = prepare(frame, Filters(heading=(300, 135)))  # wraps through north: east kept
+    assert len(wrap) == 3 and wrap.lon[-1] == 115.999
     p = prepare(frame, Filters(time_window=(t[1], t[3])))
     assert len(p) == 3
     with pytest.raises(InvalidInputError, match="time-window"):
