@@ -221,8 +221,8 @@ def _sorted_codes(raw: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def encode_column(series: pd.Series, name: str | None = None,
-                  bins: int | Sequence[float] | None = None,
-                  ordered: bool = True) -> tuple[EncodedColumn, np.ndarray]:
+                  bins: int | Sequence[float] | None = None, ordered: bool = True,
+                  with_counts: bool = True) -> tuple[EncodedColumn, np.ndarray]:
     """Encode one column; returns the column (missing as its own last code) and the missing mask.
 
     Integers with a modest range are coded by offset (no hashing), pyarrow strings by one
@@ -290,7 +290,7 @@ def encode_column(series: pd.Series, name: str | None = None,
         codes = np.where(missing, missing_code, codes).astype(_code_dtype(missing_code + 1))
         labels = np.append(np.asarray(labels, dtype=object), None)
         counts = None
-    if counts is None:
+    if counts is None and with_counts:
         counts = np.bincount(codes, minlength=len(labels))
     col = EncodedColumn(name=name, codes=codes, labels=np.asarray(labels),
                         kind="numeric" if numeric and not binned else "categorical",
@@ -323,7 +323,7 @@ def encode_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
                  missing: MissingPolicy = "value",
                  bins: int | Mapping[str, int | Sequence[float]] | None = None,
                  min_rows: int = 2, ordered_categories: bool = False,
-                 threads: int | None = None) -> EncodedTable:
+                 threads: int | None = None, with_counts: bool = True) -> EncodedTable:
     """Encode `columns` of `frame` (all by default) under a missing-value policy.
 
     `missing="drop"` removes rows with a missing value in any of the columns (the paper's
@@ -366,10 +366,12 @@ def encode_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     workers = threads if threads is not None else min(4, os.cpu_count() or 1)
     if workers > 1 and len(jobs) > 1 and rows_in >= 100_000:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(lambda j: encode_column(j[0], j[1], bins=j[2],
-                                                         ordered=ordered_categories), jobs))
+            done = list(pool.map(lambda j: encode_column(
+                j[0], j[1], bins=j[2], ordered=ordered_categories, with_counts=with_counts),
+                jobs))
     else:
-        done = [encode_column(s, c, bins=b, ordered=ordered_categories) for s, c, b in jobs]
+        done = [encode_column(s, c, bins=b, ordered=ordered_categories, with_counts=with_counts)
+                for s, c, b in jobs]
     for (_, c, _), (col, miss) in zip(jobs, done, strict=True):
         if col.n_missing == rows_in:
             raise InvalidInputError(f"column {c!r} is entirely missing; leave it out of the "

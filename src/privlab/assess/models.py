@@ -26,6 +26,7 @@ from privlab.assess.encode import (
     EncodedColumn,
     MissingPolicy,
     combine_codes,
+    distinct_tuples,
     encode_table,
     representatives,
 )
@@ -41,10 +42,9 @@ class Grouping:
 
     qis: list[str]
     n: int
-    group: np.ndarray
     n_groups: int
     sizes: np.ndarray
-    rep: np.ndarray
+    class_codes: list[np.ndarray]  # per QI: the code of each class
     qi_columns: list[EncodedColumn]
     sensitive: EncodedColumn | None = None
     pair_group: np.ndarray | None = None
@@ -54,19 +54,33 @@ class Grouping:
     @classmethod
     def build(cls, frame: pd.DataFrame, qis: Sequence[str], sensitive: str | None = None,
               missing: MissingPolicy = "value") -> Grouping:
+        """Classes from the distinct (QI..., sensitive) tuples: one pass over the rows, then
+        every class figure is computed on that small table."""
         qis = _check_qis(frame, qis, sensitive)
         cols = list(qis) + ([sensitive] if sensitive else [])
-        table = encode_table(frame, cols, missing=missing, min_rows=1)
+        table = encode_table(frame, cols, missing=missing, min_rows=1, with_counts=False)
         qcols = [table[q] for q in qis]
-        group, n_groups = combine_codes([c.codes for c in qcols], [c.card for c in qcols])
-        sizes = np.bincount(group, minlength=n_groups)
-        g = cls(list(qis), table.n, group, n_groups, sizes, representatives(group, n_groups),
-                qcols)
+        used = qcols + ([table[sensitive]] if sensitive else [])
+        parts, counts = distinct_tuples([c.codes for c in used], [c.card for c in used])
+        nq = len(qcols)
+        group, n_groups = combine_codes(parts[:nq], [c.card for c in qcols])
+        sizes = np.bincount(group, weights=counts, minlength=n_groups).astype(np.int64)
+        rep = representatives(group, n_groups)
+        g = cls(list(qis), table.n, n_groups, sizes, [p[rep] for p in parts[:nq]], qcols)
         if sensitive:
-            s = table[sensitive]
-            gi, si, c = pair_counts(group, n_groups, s.codes, s.card)
-            g.sensitive, g.pair_group, g.pair_value, g.pair_count = s, gi, si, c
+            order = np.lexsort((parts[nq], group))
+            g.sensitive = table[sensitive]
+            g.pair_group = group[order]
+            g.pair_value = parts[nq][order]
+            g.pair_count = counts[order]
         return g
+
+    def row_groups(self) -> np.ndarray:
+        """The class of every row (same numbering: lexicographic order of the QI codes)."""
+        group, n_groups = combine_codes([c.codes for c in self.qi_columns],
+                                        [c.card for c in self.qi_columns])
+        assert n_groups == self.n_groups
+        return group
 
     def _need_sensitive(self) -> EncodedColumn:
         if self.sensitive is None:
@@ -121,9 +135,9 @@ class Grouping:
     def class_values(self) -> pd.DataFrame:
         """The QI values of each class (one row per class, in class order)."""
         data = {}
-        for col in self.qi_columns:
+        for col, codes in zip(self.qi_columns, self.class_codes, strict=True):
             labels = col.label_list()
-            data[col.name] = [labels[i] for i in col.codes[self.rep]]
+            data[col.name] = [labels[i] for i in codes]
         return pd.DataFrame(data)
 
 
@@ -191,7 +205,10 @@ def _check_qis(frame: pd.DataFrame, qis: Sequence[str], sensitive: str | None) -
 # -- one-number functions (pycanon-style names) ---------------------------------------------
 def k_anonymity(frame: pd.DataFrame, qis: Sequence[str], missing: MissingPolicy = "value") -> int:
     """k: the size of the smallest equivalence class on the QIs."""
-    return int(Grouping.build(frame, qis, missing=missing).sizes.min())
+    qis = _check_qis(frame, qis, None)
+    table = encode_table(frame, qis, missing=missing, min_rows=1, with_counts=False)
+    _, counts = distinct_tuples([table[q].codes for q in qis], [table[q].card for q in qis])
+    return int(counts.min())
 
 
 def l_diversity(frame: pd.DataFrame, qis: Sequence[str], sensitive: str,
@@ -437,7 +454,7 @@ def evaluate_privacy(frame: pd.DataFrame, qis: Sequence[str], sensitive: str | N
         report.delta = delta_presence(frame, population, g.qis)
         # population size of each sample class (classes of g map 1:1 to the joint classes)
         joint_of_class = np.empty(g.n_groups, dtype=np.int64)
-        joint_of_class[g.group] = pc.sample_group
+        joint_of_class[g.row_groups()] = pc.sample_group
         details["population_size"] = pc.population_counts[joint_of_class]
         details["delta"] = g.sizes / details["population_size"].to_numpy()
     report.risk = _risk(g, pc, risk_threshold)
