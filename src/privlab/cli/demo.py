@@ -82,11 +82,15 @@ def demo_cmd(
                          **result.to_dict(),
                          "remaining_epsilon": entry.remaining_epsilon})
 
-    assessment = _assessment(frame, out)
+    assessment, result = _assessment(frame, out)
+    remaining = ledger.remaining("demo-analyst")[0]
+    report = out / "report.html"
+    _write_report(report, result, releases, budget, remaining)
+    assessment["report"] = str(report)
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
                "ledger": {"principal": "demo-analyst", "budget": budget,
-                          "remaining_epsilon": ledger.remaining("demo-analyst")[0]}}
+                          "remaining_epsilon": remaining}}
     atomic_write_text(out / "summary.json", to_json(summary))
     if as_json:
         emit_json(summary)
@@ -98,14 +102,68 @@ def demo_cmd(
         table.add_row(r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
                       _short(r["confidence_interval_95"]),
                       f"eps={r['guarantee']['epsilon']:g} {r['guarantee']['model']}")
+    attr_table = Table("attribute", "distinct", "richness", "tier",
+                       title="Which attributes identify people (seed 001 domain richness)")
+    for a in assessment["attributes"]:
+        attr_table.add_row(a["name"], str(a["distinct"]), f"{a['richness']:.3f}", a["tier"])
+    console.print(attr_table)
+    for c in assessment["escalated_combinations"]:
+        console.print(f"escalated: {' + '.join(c['attributes'])} -> richness "
+                      f"{c['richness']:.3f} ({c['tier']})")
+    pm = assessment.get("privacy_models") or {}
+    if pm:
+        risk = pm["reidentification_risk"]
+        console.print(f"on quasi-identifiers {', '.join(DEMO_QIS)}: k = {pm['k_anonymity']['k']}, "
+                      f"{risk['unique_share']:.1%} of records unique, average prosecutor risk "
+                      f"{risk['prosecutor']['average']:.3f}")
     console.print(table)
     console.print(f"budget left: {summary['ledger']['remaining_epsilon']:g} of {budget:g}")
     console.print(f"wrote {out / 'summary.json'}"
                   + (f" and {assessment['report']}" if assessment.get("report") else ""))
 
 
-def _assessment(frame: Any, out: Path) -> dict:
-    return {}
+DEMO_QIS = ["age", "education", "marital-status", "race", "sex", "native-country"]
+
+
+def _assessment(frame: Any, out: Path) -> tuple[dict, Any]:
+    """Seed 001's attribute-level assessment of Adult plus k/l/t on a usual QI set."""
+    from privlab.assess import assess
+
+    result = assess(frame, attributes=[c for c in frame.columns if c != "salary"],
+                    quasi_identifiers=DEMO_QIS, sensitive="occupation",
+                    max_combination_size=2, source="UCI Adult (complete rows)")
+    data = result.to_dict()
+    return {"attributes": data["attributes"], "thresholds": data["thresholds"],
+            "escalated_combinations": [c for c in data["combinations"] if c.get("escalated")],
+            "privacy_models": data.get("privacy_models"),
+            "recommendations": data["recommendations"],
+            "guarantee": data["guarantee"]}, result
+
+
+def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
+                  remaining: float) -> None:
+    """One page: the assessment sections, then the DP releases with their guarantees."""
+    from privlab.assess.report import assessment_sections
+    from privlab.report.html import Section, Table, write_page
+
+    rows = [[r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
+             _short(r["granularity"]), _short(r["confidence_interval_95"]),
+             r["guarantee"]["mechanism"],
+             f"epsilon={r['guarantee']['epsilon']:g}, delta={r['guarantee']['delta']:g}, "
+             f"{r['guarantee']['model']}, {r['guarantee']['neighbouring']}"]
+            for r in releases]
+    releases_section = Section(
+        title="DP releases (protect)",
+        paragraphs=["Each statistic was charged to the demo analyst's budget in the ledger "
+                    "before it was computed; the released value lies on the stated grid. True "
+                    "values are shown only because this demo runs on public data."],
+        facts={"budget (epsilon)": budget, "remaining (epsilon)": remaining,
+               "composition": "sequential (sum of epsilons) in the ledger"},
+        tables=[Table(["statistic", "column", "true", "released", "grid", "95% +-",
+                       "mechanism", "guarantee"], rows)],
+    )
+    write_page(path, "privlab demo: UCI Adult", assessment_sections(result) + [releases_section],
+               subtitle="assess -> protect on bundled data")
 
 
 def _short(value: Any) -> str:

@@ -1,0 +1,41 @@
+"""`privlab demo`, the README's main job: assessment + ledger-charged DP releases + report."""
+
+import json
+
+from privlab.cli.main import main
+
+
+def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
+    out = tmp_path / "demo"
+    code = main(["demo", "--out", str(out), "--epsilon", "0.25", "--budget", "2", "--seed", "7",
+                 "--json"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((out / "summary.json").read_text())
+    assert printed == saved
+    releases = saved["releases"]
+    assert len(releases) == 6
+    # Each release was charged 0.25 in the ledger: 2 - 6 * 0.25 = 0.5 remains, exactly.
+    assert saved["ledger"]["remaining_epsilon"] == 0.5
+    assert [r["remaining_epsilon"] for r in releases] == [1.75, 1.5, 1.25, 1.0, 0.75, 0.5]
+    for r in releases:
+        assert r["guarantee"]["is_dp"] and r["guarantee"]["epsilon"] == 0.25
+        g = r["granularity"]
+        values = r["value"] if isinstance(r["value"], list) else [r["value"]]
+        assert all(float(v / g).is_integer() for v in values)
+    # The seeded demo says its noise is for testing only.
+    assert any("seeded" in n for n in releases[0]["guarantee"]["notes"])
+    names = [a["name"] for a in saved["assessment"]["attributes"]]
+    assert "salary" not in names and len(names) == 14
+    tiers = {a["name"]: a["tier"] for a in saved["assessment"]["attributes"]}
+    assert tiers["fnlwgt"] == "hide" and tiers["capital-loss"] == "none"
+    assert saved["assessment"]["guarantee"]["is_dp"] is False
+    html = (out / "report.html").read_text()
+    assert "DP releases" in html and "richness" in html.lower()
+
+
+def test_demo_refuses_a_budget_too_small_for_its_releases(tmp_path, capsys):
+    code = main(["demo", "--out", str(tmp_path / "d"), "--epsilon", "1", "--budget", "2"])
+    assert code == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:")
