@@ -49,10 +49,11 @@ def _register() -> None:
         query,
         release,
         serve,
+        train,
         trajectory,
     )
 
-    for module in (anonymize, assess, budget, datasets, demo, query, release, serve,
+    for module in (anonymize, assess, budget, datasets, demo, query, release, serve, train,
                    trajectory):
         module.register(app)
 

@@ -1,0 +1,313 @@
+"""Training data for privlab.learn: input checks, preprocessing and the experiment datasets.
+
+Preprocessing is part of the privacy story: a scaler or an encoder fitted on the training data
+releases facts about it (a column's maximum, the existence of a rare category) outside the DP
+guarantee. So the Adult pipeline here is data-independent (category lists from the public UCI
+documentation, value ranges from the public census coding), and `TablePreprocessor` says in
+`leaks` which statistics it took from the data when the caller gives no public bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.data.io import require_columns
+from privlab.errors import InvalidInputError
+
+# --------------------------------------------------------------------------- input checks
+
+
+def split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Series]:
+    """Separate features from the target column, with one-line errors for the usual mistakes."""
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInputError("expected a table (pandas DataFrame) of features and target")
+    require_columns(frame, [target], "target column")
+    y = frame[target]
+    missing = int(y.isna().sum())
+    if missing:
+        raise InvalidInputError(f"target column {target!r} has {missing} missing values; drop "
+                                "those rows or fill them before training")
+    classes = pd.unique(y)
+    if len(classes) < 2:
+        only = classes[0] if len(classes) else "nothing"
+        raise InvalidInputError(f"target column {target!r} is constant ({only!r}); a classifier "
+                                "needs at least two classes")
+    features = frame.drop(columns=[target])
+    if features.shape[1] == 0:
+        raise InvalidInputError(f"the table has no feature columns besides {target!r}")
+    return features, y
+
+
+def encode_labels(y: Sequence[Any] | np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Map labels to 0..k-1; returns (codes, classes). The class list is treated as public."""
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise InvalidInputError(f"y must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        raise InvalidInputError("y is empty: training needs at least one row per class")
+    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+        raise InvalidInputError("y has missing or infinite values; drop those rows first")
+    classes, codes = np.unique(arr, return_inverse=True)
+    if len(classes) < 2:
+        raise InvalidInputError(f"y is constant ({classes[0]!r}); a classifier needs at least "
+                                "two classes")
+    return codes.astype(np.int64), classes
+
+
+def as_feature_matrix(x: Any, field_name: str = "X") -> np.ndarray:
+    """A float32 matrix (n, d) or image batch from X, refusing text, NaN and infinities."""
+    if isinstance(x, pd.DataFrame):
+        bad = [c for c in x.columns if not pd.api.types.is_numeric_dtype(x[c])]
+        if bad:
+            raise InvalidInputError(
+                f"feature column {bad[0]!r} is not numeric; encode it first (e.g. one-hot with "
+                "privlab.learn.data.TablePreprocessor(one_hot=True), or --one-hot in the CLI)")
+        x = x.to_numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{field_name} has non-numeric values; encode text features "
+                                "first (one-hot)") from None
+    if arr.ndim < 2:
+        raise InvalidInputError(f"{field_name} must be 2-D (rows x features), got shape "
+                                f"{arr.shape}; reshape a single feature with X.reshape(-1, 1)")
+    if arr.shape[0] == 0:
+        raise InvalidInputError(f"{field_name} has no rows")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"{field_name} has missing or infinite values; impute or drop "
+                                "them before training")
+    return arr
+
+
+def check_batch_size(batch_size: int, n: int, field_name: str = "batch_size") -> int:
+    """Batch size must be a positive integer no larger than the training set."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise InvalidInputError(f"{field_name} must be a positive integer, got {batch_size!r}")
+    if batch_size < 1:
+        raise InvalidInputError(f"{field_name} must be >= 1, got {batch_size}")
+    if batch_size > n:
+        raise InvalidInputError(f"{field_name}={batch_size} is larger than the training set "
+                                f"({n} rows); use at most {n}")
+    return int(batch_size)
+
+
+# --------------------------------------------------------------------------- preprocessing
+
+
+@dataclass
+class TablePreprocessor:
+    """Numeric columns scaled to [0, 1] (clipped), text columns one-hot encoded.
+
+    `bounds` maps a numeric column to its public range (lo, hi); `categories` maps a text
+    column to its public category list. Anything not given is read from the data at `fit`
+    and recorded in `leaks` (those statistics are not covered by the training guarantee).
+    """
+
+    one_hot: bool = False
+    bounds: Mapping[str, tuple[float, float]] | None = None
+    categories: Mapping[str, Sequence[Any]] | None = None
+    numeric_: list[str] = field(default_factory=list, init=False)
+    categorical_: list[str] = field(default_factory=list, init=False)
+    ranges_: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
+    levels_: dict[str, list[Any]] = field(default_factory=dict, init=False)
+    leaks: list[str] = field(default_factory=list, init=False)
+
+    def fit(self, frame: pd.DataFrame) -> TablePreprocessor:
+        bounds = dict(self.bounds or {})
+        cats = dict(self.categories or {})
+        for col in list(bounds) + list(cats):
+            require_columns(frame, [col], "bounds/categories column")
+        self.numeric_, self.categorical_, self.ranges_, self.levels_ = [], [], {}, {}
+        self.leaks = []
+        for col in frame.columns:
+            series = frame[col]
+            if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+                values = series.to_numpy(dtype=np.float64)
+                if not np.all(np.isfinite(values)):
+                    raise InvalidInputError(f"feature column {col!r} has missing or infinite "
+                                            "values; impute or drop them before training")
+                if col in bounds:
+                    lo, hi = (float(v) for v in bounds[col])
+                else:
+                    lo, hi = float(values.min()), float(values.max())
+                    self.leaks.append(f"range of {col!r} read from the data")
+                if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+                    raise InvalidInputError(f"bounds for {col!r} must be finite LO <= HI, "
+                                            f"got {lo}, {hi}")
+                self.numeric_.append(col)
+                self.ranges_[col] = (lo, hi)
+            else:
+                if not self.one_hot and col not in cats:
+                    raise InvalidInputError(
+                        f"feature column {col!r} is not numeric; encode it first or pass "
+                        "one_hot=True (CLI: --one-hot)")
+                if series.isna().any():
+                    raise InvalidInputError(f"feature column {col!r} has missing values; fill "
+                                            "or drop them before training")
+                if col in cats:
+                    levels = list(cats[col])
+                else:
+                    levels = sorted(pd.unique(series).tolist(), key=str)
+                    self.leaks.append(f"categories of {col!r} read from the data")
+                self.categorical_.append(col)
+                self.levels_[col] = levels
+        return self
+
+    @property
+    def n_features(self) -> int:
+        return len(self.numeric_) + sum(len(v) for v in self.levels_.values())
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        if not self.numeric_ and not self.categorical_:
+            raise InvalidInputError("TablePreprocessor.transform called before fit")
+        require_columns(frame, self.numeric_ + self.categorical_, "feature column")
+        parts = []
+        for col in self.numeric_:
+            lo, hi = self.ranges_[col]
+            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64)
+            if not np.all(np.isfinite(values)):
+                raise InvalidInputError(f"feature column {col!r} has missing or non-numeric "
+                                        "values")
+            span = hi - lo if hi > lo else 1.0
+            parts.append(np.clip((values - lo) / span, 0.0, 1.0)[:, None])
+        for col in self.categorical_:
+            levels = self.levels_[col]
+            codes = pd.Categorical(frame[col], categories=levels).codes
+            block = np.zeros((len(frame), len(levels)))
+            rows = np.flatnonzero(codes >= 0)
+            block[rows, codes[rows]] = 1.0  # unknown categories: all zeros
+            parts.append(block)
+        return np.hstack(parts).astype(np.float32)
+
+    def fit_transform(self, frame: pd.DataFrame) -> np.ndarray:
+        return self.fit(frame).transform(frame)
+
+
+# Public category lists of UCI Adult (from the dataset's documentation, adult.names) and
+# public value ranges (census coding: capital gains top-coded at 99,999; ages 17-90 by the
+# survey's design; hours per week 1-99). fnlwgt is a sampling weight, dropped.
+ADULT_CATEGORIES: dict[str, list[str]] = {
+    "workclass": ["Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
+                  "State-gov", "Without-pay", "Never-worked"],
+    "education": ["Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
+                  "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th",
+                  "Doctorate", "5th-6th", "Preschool"],
+    "marital-status": ["Married-civ-spouse", "Divorced", "Never-married", "Separated",
+                       "Widowed", "Married-spouse-absent", "Married-AF-spouse"],
+    "occupation": ["Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
+                   "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
+                   "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+                   "Armed-Forces"],
+    "relationship": ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative",
+                     "Unmarried"],
+    "race": ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"],
+    "sex": ["Female", "Male"],
+    "native-country": [
+        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
+        "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico",
+        "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan",
+        "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand",
+        "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"],
+}
+ADULT_BOUNDS: dict[str, tuple[float, float]] = {
+    "age": (17.0, 90.0),
+    "education-num": (1.0, 16.0),
+    "capital-gain": (0.0, math.log1p(99999.0)),   # after log1p
+    "capital-loss": (0.0, math.log1p(99999.0)),   # after log1p
+    "hours-per-week": (1.0, 99.0),
+}
+
+
+def adult_preprocessor() -> TablePreprocessor:
+    """The data-independent Adult pipeline: log1p on capital columns, min-max with public
+    ranges, one-hot with the public category lists (104 features)."""
+    return TablePreprocessor(one_hot=True, bounds=ADULT_BOUNDS, categories=ADULT_CATEGORIES)
+
+
+def adult_features(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.drop(columns=["fnlwgt", "salary"], errors="ignore").copy()
+    for col in ("capital-gain", "capital-loss"):
+        out[col] = np.log1p(out[col].astype(np.float64))
+    return out
+
+
+@dataclass
+class Split:
+    """Named arrays of one experiment: X_train, y_train, X_test, y_test and optional extras."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def adult_split(test_size: float = 0.2, seed: int = 0, n: int | None = None) -> Split:
+    """Adult with rows that have missing values removed (30,162), a seeded train/test split
+    and the public pipeline. `n` subsamples (for quick runs)."""
+    from privlab.data.datasets import load_adult
+
+    frame = load_adult(drop_missing=True)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(frame))
+    if n is not None:
+        order = order[: int(n)]
+    frame = frame.iloc[order].reset_index(drop=True)
+    y = (frame["salary"].astype(str).str.strip().str.rstrip(".") == ">50K").to_numpy(np.int64)
+    x = adult_preprocessor().fit_transform(adult_features(frame))
+    cut = int(round(len(frame) * (1 - test_size)))
+    return Split(x[:cut], y[:cut], x[cut:], y[cut:],
+                 info={"dataset": "adult", "rows": len(frame), "features": x.shape[1],
+                       "test_size": test_size, "seed": seed,
+                       "preprocessing": "public categories and ranges (data-independent)"})
+
+
+def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int = 0) -> Split:
+    """Seed 004's make_classification setup (100 features, 20 informative, 10 redundant,
+    5 repeated, 2 classes, 3 clusters per class).
+
+    setting "loss": 6,100 rows -> train 1,000 / val 2,100 / test 3,000.
+    setting "shadow": 15,000 rows -> target train 2,000 / target val 3,250 / test 4,500 /
+    shadow pool 5,250 (attacker only).
+    """
+    from privlab.data.datasets import load_classification
+
+    sizes = {"loss": (1000, 2100, 3000), "shadow": (2000, 3250, 4500, 5250)}
+    if setting not in sizes:
+        raise InvalidInputError(f"setting must be 'loss' or 'shadow', got {setting!r}")
+    parts = sizes[setting]
+    frame = load_classification(n_samples=sum(parts), random_state=random_state)
+    x = frame.drop(columns=["target"]).to_numpy(np.float32)
+    y = frame["target"].to_numpy(np.int64)
+    order = np.random.default_rng(split_seed).permutation(len(y))
+    bounds = np.cumsum((0,) + parts)
+    idx = [order[bounds[i]:bounds[i + 1]] for i in range(len(parts))]
+    extra = {"X_val": x[idx[1]], "y_val": y[idx[1]]}
+    if setting == "shadow":
+        extra.update(X_shadow=x[idx[3]], y_shadow=y[idx[3]])
+    return Split(x[idx[0]], y[idx[0]], x[idx[2]], y[idx[2]], extra=extra,
+                 info={"dataset": "seed004-" + setting, "sizes": parts,
+                       "random_state": random_state, "split_seed": split_seed})
+
+
+def digits_split(test_size: float = 0.25, seed: int = 0) -> Split:
+    """scikit-learn digits as 1x8x8 images scaled by the public pixel range [0, 16]."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = (bunch.images.astype(np.float32) / 16.0)[:, None, :, :]
+    y = bunch.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(y))
+    cut = int(round(len(y) * (1 - test_size)))
+    tr, te = order[:cut], order[cut:]
+    return Split(x[tr], y[tr], x[te], y[te],
+                 info={"dataset": "digits", "rows": len(y), "shape": [1, 8, 8],
+                       "preprocessing": "pixels / 16 (public range)"})

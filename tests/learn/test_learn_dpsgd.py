@@ -1,0 +1,135 @@
+"""DP-SGD bookkeeping: calibration, Poisson sampling, the exact noisy update, bad input."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from privlab.core import accounting
+from privlab.core.rng import make_rng
+from privlab.errors import InvalidInputError
+from privlab.learn.dpsgd import (
+    TrainConfig,
+    accuracy,
+    flat_noise,
+    plan_dpsgd,
+    poisson_batch,
+    train_classifier,
+)
+from privlab.learn.engine import GradientClipper
+from privlab.learn.models import LogisticModel, SeedMLP
+
+
+def test_calibrated_sigma_reproduces_target_epsilon():
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32, epochs=3)
+    plan = plan_dpsgd(300, cfg)
+    assert plan.sample_rate == pytest.approx(32 / 300)
+    assert plan.steps == 3 * math.ceil(300 / 32)
+    eps = accounting.dpsgd_epsilon(plan.noise_multiplier, plan.sample_rate, plan.steps, 1e-5)
+    assert 2.0 * 0.99 <= eps <= 2.0
+    assert plan.epsilon_pld == pytest.approx(eps)
+    # the smallest such sigma: 1% less noise already overshoots the target
+    less = accounting.dpsgd_epsilon(plan.noise_multiplier * 0.99, plan.sample_rate, plan.steps,
+                                    1e-5)
+    assert less > 2.0
+    assert plan.epsilon_rdp > plan.epsilon_pld       # RDP is the looser bound
+
+
+def test_poisson_batches_have_the_right_law():
+    gen = make_rng(11)
+    n, q, rounds = 200, 0.1, 2000
+    counts = np.zeros(n)
+    sizes = []
+    for _ in range(rounds):
+        idx = poisson_batch(gen, n, q)
+        assert len(np.unique(idx)) == len(idx)
+        counts[idx] += 1
+        sizes.append(len(idx))
+    # batch size ~ Binomial(n, q): mean nq = 20, sd sqrt(nq(1-q)) = 4.24; over 2000 rounds
+    # the mean's sd is 0.095, so +-0.5 is > 5 sd
+    assert abs(np.mean(sizes) - n * q) < 0.5
+    assert abs(np.std(sizes) - math.sqrt(n * q * (1 - q))) < 0.4
+    # each row's inclusion count ~ Binomial(2000, 0.1): mean 200, sd 13.4
+    assert abs(counts.mean() - rounds * q) < 1.0
+    assert counts.min() > 200 - 6 * 13.4 and counts.max() < 200 + 6 * 13.4
+
+
+def test_one_step_is_exactly_clipped_sum_plus_calibrated_noise(blobs):
+    x, y = blobs
+    x, y = x[:40], y[:40]
+    torch.manual_seed(0)
+    model = LogisticModel(6, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    sigma, clip, lr = 0.8, 0.5, 0.1
+    cfg = TrainConfig(noise_multiplier=sigma, delta=1e-3, clip=clip, epochs=1, batch_size=40,
+                      lr=lr, optimizer="sgd")
+    res = train_classifier(model, x, y, cfg, rng=5)
+    assert res.plan.steps == 1 and res.plan.sample_rate == 1.0
+    # replay: same generator, same draws (Poisson batch, then noise)
+    gen = make_rng(5)
+    idx = poisson_batch(gen, 40, 1.0)
+    ref = LogisticModel(6, 2)
+    with torch.no_grad():
+        for p, b in zip(ref.parameters(), before, strict=True):
+            p.copy_(b)
+    out = GradientClipper(ref, clip)(torch.from_numpy(x[idx]), torch.from_numpy(y[idx]))
+    noise = torch.from_numpy(flat_noise(gen, sum(p.numel() for p in ref.parameters())))
+    offset = 0
+    for p, b, g in zip(model.parameters(), before, out.grads, strict=True):
+        z = noise[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+        expected = b - lr * (g + sigma * clip * z) / 40.0
+        assert torch.allclose(p.detach(), expected, atol=1e-6)
+
+
+def test_dp_training_learns_and_states_its_guarantee(blobs):
+    x, y = blobs
+    torch.manual_seed(0)
+    model = SeedMLP(6, (16,), 2, dropout=0.0)
+    cfg = TrainConfig(epsilon=4.0, delta=1e-4, batch_size=50, epochs=4, lr=1e-2)
+    res = train_classifier(model, x, y, cfg, rng=3)
+    assert accuracy(model, x, y) > 0.8
+    g = res.guarantee
+    assert g.is_dp and g.epsilon <= 4.0 and g.delta == 1e-4
+    assert g.neighbouring == "add_remove_record"
+    assert "PLD" in g.accountant
+    text = " ".join(g.notes)
+    for needle in ("clipping norm C = 1", f"{res.plan.steps} steps", "Poisson", "RDP",
+                   "seeded"):
+        assert needle in text
+    assert res.engine == "fast"
+
+
+def test_plain_mode_is_labelled_not_private(blobs):
+    x, y = blobs
+    res = train_classifier(SeedMLP(6, (8,), 2), x, y,
+                           TrainConfig(method="none", epochs=1, batch_size=64), rng=0)
+    assert not res.guarantee.is_dp and res.plan is None
+
+
+def test_epsilon_too_small_is_refused_quickly(blobs):
+    x, y = blobs
+    started = time.perf_counter()
+    with pytest.raises(InvalidInputError, match="too small for useful training"):
+        train_classifier(SeedMLP(6, (8,), 2), x, y,
+                         TrainConfig(epsilon=1e-4, batch_size=16, epochs=5), rng=0)
+    assert time.perf_counter() - started < 30
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(batch_size=301), "larger than the training set"),
+    (dict(delta=0.01), "not below 1/n"),
+    (dict(delta=0.0), "delta must be > 0"),
+    (dict(epochs=0), "epochs"),
+    (dict(clip=-1.0), "clip"),
+    (dict(epsilon=None), "exactly one of"),
+])
+def test_bad_configuration(blobs, kwargs, match):
+    x, y = blobs
+    cfg = TrainConfig(**{**dict(epsilon=1.0, batch_size=32, epochs=1), **kwargs})
+    with pytest.raises(InvalidInputError, match=match):
+        train_classifier(SeedMLP(6, (8,), 2), x, y, cfg, rng=0)
