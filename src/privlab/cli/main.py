@@ -49,12 +49,13 @@ def _register() -> None:
         query,
         release,
         serve,
+        synth,
         train,
         trajectory,
     )
 
-    for module in (anonymize, assess, budget, datasets, demo, query, release, serve, train,
-                   trajectory):
+    for module in (anonymize, assess, budget, datasets, demo, query, release, serve, synth,
+                   train, trajectory):
         module.register(app)
 
 

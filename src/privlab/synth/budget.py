@@ -1,0 +1,77 @@
+"""zCDP bookkeeping for synthesizers: every measurement is a line with its rho (and delta).
+
+Why zCDP: the marginal measurements are Gaussian (rho = 1/(2 sigma^2) per sensitivity-1
+count vector), the exponential mechanism at epsilon is eps^2/8-zCDP (bounded range; Cesar &
+Rogers 2021, Lemma 3.2 / Rogers & Steinke 2021), and zCDP composes by adding rho
+(Bun & Steinke 2016, Lemma 2.3). The total converts to (epsilon, delta) with the tight
+conversion of Canonne, Kamath & Steinke 2020 (`zcdp_to_approx_dp`).
+
+Thresholded category selection is "delta'-approximate zCDP" (Bun & Steinke 2016, Def. 8.1):
+conditioned on a label held by one record not clearing the threshold (probability >=
+1 - delta'), the rest is rho-zCDP. Approximate zCDP composes by adding rho and delta'
+(ibid., Lemma 8.3), so the final guarantee is (eps(rho_total, delta_z), delta_z + delta').
+A pure epsilon-DP step could be added as rho = eps^2/2 (Bun & Steinke 2016, Prop. 1.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from privlab.core.calibration import zcdp_to_approx_dp
+from privlab.core.guarantee import PrivacyGuarantee
+
+ZCDP_ACCOUNTANT = ("zCDP (Bun & Steinke 2016): rho summed over measurements, converted to "
+                   "(epsilon, delta) by Canonne, Kamath & Steinke 2020, Prop. 12")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measurement: what it measured, its rho, its approximate-zCDP delta."""
+
+    name: str
+    rho: float
+    delta: float = 0.0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.name, "rho": self.rho, "delta": self.delta, "detail": self.detail}
+
+
+@dataclass
+class ZCDPAccount:
+    """The running list of measurements of one synthesizer fit."""
+
+    steps: list[Step] = field(default_factory=list)
+
+    def spend(self, name: str, rho: float, delta: float = 0.0, detail: str = "") -> None:
+        if not (rho >= 0 and math.isfinite(rho)) or not (0 <= delta < 1):
+            raise ValueError(f"bad budget step {name}: rho={rho}, delta={delta}")
+        self.steps.append(Step(name, float(rho), float(delta), detail))
+
+    @property
+    def rho(self) -> float:
+        return math.fsum(s.rho for s in self.steps)
+
+    @property
+    def delta(self) -> float:
+        return math.fsum(s.delta for s in self.steps)
+
+    def epsilon(self, delta_z: float) -> float:
+        return zcdp_to_approx_dp(self.rho, delta_z)
+
+    def guarantee(self, delta_z: float, mechanism: str, notes: tuple[str, ...] = ()
+                  ) -> PrivacyGuarantee:
+        """(epsilon, delta) of everything spent, add/remove-one-record neighbours."""
+        eps = self.epsilon(delta_z)
+        lines = tuple(f"{s.name}: rho={s.rho:.4g}" + (f", delta={s.delta:.3g}" if s.delta else "")
+                      for s in self.steps)
+        return PrivacyGuarantee(
+            epsilon=eps, delta=delta_z + self.delta, neighbouring="add_remove_record",
+            model="central", mechanism=mechanism, accountant=ZCDP_ACCOUNTANT,
+            notes=(f"total rho={self.rho:.6g}; zCDP part converted at delta={delta_z:.3g}",)
+            + lines + notes)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.steps]

@@ -1,0 +1,702 @@
+"""The discrete domain a synthesizer works on, and how it is obtained without leaking.
+
+Every column becomes a finite set of codes: categorical columns one code per category (plus
+an `<other>` bucket when the categories were selected privately, plus a missing code),
+numeric columns one code per bin over bounds (plus a missing code). Where the categories
+and bounds come from matters for privacy, so each column says so in `source`:
+
+- declared: the data publisher states them (a public schema, e.g. `ADULT_DOMAIN` below, taken
+  from the UCI `adult.names` documentation and the survey's public top-codes);
+- estimated: measured with part of the privacy budget (zCDP, see `privlab.synth.budget`):
+  categorical labels by a thresholded discrete-Gaussian histogram (a label is kept only if its
+  noisy count clears a threshold set so that a label held by one person appears with
+  probability <= delta'), numeric bounds by a noisy histogram over a fixed log-scale grid
+  (lower bound = left edge of the first bin whose noisy count clears a threshold, upper bound =
+  right edge of the last one);
+- observed: read from the data without noise (only in the non-private baseline mode).
+
+Which columns are numeric is decided by the dtype (schema), never by looking at the values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from privlab.core.samplers import discrete_gaussian
+from privlab.errors import InvalidInputError
+from privlab.synth.budget import ZCDPAccount
+
+OTHER = "<other>"
+DEFAULT_BINS = 32
+#: Integer columns whose range holds at most this many values (or `bins`, if larger) get one
+#: bin per value: uniform draws inside a wider bin would smear point masses such as a
+#: 40-hour week over 40..42.
+UNIT_BINS_MAX = 128
+MAX_BINS = 1024
+MAX_CATEGORIES = 5000
+
+#: A column whose distinct values cover more than this share of its rows (and number at least
+#: IDENTIFIER_MIN_DISTINCT) is refused as an identifier: see `check_identifiers`.
+IDENTIFIER_SHARE = 0.5
+IDENTIFIER_MIN_DISTINCT = 20
+
+Kind = Literal["categorical", "numeric"]
+
+
+# --------------------------------------------------------------------------------------------
+# Column specification: codes <-> values
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column's codes. Categorical: categories, then `<other>` (if `other`), then missing.
+    Numeric: bins [edges[i], edges[i+1]) (the last one closed), then missing."""
+
+    name: str
+    kind: Kind
+    categories: tuple[str, ...] = ()
+    other: bool = False
+    edges: tuple[float, ...] = ()
+    integer: bool = False
+    missing: bool = True
+    source: str = "declared"
+
+    @property
+    def bins(self) -> int:
+        return max(len(self.edges) - 1, 0)
+
+    @property
+    def values(self) -> int:
+        """Codes that stand for a value (not missing)."""
+        if self.kind == "categorical":
+            return len(self.categories) + int(self.other)
+        return self.bins
+
+    @property
+    def size(self) -> int:
+        return self.values + int(self.missing)
+
+    @property
+    def missing_code(self) -> int | None:
+        return self.values if self.missing else None
+
+    def labels(self) -> list[str]:
+        """Human labels of every code (for reports and marginal tables)."""
+        if self.kind == "categorical":
+            out = list(self.categories) + ([OTHER] if self.other else [])
+        else:
+            e = self.edges
+            last = len(e) - 2
+            if self.integer:
+                out = [f"{int(e[i])}" if e[i + 1] - e[i] == 1 and i < last else
+                       f"[{int(e[i])}, {int(e[i + 1]) - (0 if i == last else 1)}]"
+                       for i in range(len(e) - 1)]
+            else:
+                out = [f"[{e[i]:g}, {e[i + 1]:g}{']' if i == last else ')'}"
+                       for i in range(len(e) - 1)]
+        return out + (["<missing>"] if self.missing else [])
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        """Codes of a column's values (int64)."""
+        missing = series.isna().to_numpy()
+        if missing.any() and not self.missing:
+            raise InvalidInputError(f"column {self.name!r} has missing values but its domain "
+                                    "declares none; set \"missing\": true or drop those rows")
+        codes = np.empty(len(series), dtype=np.int64)
+        if self.kind == "categorical":
+            index = {c: i for i, c in enumerate(self.categories)}
+            text = series[~missing].astype(str).to_numpy()
+            mapped = pd.Series(text).map(index)
+            unknown = mapped.isna().to_numpy()
+            if unknown.any() and not self.other:
+                example = text[unknown][0]
+                raise InvalidInputError(
+                    f"column {self.name!r} has values outside its declared categories (e.g. "
+                    f"{example!r}); add them to the domain or set \"other\": true")
+            vals = mapped.fillna(len(self.categories)).to_numpy(dtype=np.int64)
+            codes[~missing] = vals
+        else:
+            x = numeric_values(series[~missing], self.name)
+            e = np.asarray(self.edges, dtype=np.float64)
+            hi = e[-1] - 1 if self.integer else e[-1]
+            x = np.clip(x, e[0], hi)
+            codes[~missing] = np.clip(np.searchsorted(e, x, side="right") - 1, 0, self.bins - 1)
+        if self.missing:
+            codes[missing] = self.values
+        return codes
+
+    def decode(self, codes: np.ndarray, gen: np.random.Generator) -> pd.Series:
+        """Values for codes: a category, or a uniform draw inside the bin (post-processing)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        miss = codes == self.missing_code if self.missing else np.zeros(codes.size, bool)
+        if self.kind == "categorical":
+            labels = np.array(list(self.categories) + ([OTHER] if self.other else [""]),
+                              dtype=object)
+            vals = np.where(miss, None, labels[np.where(miss, 0, codes)])
+            out = pd.Series(vals, name=self.name, dtype="object")
+            out[miss] = np.nan
+            return out.astype("str")
+        e = np.asarray(self.edges, dtype=np.float64)
+        b = np.where(miss, 0, codes)
+        lo, hi = e[b], e[b + 1]
+        if self.integer:
+            # bin [lo, hi) holds the integers lo .. hi - 1 (edges are integers)
+            span = np.maximum(hi - lo, 1).astype(np.int64)
+            vals = lo.astype(np.int64) + (gen.random(codes.size) * span).astype(np.int64)
+            vals = np.minimum(vals, hi.astype(np.int64) - 1)
+            if miss.any():
+                series = pd.Series(vals, name=self.name, dtype="Int64")
+                series[miss] = pd.NA
+                return series
+            return pd.Series(vals, name=self.name, dtype="int64")
+        vals = lo + gen.random(codes.size) * (hi - lo)
+        vals[miss] = np.nan
+        return pd.Series(vals, name=self.name, dtype="float64")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.kind, "size": self.size,
+                               "missing_code": self.missing, "source": self.source}
+        if self.kind == "categorical":
+            out.update(categories=list(self.categories), other=self.other)
+        else:
+            out.update(bounds=[self.edges[0], self.edges[-1] - (1 if self.integer else 0)],
+                       bins=self.bins, integer=self.integer)
+        return out
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The columns of a synthetic table, in order."""
+
+    columns: tuple[ColumnSpec, ...]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def sizes(self) -> list[int]:
+        return [c.size for c in self.columns]
+
+    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+        """An (n, d) int64 matrix of codes."""
+        if not self.columns:
+            return np.zeros((len(frame), 0), dtype=np.int64)
+        return np.column_stack([c.encode(frame[c.name]) for c in self.columns])
+
+    def decode(self, codes: np.ndarray, gen: np.random.Generator) -> pd.DataFrame:
+        return pd.DataFrame({c.name: c.decode(codes[:, j], gen)
+                             for j, c in enumerate(self.columns)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": [c.to_dict() for c in self.columns]}
+
+
+def numeric_values(series: pd.Series, name: str) -> np.ndarray:
+    """Float values of a numeric column, or a one-line error naming it."""
+    try:
+        return pd.to_numeric(series, errors="raise").to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"column {name!r} is declared numeric but holds non-numbers; "
+                                "declare it \"categorical\" or clean it") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Declared domains
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnDeclaration:
+    """What the publisher states about a column; unset fields are estimated privately."""
+
+    kind: Kind | None = None
+    categories: list[str] | None = None
+    other: bool | None = None
+    bounds: tuple[float, float] | None = None
+    bins: int | None = None
+    edges: list[float] | None = None
+    integer: bool | None = None
+    scale: Literal["linear", "log"] = "linear"
+    missing: bool = True
+
+
+@dataclass
+class DomainDeclaration:
+    columns: dict[str, ColumnDeclaration] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+    name: str = "declared"
+
+
+_COLUMN_KEYS = {"type", "categories", "other", "bounds", "bins", "edges", "integer", "scale",
+                "missing"}
+
+
+def parse_declaration(spec: Mapping[str, Any] | None, name: str = "declared"
+                      ) -> DomainDeclaration:
+    """Validate a domain mapping {"columns": {col: {...}}, "drop": [...]}."""
+    if spec is None:
+        return DomainDeclaration(name="none")
+    if not isinstance(spec, Mapping):
+        raise InvalidInputError("domain must be a JSON object with a \"columns\" object")
+    unknown = set(spec) - {"columns", "drop", "name", "source"}
+    if unknown:
+        raise InvalidInputError(f"domain has unknown keys {sorted(unknown)}; use \"columns\" "
+                                "and \"drop\"")
+    cols = spec.get("columns", {})
+    if not isinstance(cols, Mapping):
+        raise InvalidInputError("domain \"columns\" must map column names to objects")
+    out = DomainDeclaration(name=str(spec.get("name", name)))
+    drop = spec.get("drop", [])
+    if not isinstance(drop, list) or not all(isinstance(d, str) for d in drop):
+        raise InvalidInputError("domain \"drop\" must be a list of column names")
+    out.drop = list(drop)
+    for col, raw in cols.items():
+        if not isinstance(raw, Mapping):
+            raise InvalidInputError(f"domain column {col!r} must be an object")
+        bad = set(raw) - _COLUMN_KEYS
+        if bad:
+            raise InvalidInputError(f"domain column {col!r} has unknown keys {sorted(bad)}; "
+                                    f"allowed: {sorted(_COLUMN_KEYS)}")
+        kind = raw.get("type")
+        if kind not in (None, "categorical", "numeric"):
+            raise InvalidInputError(f"domain column {col!r}: type must be \"categorical\" or "
+                                    f"\"numeric\", got {kind!r}")
+        decl = ColumnDeclaration(kind=kind, missing=bool(raw.get("missing", True)))
+        if "categories" in raw:
+            cats = raw["categories"]
+            if (not isinstance(cats, list) or not cats
+                    or len({str(c) for c in cats}) != len(cats)):
+                raise InvalidInputError(f"domain column {col!r}: categories must be a non-empty "
+                                        "list of distinct values")
+            if len(cats) > MAX_CATEGORIES:
+                raise InvalidInputError(f"domain column {col!r}: more than {MAX_CATEGORIES} "
+                                        "categories; coarsen it or drop it")
+            decl.categories = [str(c) for c in cats]
+            decl.kind = decl.kind or "categorical"
+        if "other" in raw:
+            decl.other = bool(raw["other"])
+        if "bounds" in raw:
+            decl.bounds = _check_bounds(raw["bounds"], col)
+            decl.kind = decl.kind or "numeric"
+        if "edges" in raw:
+            e = raw["edges"]
+            try:
+                arr = np.asarray(e, dtype=np.float64)
+            except (TypeError, ValueError):
+                arr = np.array([])
+            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) \
+                    or not np.all(np.diff(arr) > 0):
+                raise InvalidInputError(f"domain column {col!r}: edges must be >= 2 increasing "
+                                        "finite numbers")
+            decl.edges = arr.tolist()
+            decl.kind = decl.kind or "numeric"
+        if "bins" in raw:
+            b = raw["bins"]
+            if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BINS:
+                raise InvalidInputError(f"domain column {col!r}: bins must be an integer in "
+                                        f"[1, {MAX_BINS}], got {b!r}")
+            decl.bins = b
+        if "integer" in raw:
+            decl.integer = bool(raw["integer"])
+        if "scale" in raw:
+            if raw["scale"] not in ("linear", "log"):
+                raise InvalidInputError(f"domain column {col!r}: scale must be \"linear\" or "
+                                        "\"log\"")
+            decl.scale = raw["scale"]
+        if decl.kind == "categorical" and (decl.bounds or decl.edges):
+            raise InvalidInputError(f"domain column {col!r}: a categorical column takes "
+                                    "categories, not bounds or edges")
+        if decl.kind == "numeric" and decl.categories:
+            raise InvalidInputError(f"domain column {col!r}: a numeric column takes bounds or "
+                                    "edges, not categories")
+        out.columns[str(col)] = decl
+    return out
+
+
+def _check_bounds(value: Any, col: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"domain column {col!r}: bounds must be two numbers "
+                                f"[LO, HI], got {value!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise InvalidInputError(f"domain column {col!r}: bounds must be finite with LO < HI, "
+                                f"got {value!r}")
+    return lo, hi
+
+
+#: Public schema of UCI Adult. Categories are the lists in the dataset's documentation
+#: (`adult.names`); numeric ranges come from the extraction rule stated there (age > 16,
+#: hours > 0, fnlwgt > 1) and the Current Population Survey's public top-codes (age 90,
+#: hours 99, capital gain 99999); fnlwgt and capital-loss get generous round upper limits.
+#: Nothing here was read from the bundled data.
+ADULT_DOMAIN: dict[str, Any] = {
+    "name": "adult (public schema from adult.names)",
+    "columns": {
+        "age": {"type": "numeric", "bounds": [17, 90], "integer": True},
+        "workclass": {"categories": [
+            "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
+            "State-gov", "Without-pay", "Never-worked"]},
+        "fnlwgt": {"type": "numeric", "bounds": [1, 2000000], "integer": True},
+        "education": {"categories": [
+            "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
+            "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate",
+            "5th-6th", "Preschool"]},
+        "education-num": {"type": "numeric", "bounds": [1, 16], "integer": True},
+        "marital-status": {"categories": [
+            "Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+            "Married-spouse-absent", "Married-AF-spouse"]},
+        "occupation": {"categories": [
+            "Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
+            "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
+            "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+            "Armed-Forces"]},
+        "relationship": {"categories": [
+            "Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"]},
+        "race": {"categories": [
+            "White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]},
+        "sex": {"categories": ["Female", "Male"]},
+        "capital-gain": {"type": "numeric", "bounds": [0, 99999], "integer": True,
+                         "scale": "log"},
+        "capital-loss": {"type": "numeric", "bounds": [0, 10000], "integer": True,
+                         "scale": "log"},
+        "hours-per-week": {"type": "numeric", "bounds": [1, 99], "integer": True},
+        "native-country": {"categories": [
+            "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+            "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
+            "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam",
+            "Mexico", "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador",
+            "Taiwan", "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland",
+            "Thailand", "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong",
+            "Holand-Netherlands"]},
+        "salary": {"categories": [">50K", "<=50K"]},
+    },
+}
+
+BUILTIN_DOMAINS = {"adult": ADULT_DOMAIN}
+
+
+def load_declaration(source: str | Path | Mapping[str, Any] | None) -> DomainDeclaration:
+    """A declaration from a built-in name ("adult"), a JSON file path, or a mapping."""
+    if source is None or isinstance(source, Mapping):
+        return parse_declaration(source)
+    text = str(source)
+    if text in BUILTIN_DOMAINS:
+        return parse_declaration(BUILTIN_DOMAINS[text], name=text)
+    path = Path(text)
+    if not path.is_file():
+        raise InvalidInputError(f"--domain {text!r} is neither a built-in domain "
+                                f"({', '.join(BUILTIN_DOMAINS)}) nor a JSON file")
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"--domain {text}: not readable JSON ({exc})") from None
+    return parse_declaration(spec, name=path.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Planning: which columns, which kind, what must be estimated
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnPlan:
+    name: str
+    kind: Kind
+    decl: ColumnDeclaration
+    integer: bool
+
+    @property
+    def needs_bounds(self) -> bool:
+        return self.kind == "numeric" and self.decl.bounds is None and self.decl.edges is None
+
+    @property
+    def needs_categories(self) -> bool:
+        return self.kind == "categorical" and self.decl.categories is None
+
+
+def _kind_from_dtype(series: pd.Series) -> tuple[Kind, bool]:
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return "categorical", False
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return "numeric", pd.api.types.is_integer_dtype(series.dtype)
+    return "categorical", False
+
+
+def plan_columns(frame: pd.DataFrame, decl: DomainDeclaration,
+                 drop: Sequence[str] = ()) -> list[ColumnPlan]:
+    """Columns to synthesize, their kind (from the declaration or the dtype) and declarations."""
+    names = [str(c) for c in frame.columns]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("the input has duplicate column names; rename them")
+    dropping = list(dict.fromkeys(list(drop) + decl.drop))
+    missing = [c for c in dropping if c not in names]
+    if missing:
+        raise InvalidInputError(f"--drop names columns that are not in the data: {missing}")
+    absent = [c for c in decl.columns if c not in names and c not in dropping]
+    if absent:
+        raise InvalidInputError(f"the domain declares columns that are not in the data: "
+                                f"{absent}; drop them from the domain")
+    plans = []
+    for name in names:
+        if name in dropping:
+            continue
+        d = decl.columns.get(name, ColumnDeclaration())
+        kind, integer = _kind_from_dtype(frame[name])
+        if pd.api.types.is_bool_dtype(frame[name].dtype) and d.categories is None:
+            d = ColumnDeclaration(kind="categorical", categories=["False", "True"],
+                                  other=False, missing=d.missing)
+        kind = d.kind or kind
+        if d.integer is not None:
+            integer = d.integer
+        plans.append(ColumnPlan(name, kind, d, integer and kind == "numeric"))
+    if not plans:
+        raise InvalidInputError("no columns left to synthesize; drop fewer columns")
+    return plans
+
+
+def check_identifiers(frame: pd.DataFrame, plans: Sequence[ColumnPlan]) -> None:
+    """Refuse columns that look like identifiers (the curator must drop or declare them).
+
+    Identifiers (ids, names, national numbers) carry no statistical signal a synthesizer can
+    keep, and their values are not public. privlab REFUSES rather than silently dropping: a
+    silent drop would make the released schema depend on the data. Only columns whose domain
+    is estimated are checked; a declared domain is the publisher's explicit decision.
+    This check reads the raw data but releases nothing: its only effect is this error.
+    """
+    for p in plans:
+        if p.kind == "categorical" and p.decl.categories is not None:
+            continue
+        if p.kind == "numeric" and not p.needs_bounds:
+            continue
+        s = frame[p.name].dropna()
+        n = len(s)
+        if n < IDENTIFIER_MIN_DISTINCT:
+            continue
+        distinct = int(s.nunique())
+        if p.kind == "categorical":
+            flagged = distinct >= IDENTIFIER_MIN_DISTINCT and distinct > IDENTIFIER_SHARE * n
+        else:
+            flagged = p.integer and distinct == n
+        if flagged:
+            raise InvalidInputError(
+                f"column {p.name!r} looks like an identifier ({distinct} distinct values in "
+                f"{n} rows): drop it with --drop {p.name}, or declare its domain if it is not "
+                "one")
+
+
+# --------------------------------------------------------------------------------------------
+# Private estimation of categories and bounds
+# --------------------------------------------------------------------------------------------
+
+
+def discrete_gaussian_tail(sigma: float, t: int) -> float:
+    """P[Z >= t] for the discrete Gaussian N_Z(0, sigma^2), computed exactly by summation."""
+    if sigma <= 0:
+        return 0.0 if t > 0 else 1.0
+    width = int(math.ceil(40 * sigma)) + 10
+    k = np.arange(-width, width + 1, dtype=np.float64)
+    logp = -(k ** 2) / (2 * sigma * sigma)
+    m = logp.max()
+    w = np.exp(logp - m)
+    total = w.sum()
+    return float(w[k >= t].sum() / total)
+
+
+def threshold_for(sigma: float, delta_each: float) -> int:
+    """Smallest integer tau with P[1 + Z >= tau] <= delta_each: a label held by one record
+    survives the threshold with probability at most delta_each."""
+    t = max(int(math.ceil(sigma * math.sqrt(2 * math.log(1 / delta_each)))) - 2, 0)
+    while discrete_gaussian_tail(sigma, t) > delta_each:
+        t += 1
+    while t > 0 and discrete_gaussian_tail(sigma, t - 1) <= delta_each:
+        t -= 1
+    return t + 1
+
+
+def _bound_grid() -> np.ndarray:
+    """Fixed, data-independent bin edges for bound estimation: 0 and +-m 2^k,
+    m in {1, 1.25, 1.5, 1.75}, k in [-10, 40] (25% resolution from 1e-3 to 2e12)."""
+    mags = np.array(sorted(m * 2.0 ** k for k in range(-10, 41) for m in (1, 1.25, 1.5, 1.75)))
+    return np.concatenate([-mags[::-1], [0.0], mags])
+
+
+BOUND_GRID = _bound_grid()
+#: False-positive rate of the bound histogram threshold, over all its empty bins together.
+BOUND_FALSE_POSITIVE = 1e-3
+
+
+def estimate_bounds(values: np.ndarray, sigma: float, integer: bool,
+                    gen: np.random.Generator) -> tuple[float, float] | None:
+    """(lo, hi) from a noisy histogram on BOUND_GRID: one discrete-Gaussian count per bin,
+    sensitivity 1 (a record is in one bin), so 1/(2 sigma^2)-zCDP. None if no bin passes."""
+    e = BOUND_GRID
+    x = np.clip(values[np.isfinite(values)], e[0], e[-1])
+    idx = np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2)
+    counts = np.bincount(idx, minlength=e.size - 1)
+    noisy = counts + discrete_gaussian(sigma, size=counts.size, rng=gen)
+    tau = threshold_for(sigma, BOUND_FALSE_POSITIVE / counts.size) - 1
+    passing = np.flatnonzero(noisy >= tau)
+    if passing.size == 0:
+        return None
+    lo, hi = float(e[passing[0]]), float(e[passing[-1] + 1])
+    if integer:
+        lo_i = math.floor(lo)
+        hi_i = max(math.ceil(hi) - 1, lo_i)
+        return float(lo_i), float(hi_i)
+    return lo, hi
+
+
+def make_edges(lo: float, hi: float, bins: int, integer: bool, scale: str = "linear"
+               ) -> np.ndarray:
+    """Bin edges over [lo, hi]. Integer columns: integer edges, bins [a, b) hold a .. b-1,
+    one bin per value when the range has at most max(bins, UNIT_BINS_MAX) values, and 0 gets
+    its own bin when it lies inside the range (zero is a common special value, e.g. capital
+    gains); the rule uses no data."""
+    if integer:
+        lo_i, hi_i = math.floor(lo), math.ceil(hi)
+        if hi_i - lo_i + 1 <= max(bins, UNIT_BINS_MAX):
+            return np.arange(lo_i, hi_i + 2, dtype=np.float64)
+        if scale == "log":
+            if lo_i < 0:
+                raise InvalidInputError("scale \"log\" needs bounds with LO >= 0")
+            start = max(lo_i, 1)
+            geo = np.geomspace(start, hi_i + 1, bins + 1 - int(lo_i == 0))
+            edges = np.unique(np.round(geo))
+            edges = np.concatenate([[lo_i], edges]) if lo_i == 0 else edges
+        else:
+            edges = np.unique(np.round(np.linspace(lo_i, hi_i + 1, bins + 1)))
+        if lo_i < 0 < hi_i + 1 or lo_i == 0:
+            edges = np.union1d(edges, [0.0, 1.0] if hi_i >= 1 else [0.0])
+        edges = edges[(edges >= lo_i) & (edges <= hi_i + 1)]
+        edges = np.union1d(edges, [lo_i, hi_i + 1])
+        return edges.astype(np.float64)
+    if scale == "log":
+        if lo < 0:
+            raise InvalidInputError("scale \"log\" needs bounds with LO >= 0")
+        if lo == 0:
+            first = hi / 2 ** bins
+            return np.concatenate([[0.0], np.geomspace(first, hi, bins)])
+        return np.geomspace(lo, hi, bins + 1)
+    return np.linspace(lo, hi, bins + 1)
+
+
+@dataclass
+class DomainBudget:
+    """Privacy spent on the domain: zCDP for bounds and categories, delta for thresholds."""
+
+    rho_bounds: float = 0.0
+    rho_categories: float = 0.0
+    delta_threshold: float = 0.0
+
+
+def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: bool,
+                 budget: DomainBudget, account: ZCDPAccount | None, gen: np.random.Generator,
+                 bins: int = DEFAULT_BINS, missing: bool = True) -> tuple[Domain, list[str]]:
+    """Turn plans into a Domain, estimating what was not declared (privately unless
+    `private` is False). Returns the domain and warnings derived only from released values."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise InvalidInputError(f"bins must be an integer in [1, {MAX_BINS}], got {bins!r}")
+    warnings: list[str] = []
+    need_b = [p for p in plans if p.needs_bounds]
+    need_c = [p for p in plans if p.needs_categories]
+    sigma_b = sigma_c = 0.0
+    tau_c = 1
+    if private:
+        if need_b:
+            sigma_b = math.sqrt(len(need_b) / (2 * budget.rho_bounds))
+            assert account is not None
+            account.spend(f"numeric bounds of {len(need_b)} column(s)", budget.rho_bounds,
+                          detail=f"noisy log-grid histogram per column, discrete Gaussian "
+                                 f"sigma={sigma_b:.4g}")
+        if need_c:
+            sigma_c = math.sqrt(len(need_c) / (2 * budget.rho_categories))
+            tau_c = threshold_for(sigma_c, budget.delta_threshold / len(need_c))
+            assert account is not None
+            account.spend(f"categories of {len(need_c)} column(s)", budget.rho_categories,
+                          delta=budget.delta_threshold,
+                          detail=f"thresholded histogram, discrete Gaussian sigma="
+                                 f"{sigma_c:.4g}, threshold {tau_c}")
+    specs = []
+    for p in plans:
+        d = p.decl
+        col_missing = missing and d.missing
+        if p.kind == "categorical":
+            if d.categories is not None:
+                other = bool(d.other) if d.other is not None else False
+                specs.append(ColumnSpec(p.name, "categorical", tuple(d.categories), other,
+                                        missing=col_missing, source="declared"))
+                continue
+            s = frame[p.name].dropna().astype(str)
+            counts = s.value_counts()
+            if private:
+                noisy = counts.to_numpy() + discrete_gaussian(sigma_c, size=len(counts),
+                                                              rng=gen) if len(counts) else []
+                kept = sorted(str(v) for v, c in zip(counts.index, noisy, strict=True)
+                              if c >= tau_c)
+                source = f"estimated (DP threshold {tau_c})"
+                if not kept:
+                    warnings.append(f"column {p.name!r}: no category passed the DP threshold "
+                                    f"(about {tau_c} records needed): every value is "
+                                    f"{OTHER!r}; declare its categories or raise epsilon")
+            else:
+                kept = sorted(str(v) for v in counts.index)
+                source = "observed (not private)"
+            if len(kept) > MAX_CATEGORIES:
+                raise InvalidInputError(f"column {p.name!r} has more than {MAX_CATEGORIES} "
+                                        "categories; coarsen it or drop it")
+            if len(kept) == 1:
+                warnings.append(f"column {p.name!r}: a single category ({kept[0]!r}) in the "
+                                "domain: the column is (nearly) constant in the output")
+            specs.append(ColumnSpec(p.name, "categorical", tuple(kept), other=True,
+                                    missing=col_missing, source=source))
+            continue
+        # numeric
+        if d.edges is not None:
+            edges = np.asarray(d.edges, dtype=np.float64)
+            if p.integer and not np.all(edges == np.round(edges)):
+                raise InvalidInputError(f"column {p.name!r}: an integer column needs integer "
+                                        "edges")
+            specs.append(ColumnSpec(p.name, "numeric", edges=tuple(edges.tolist()),
+                                    integer=p.integer, missing=col_missing, source="declared"))
+            continue
+        if d.bounds is not None:
+            lo, hi = d.bounds
+            source = "declared"
+        else:
+            x = numeric_values(frame[p.name].dropna(), p.name)
+            if private:
+                found = estimate_bounds(x, sigma_b, p.integer, gen)
+                if found is None:
+                    raise InvalidInputError(
+                        f"could not bound column {p.name!r} privately (no bin of its noisy "
+                        "histogram cleared the threshold): declare its bounds in --domain, or "
+                        "raise epsilon")
+                lo, hi = found
+                source = "estimated (DP log-grid histogram)"
+            else:
+                if x.size == 0:
+                    raise InvalidInputError(f"column {p.name!r} has no values; drop it")
+                lo, hi = float(np.min(x)), float(np.max(x))
+                source = "observed (not private)"
+            if hi <= lo:
+                hi = lo + 1.0
+        edges = make_edges(lo, hi, d.bins or bins, p.integer, d.scale)
+        if edges.size == 2 and not private:
+            warnings.append(f"column {p.name!r}: a single bin: constant in the output")
+        specs.append(ColumnSpec(p.name, "numeric", edges=tuple(edges.tolist()),
+                                integer=p.integer, missing=col_missing, source=source))
+    return Domain(tuple(specs)), warnings

@@ -1,0 +1,94 @@
+"""HTML report of a synthetic release: guarantee, budget lines, domain, evaluation, assess."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privlab.synth.base import Synthesizer
+
+
+def _domain_rows(synth: Synthesizer) -> list[list[Any]]:
+    rows = []
+    for c in synth.domain.columns if synth.domain else ():
+        if c.kind == "categorical":
+            what = f"{len(c.categories)} categories" + (" + <other>" if c.other else "")
+        else:
+            d = c.to_dict()
+            what = f"[{d['bounds'][0]:g}, {d['bounds'][1]:g}] in {c.bins} bins"
+        rows.append([c.name, c.kind, what, c.size, c.source])
+    return rows
+
+
+def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: str,
+                       evaluation: dict[str, Any] | None = None) -> Path:
+    """Write the report with `privlab.report.write_page` (atomic)."""
+    from privlab.report import Section, Table, fmt, write_page
+
+    g = synth.guarantee
+    sections = [Section(
+        "Release",
+        paragraphs=[g.describe(), f"{rows:,} synthetic rows written to {out}."],
+        facts={"method": synth.method, "epsilon": fmt(g.epsilon, 4) if g.is_dp else "inf",
+               "delta": fmt(g.delta, 3) if g.is_dp else "-",
+               "fit seconds": fmt(synth.fit_seconds, 2),
+               "domain": synth.declaration.name},
+        items=list(g.notes),
+    )]
+    budget_rows = [[b["step"], fmt(b.get("rho")) if "rho" in b else "",
+                    fmt(b.get("epsilon")) if "epsilon" in b else "",
+                    fmt(b.get("delta"), 3) if b.get("delta") else "", b.get("detail", "")]
+                   for b in synth.budget_lines()]
+    sections.append(Section(
+        "Privacy budget",
+        paragraphs=["Every step that touched the data, with its cost. zCDP steps add up in "
+                    "rho; the total converts to (epsilon, delta) as stated above."],
+        tables=[Table(["step", "rho (zCDP)", "epsilon", "delta", "detail"], budget_rows)]))
+    sections.append(Section(
+        "Domain", paragraphs=["Declared values are public; estimated ones were measured with "
+                              "part of the budget."],
+        tables=[Table(["column", "type", "values", "codes", "source"], _domain_rows(synth))]))
+    if synth.warnings:
+        sections.append(Section("Warnings", items=list(synth.warnings)))
+    if evaluation:
+        f = evaluation["fidelity"]
+        facts = {"1-way TVD (mean / max)": f"{fmt(f['tvd_1way_mean'])} / "
+                                           f"{fmt(f['tvd_1way_max'])}",
+                 "2-way TVD (mean / max)": f"{fmt(f['tvd_2way_mean'])} / "
+                                           f"{fmt(f['tvd_2way_max'])}",
+                 "Cramer's V |diff| mean": fmt(f["cramers_v_abs_diff_mean"]),
+                 "Pearson |diff| mean": fmt(f["pearson_abs_diff_mean"])}
+        tables = [Table(["pair", "TVD"], [[k, fmt(v)] for k, v in f["tvd_2way_worst"].items()],
+                        caption="Worst 2-way marginals")]
+        ml = evaluation.get("ml_utility")
+        if ml:
+            facts.update({
+                "accuracy, trained on real": fmt(ml["train_real_accuracy"]),
+                "accuracy, trained on synthetic": fmt(ml["train_synthetic_accuracy"]),
+                "majority-class accuracy": fmt(ml["majority_class_accuracy"])})
+        pv = evaluation.get("privacy")
+        if pv:
+            rc = pv["rare_copies"]
+            facts.update({
+                "median DCR synthetic / holdout": f"{fmt(pv['dcr_synthetic_to_train']['median'])}"
+                                                  f" / {fmt(pv['dcr_holdout_to_train']['median'])}",
+                "copies of unique records (synthetic / holdout rate)":
+                    f"{fmt(rc['synthetic_copy_rate'], 4)} / {fmt(rc['holdout_match_rate'], 4)}",
+                "membership-inference AUC": fmt(pv["membership_inference"]["auc"])})
+        paragraphs = ["This evaluation reads the real records: it is NOT differentially "
+                      "private. Keep it with the data controller."]
+        if "skipped" in evaluation:
+            paragraphs.append(evaluation["skipped"])
+        sections.append(Section("Evaluation (not private)", paragraphs=paragraphs,
+                                facts=facts, tables=tables))
+        a = evaluation.get("assess")
+        if a and "attributes" in a:
+            sections.append(Section(
+                "Assessment of the synthetic table", paragraphs=[a["note"]],
+                tables=[Table(["attribute", "tier", "richness", "unique share", "k"],
+                              [[r["name"], r["tier"], fmt(r["richness"]),
+                                fmt(r["unique_share"], 4), r["k"]] for r in a["attributes"]])],
+                items=[f"{r['action']} {', '.join(r['target'])}: {r['reason']}"
+                       for r in a["recommendations"]]))
+    return write_page(path, "Synthetic data release", sections,
+                      subtitle=f"privlab synth --method {synth.method}", guarantee=g)

@@ -1,0 +1,72 @@
+"""`privlab synth`: JSON output, files written, bad input as one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from privlab.cli.main import main
+
+
+@pytest.fixture()
+def adult_csv(tmp_path, adult_small):
+    path = tmp_path / "adult.csv"
+    adult_small.head(2000).to_csv(path, index=False)
+    return path
+
+
+def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
+    out = tmp_path / "synthetic.csv"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "2", "--rows", "700",
+                 "--out", str(out), "--domain", "adult", "--holdout", "0.2", "--target",
+                 "salary", "--evaluate", "--seed", "1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    payload = json.loads(captured.out)
+    assert payload["guarantee"]["is_dp"] and payload["guarantee"]["epsilon"] <= 2
+    assert payload["rows_fitted"] == 1600
+    table = pd.read_csv(out)
+    assert len(table) == 700 and list(table.columns) == list(pd.read_csv(adult_csv).columns)
+    ev = payload["evaluation"]
+    assert ev["guarantee"]["is_dp"] is False
+    assert 0 <= ev["ml_utility"]["train_synthetic_accuracy"] <= 1
+    assert any("NOT differentially private" in w for w in payload["warnings"])
+
+
+def test_synth_report(tmp_path, adult_csv, capsys) -> None:
+    pytest.importorskip("privlab.report")
+    report = tmp_path / "r.html"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "1", "--rows", "100",
+                 "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2"])
+    assert code == 0, capsys.readouterr().err
+    html = report.read_text()
+    assert "Privacy budget" in html and "spanning-tree selection" in html
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "aim"], "not available"),
+    (["--method", "dpgan"], "not available"),
+    (["--method", "gan"], "--method must be one of"),
+    (["--method", "mst", "--epsilon", "0"], "epsilon"),
+    (["--method", "mst", "--holdout", "0.7"], "--holdout"),
+    (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
+    (["--method", "mst", "--domain", "nope.json"], "neither a built-in"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -> None:
+    base = ["synth", str(adult_csv), "--rows", "10", "--out", str(tmp_path / "o.csv"),
+            "--epsilon", "1"]
+    code = main(base + args)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_identifier_column_refused(tmp_path, adult_small, capsys) -> None:
+    frame = adult_small.head(300).copy()
+    frame["tckno"] = [f"{10000000000 + 7 * i}" for i in range(len(frame))]
+    path = tmp_path / "people.csv"
+    frame.to_csv(path, index=False)
+    code = main(["synth", str(path), "--method", "mst", "--epsilon", "1", "--rows", "10",
+                 "--out", str(tmp_path / "o.csv")])
+    assert code == 2 and "--drop tckno" in capsys.readouterr().err

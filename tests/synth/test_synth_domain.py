@@ -1,0 +1,140 @@
+"""Domain: declarations, binning, private estimation of categories and bounds, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.errors import InvalidInputError
+from privlab.synth import MSTSynthesizer
+from privlab.synth.domain import (
+    ADULT_DOMAIN,
+    OTHER,
+    ColumnSpec,
+    discrete_gaussian_tail,
+    estimate_bounds,
+    load_declaration,
+    make_edges,
+    parse_declaration,
+    threshold_for,
+)
+
+
+def test_adult_domain_covers_every_adult_value(adult: pd.DataFrame) -> None:
+    decl = load_declaration("adult")
+    assert set(decl.columns) == set(adult.columns)
+    for name, d in decl.columns.items():
+        if d.categories is not None:
+            assert set(adult[name].dropna().astype(str)) <= set(d.categories), name
+        else:
+            lo, hi = d.bounds
+            assert adult[name].min() >= lo and adult[name].max() <= hi, name
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"columns": {"a": {"bounds": [3, 1]}}}, "LO < HI"),
+    ({"columns": {"a": {"categories": ["x", "x"]}}}, "distinct"),
+    ({"columns": {"a": {"colour": "red"}}}, "unknown keys"),
+    ({"columns": {"a": {"type": "categorical", "bounds": [0, 1]}}}, "not bounds"),
+    ({"columns": {"a": {"bins": 0}}}, "bins"),
+    ({"columns": {"a": {"edges": [1, 1]}}}, "increasing"),
+    ({"colums": {}}, "unknown keys"),
+])
+def test_bad_declarations_are_refused(spec: dict, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        parse_declaration(spec)
+
+
+def test_integer_edges_unit_bins_and_zero_bin() -> None:
+    e = make_edges(17, 90, 32, integer=True)
+    assert e[0] == 17 and e[-1] == 91 and np.all(np.diff(e) == 1)  # one bin per age
+    big = make_edges(0, 99999, 32, integer=True, scale="log")
+    assert big[0] == 0 and big[1] == 1  # zero has its own bin
+    assert big[-1] == 100000 and np.all(np.diff(big) > 0)
+    lin = make_edges(-50, 5000, 16, integer=True)
+    assert 0 in lin and 1 in lin
+    f = make_edges(0.0, 1.0, 4, integer=False)
+    assert np.allclose(f, [0, 0.25, 0.5, 0.75, 1.0])
+
+
+def test_encode_decode_round_trip_and_clamping() -> None:
+    gen = np.random.default_rng(0)
+    num = ColumnSpec("x", "numeric", edges=tuple(make_edges(0, 9, 32, True)), integer=True)
+    s = pd.Series([0, 5, 9, 12, -3, None], dtype="Int64")
+    codes = num.encode(s)
+    assert codes.tolist() == [0, 5, 9, 9, 0, num.missing_code]
+    back = num.decode(codes, gen)
+    assert back.iloc[:5].tolist() == [0, 5, 9, 9, 0] and back.isna().iloc[5]
+    cat = ColumnSpec("c", "categorical", ("a", "b"), other=False)
+    with pytest.raises(InvalidInputError, match="outside its declared categories"):
+        cat.encode(pd.Series(["a", "z"]))
+    other = ColumnSpec("c", "categorical", ("a", "b"), other=True)
+    assert other.decode(other.encode(pd.Series(["a", "z", None])), gen).tolist()[:2] == \
+        ["a", OTHER]
+
+
+def test_threshold_bounds_the_probability_a_singleton_label_survives() -> None:
+    for sigma, delta in ((3.0, 1e-6), (40.0, 1e-8), (0.7, 1e-3)):
+        tau = threshold_for(sigma, delta)
+        # a label held by one record has noisy count 1 + Z; it survives iff 1 + Z >= tau
+        assert discrete_gaussian_tail(sigma, tau - 1) <= delta
+        assert discrete_gaussian_tail(sigma, tau - 2) > delta  # smallest such threshold
+    # symmetry: P[Z >= 1] + P[Z >= 0] = 1 (together they count every integer once)
+    assert math.isclose(discrete_gaussian_tail(5.0, 1) + discrete_gaussian_tail(5.0, 0), 1.0,
+                        rel_tol=1e-12)
+
+
+def test_estimated_bounds_bracket_the_bulk() -> None:
+    gen = np.random.default_rng(1)
+    x = gen.normal(40, 10, 20000).round()
+    lo, hi = estimate_bounds(x, sigma=5.0, integer=True, gen=gen)
+    assert lo <= np.quantile(x, 0.01) and hi >= np.quantile(x, 0.99)
+    assert lo >= 0 and hi <= 128  # 25%-resolution grid, not the whole real line
+    assert estimate_bounds(np.array([3.0]), sigma=50.0, integer=True, gen=gen) is None
+
+
+def test_identifier_columns_are_refused_with_the_fix(adult_small: pd.DataFrame) -> None:
+    frame = adult_small.head(500).copy()
+    frame.insert(0, "customer_id", [f"C{i:06d}" for i in range(len(frame))])
+    with pytest.raises(InvalidInputError, match="--drop customer_id"):
+        MSTSynthesizer(rng=0).fit(frame, 1.0)
+    frame["customer_id"] = np.arange(len(frame))  # numeric identifiers too
+    with pytest.raises(InvalidInputError, match="looks like an identifier"):
+        MSTSynthesizer(rng=0).fit(frame, 1.0)
+    s = MSTSynthesizer(domain="adult", drop=["customer_id"], rng=0).fit(frame, 8.0)
+    assert "customer_id" not in s.sample(10).columns
+
+
+def test_constant_column_and_missing_values(adult_small: pd.DataFrame) -> None:
+    frame = adult_small[["age", "sex", "salary"]].copy()
+    frame["country"] = "TR"
+    frame["hours"] = 40
+    frame.loc[frame.index[:600], "sex"] = None  # 20% missing
+    s = MSTSynthesizer(rng=3).fit(frame, 4.0)
+    out = s.sample(3000)
+    assert set(out["country"].dropna()) <= {"TR", OTHER}
+    assert (out["country"] == "TR").mean() > 0.95
+    assert any("single category" in w for w in s.warnings)
+    assert out["hours"].dropna().between(40, 50).all()
+    assert abs(out["sex"].isna().mean() - 0.2) < 0.05  # missing is a value of its own
+    dropped = MSTSynthesizer(rng=3, missing="drop").fit(frame, 4.0).sample(500)
+    assert dropped["sex"].notna().all()
+
+
+def test_bool_columns_use_their_public_domain() -> None:
+    frame = pd.DataFrame({"flag": [True, False] * 400, "g": ["a", "b", "b", "a"] * 200})
+    s = MSTSynthesizer(rng=0).fit(frame, 2.0)
+    spec = s.domain.columns[0]
+    assert spec.categories == ("False", "True") and spec.source == "declared"
+
+
+def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> None:
+    with pytest.raises(InvalidInputError, match="not in the data"):
+        MSTSynthesizer(domain={"columns": {"nope": {"categories": ["a"]}}}).fit(
+            adult_small, 1.0)
+    with pytest.raises(InvalidInputError, match="--drop"):
+        MSTSynthesizer(drop=["nope"]).fit(adult_small, 1.0)
+    assert ADULT_DOMAIN["columns"]["sex"]["categories"] == ["Female", "Male"]

@@ -1,0 +1,129 @@
+"""MST: accounting of every release, utility with a known structure, bad input, copies."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
+from privlab.errors import InvalidInputError
+from privlab.synth import NOT_AVAILABLE, MSTSynthesizer, make_synthesizer
+from privlab.synth.domain import ADULT_DOMAIN
+from privlab.synth.evaluate import fidelity, rare_copies
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) -> None:
+    delta = 1e-6
+    s = MSTSynthesizer(rng=1).fit(adult_small, epsilon, delta)  # domain estimated privately
+    g = s.guarantee
+    steps = {b["step"].split(" ")[0] for b in s.budget_lines()}
+    assert {"numeric", "categories", "1-way", "spanning-tree", "2-way"} <= steps
+    rho = sum(b["rho"] for b in s.budget_lines())
+    delta_thr = sum(b["delta"] for b in s.budget_lines())
+    assert delta_thr == pytest.approx(0.1 * delta)
+    # the whole budget is used and not exceeded: rho matches the target conversion
+    assert rho == pytest.approx(rho_for_target(epsilon, delta - delta_thr), rel=1e-9)
+    assert g.epsilon == pytest.approx(zcdp_to_approx_dp(rho, delta - delta_thr), rel=1e-9)
+    assert g.epsilon <= epsilon and g.epsilon > 0.999 * epsilon
+    assert g.delta == pytest.approx(delta) and g.is_dp
+    assert any("seeded" in n for n in g.notes)
+
+
+def test_noise_scales_follow_the_budget_split(adult_small) -> None:
+    s = MSTSynthesizer(domain="adult", rng=2).fit(adult_small, 1.0, 1e-6)
+    d = len(s.domain)
+    rho = rho_for_target(1.0, 1e-6)  # declared domain: nothing spent before MST
+    assert [b["step"].split(" ")[0] for b in s.budget_lines()] == [
+        "1-way", "spanning-tree", "2-way"]
+    assert s.sigmas["one_way"] == pytest.approx(math.sqrt(d / (2 * rho / 3)))
+    assert s.sigmas["two_way"] == pytest.approx(math.sqrt((d - 1) / (2 * rho / 3)))
+    assert len(s.edges) == d - 1
+
+
+def _structured(n: int, seed: int) -> pd.DataFrame:
+    """a -> b is a noisy copy (90%), c independent: MST must find the a-b edge."""
+    gen = np.random.default_rng(seed)
+    a = gen.integers(0, 4, n)
+    b = np.where(gen.random(n) < 0.9, a, gen.integers(0, 4, n))
+    c = gen.integers(0, 3, n)
+    return pd.DataFrame({"a": [f"a{v}" for v in a], "b": [f"b{v}" for v in b],
+                         "c": [f"c{v}" for v in c]})
+
+
+def test_mst_recovers_a_strong_pairwise_dependence() -> None:
+    frame = _structured(5000, 0)
+    domain = {"columns": {k: {"categories": sorted(frame[k].unique())} for k in frame}}
+    s = MSTSynthesizer(domain=domain, rng=5).fit(frame, 2.0, 1e-6)
+    assert ("a", "b") in s.edges or ("b", "a") in s.edges
+    out = s.sample(20000)
+    f = fidelity(frame, out)
+    # 5000 rows, sigma ~ 7 per cell on 16 pair cells (noise TVD ~ 0.02) plus sampling error
+    assert f["tvd_2way_max"] < 0.06
+    agree = (out["a"].str[1] == out["b"].str[1]).mean()
+    assert abs(agree - (frame["a"].str[1] == frame["b"].str[1]).mean()) < 0.03
+
+
+def test_non_private_baseline_is_labelled_and_warns(adult_small) -> None:
+    s = MSTSynthesizer(domain="adult", rng=0).fit(adult_small, None)
+    assert not s.guarantee.is_dp and s.guarantee.epsilon == math.inf
+    assert any("NOT differentially private" in w for w in s.warnings)
+    assert s.budget_lines() == []
+
+
+def test_epsilon_too_small_for_the_marginals_is_refused(adult_small) -> None:
+    with pytest.raises(InvalidInputError, match="epsilon is too small") as err:
+        MSTSynthesizer(domain="adult", rng=0).fit(adult_small.head(300), 0.05)
+    assert "raise --epsilon to about" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_parameters() -> None:
+    frame = _structured(100, 1)
+    with pytest.raises(InvalidInputError, match="delta must be > 0"):
+        MSTSynthesizer().fit(frame, 1.0, 0.0)
+    with pytest.raises(InvalidInputError, match="epsilon"):
+        MSTSynthesizer().fit(frame, -1.0)
+    with pytest.raises(InvalidInputError, match="fit"):
+        MSTSynthesizer().sample(10)
+    with pytest.raises(InvalidInputError, match="no rows"):
+        MSTSynthesizer().fit(frame.head(0), 1.0)
+    s = MSTSynthesizer(rng=0).fit(frame, 8.0)
+    with pytest.raises(InvalidInputError, match="rows"):
+        s.sample(0)
+    for method, reason in NOT_AVAILABLE.items():
+        with pytest.raises(InvalidInputError, match="not available"):
+            make_synthesizer(method)
+        assert "use --method" in reason
+
+
+def test_single_column_table() -> None:
+    frame = pd.DataFrame({"x": ["u", "v", "v", "w"] * 500})
+    s = MSTSynthesizer(domain={"columns": {"x": {"categories": ["u", "v", "w"]}}},
+                       rng=0).fit(frame, 1.0)
+    assert s.edges == [] and [b["step"].split(" ")[0] for b in s.budget_lines()] == ["1-way"]
+    share = (s.sample(4000)["x"] == "v").mean()
+    assert abs(share - 0.5) < 0.05
+
+
+def _adult_no_weight(adult: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    frame = adult.drop(columns=["fnlwgt"]).sample(4000, random_state=1).reset_index(drop=True)
+    domain = {"columns": {k: v for k, v in ADULT_DOMAIN["columns"].items() if k != "fnlwgt"}}
+    return frame.iloc[:3000].reset_index(drop=True), frame.iloc[3000:].reset_index(drop=True), \
+        domain
+
+
+def test_mst_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
+    """Rows unique in the training set: synthetic rows must not reproduce them more often
+    than independent real rows (the holdout) do; a copying "synthesizer" is caught."""
+    train, holdout, domain = _adult_no_weight(adult)
+    for eps in (1.0, 4.0):
+        out = MSTSynthesizer(domain=domain, rng=11).fit(train, eps).sample(len(holdout))
+        r = rare_copies(train, holdout, out)
+        assert r["holdout_matches_of_unique"] > 5  # the baseline is not vacuous
+        assert not r["copies_exceed_baseline"], r
+    copier = rare_copies(train, holdout, train.sample(len(holdout), random_state=0))
+    assert copier["copies_exceed_baseline"]
