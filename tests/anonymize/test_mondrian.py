@@ -130,3 +130,23 @@ def test_cli_anonymize(capsys, tmp_path, adult):
     assert code == 2 and len(err) == 1 and "unknown quasi-identifier 'nope'" in err[0]
     code = main(["anonymize", str(src), "-q", "age", "--k", "5", "--out", str(tmp_path / "x.xls")])
     assert code == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_tables_meet_k_and_l(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 300))
+    frame = pd.DataFrame({
+        "x": rng.normal(50, 20, n).round(1),
+        "c": rng.choice(["red", "green", "blue", "cyan"], n),
+        "i": rng.integers(-3, 4, n),
+        "s": rng.choice(list("abcde"), n),
+    })
+    k = int(rng.integers(2, 8))
+    res = mondrian(frame, ["x", "c", "i"], k, l_div=2, sensitive="s")
+    assert res.rows_out + res.suppressed == n
+    assert k_anonymity(res.frame, ["x", "c", "i"]) >= k
+    assert l_diversity(res.frame, ["x", "c", "i"], "s") >= 2
+    assert covers(frame["x"], res.frame["x"], numeric=True)
+    assert covers(frame["i"], res.frame["i"], numeric=True)
+    assert covers(frame["c"], res.frame["c"], numeric=False)
