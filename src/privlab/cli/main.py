@@ -46,6 +46,7 @@ def _register() -> None:
         budget,
         datasets,
         demo,
+        federated,
         query,
         release,
         serve,
@@ -54,8 +55,8 @@ def _register() -> None:
         trajectory,
     )
 
-    for module in (anonymize, assess, budget, datasets, demo, query, release, serve, synth,
-                   train, trajectory):
+    for module in (anonymize, assess, budget, datasets, demo, federated, query, release,
+                   serve, synth, train, trajectory):
         module.register(app)
 
 

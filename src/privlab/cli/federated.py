@@ -1,0 +1,209 @@
+"""`privlab federated {train,serve,client}`: user-level DP federated training.
+
+`train` runs the in-process simulation; `serve` and `client` run the same algorithm as a Flower
+deployment (one server process, client processes holding shards of users).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import typer
+
+from privlab.cli.common import console, emit_json, err_console
+from privlab.errors import InvalidInputError
+
+federated_app = typer.Typer(
+    name="federated",
+    help="User-level DP federated training: DPAM, DP-FedAvg, DP-FTRL (simulation or Flower).",
+    no_args_is_help=True,
+)
+
+_JSON = typer.Option(False, "--json", help="Machine-readable output.")
+_DATASET = typer.Option("movielens", "--dataset", help="movielens | adult.")
+_ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
+_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
+_DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
+_ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
+_K = typer.Option(None, "--clients-per-round",
+                  help="dpfedavg: expected sampled users; dpftrl: users per round "
+                       "(default: users/10).")
+_SEED = typer.Option(None, "--seed", help="Seed for reproducible noise (tests only; default "
+                                          "CSPRNG).")
+_NONPRIVATE = typer.Option(False, "--non-private",
+                           help="No clipping, no noise (a NOT private baseline).")
+_MAX_USERS = typer.Option(None, "--max-users", help="Only the first N users (short runs).")
+_SPLIT_SEED = typer.Option(0, "--split-seed", help="Seed of the per-user train/test split.")
+_SET = typer.Option(None, "--set", help="Model hyperparameter KEY=VALUE (repeatable), e.g. "
+                                        "--set dim=8 --set item_reg=20.")
+
+
+def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:
+    from privlab.federated.factorized import FactorizedConfig
+    from privlab.federated.mlp import MLPConfig
+
+    cls = FactorizedConfig if dataset == "movielens" else MLPConfig
+    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in fields:
+            raise InvalidInputError(f"--set must be KEY=VALUE with KEY one of "
+                                    f"{', '.join(sorted(fields))}, got {item!r}")
+        try:
+            out[key] = int(value) if fields[key] in ("int", int) else float(value)
+        except ValueError:
+            raise InvalidInputError(f"--set {key} needs a number, got {value!r}") from None
+    return out
+
+
+def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, rounds: int,
+            clients_per_round: int | None, seed: int | None, non_private: bool,
+            max_users: int | None, split_seed: int, sets: list[str] | None) -> Any:
+    from privlab.federated.factorized import FactorizedConfig
+    from privlab.federated.mlp import MLPConfig
+    from privlab.federated.simulation import RunConfig
+
+    if non_private and epsilon is not None:
+        raise InvalidInputError("--epsilon and --non-private exclude each other; pick one")
+    if not non_private and epsilon is None:
+        raise InvalidInputError("--epsilon is required (or --non-private for a NOT private "
+                                "baseline)")
+    overrides = _parse_sets(sets, dataset)
+    kwargs: dict[str, Any] = {}
+    if dataset == "movielens":
+        kwargs["factorized"] = FactorizedConfig(**overrides)
+    elif dataset == "adult":
+        kwargs["mlp"] = MLPConfig(**overrides)
+    return RunConfig(dataset=dataset, algorithm=algorithm,
+                     epsilon=None if non_private else epsilon, delta=delta, rounds=rounds,
+                     clients_per_round=clients_per_round, seed=seed, max_users=max_users,
+                     split_seed=split_seed, **kwargs)
+
+
+def _summary(out: dict[str, Any]) -> None:
+    g = out["guarantee"]
+    if out["dataset"] == "movielens":
+        console.print(f"test RMSE [bold]{out.get('test_rmse', float('nan')):.4f}[/bold]"
+                      + (f"  (item-mean baseline {out['item_mean_rmse']:.4f}, local-only "
+                         f"{out['local_only_rmse']:.4f})" if "item_mean_rmse" in out else ""))
+    else:
+        console.print(f"test accuracy [bold]{out.get('test_accuracy', float('nan')):.4f}"
+                      f"[/bold]" + (f"  (majority baseline {out['majority_accuracy']:.4f})"
+                                    if "majority_accuracy" in out else ""))
+    if g["is_dp"]:
+        console.print(f"user-level guarantee: ({g['epsilon']:.4g}, {g['delta']:.3g})-DP, "
+                      f"{g['mechanism']}; accountant {g['accountant']}")
+    else:
+        err_console.print("[yellow]warning:[/yellow] " + "; ".join(g["notes"]))
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return None, None
+    from rich.progress import Progress
+
+    bar = Progress(console=err_console, transient=True)
+    bar.start()
+    task = bar.add_task("rounds", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, update
+
+
+@federated_app.command("train")
+def train_cmd(
+    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
+    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
+    split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
+    engine: str = typer.Option("vectorized", "--engine", help="vectorized | loop."),
+    as_json: bool = _JSON,
+) -> None:
+    """Simulate a whole training run in-process; report test RMSE / accuracy and the
+    user-level guarantee."""
+    from privlab.federated.simulation import train
+
+    config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
+                     non_private, max_users, split_seed, sets)
+    bar, update = _progress(not as_json and err_console.is_terminal)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the non-private warning is printed below
+            out = train(config, engine=engine, progress=update)
+    finally:
+        if bar is not None:
+            bar.stop()
+    out.pop("_side", None)
+    out["config"] = _public(config)
+    if as_json:
+        emit_json(out)
+        return
+    _summary(out)
+
+
+def _public(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+@federated_app.command("serve")
+def serve_cmd(
+    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
+    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
+    split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
+    address: str = typer.Option("127.0.0.1:8080", "--address", help="HOST:PORT to listen on."),
+    num_clients: int = typer.Option(3, "--num-clients", help="Client processes to wait for."),
+    round_timeout: float = typer.Option(600.0, "--round-timeout",
+                                        help="Seconds before a silent client counts as "
+                                             "failed."),
+    connect_timeout: float = typer.Option(120.0, "--connect-timeout",
+                                          help="Seconds to wait for the clients to connect."),
+    as_json: bool = _JSON,
+) -> None:
+    """Flower server: trusted aggregator + distributor + untrusted server, one run."""
+    from privlab.federated.flower import serve
+
+    config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
+                     non_private, max_users, split_seed, sets)
+    out = serve(config, address=address, num_clients=num_clients, round_timeout=round_timeout,
+                connect_timeout=connect_timeout)
+    out["config"] = _public(config)
+    if as_json:
+        emit_json(out)
+        return
+    _summary(out)
+
+
+@federated_app.command("client")
+def client_cmd(
+    dataset: str = _DATASET,
+    address: str = typer.Option("127.0.0.1:8080", "--address", help="Server HOST:PORT."),
+    shard: int = typer.Option(0, "--shard", help="This node's shard (0-based)."),
+    num_shards: int = typer.Option(1, "--num-shards", help="Number of client processes."),
+    max_users: int = _MAX_USERS, split_seed: int = _SPLIT_SEED,
+    fail_at_round: int = typer.Option(None, "--fail-at-round", hidden=True,
+                                      help="Exit abruptly in this round (failure tests)."),
+    max_wait_time: float = typer.Option(120.0, "--max-wait",
+                                        help="Seconds to keep retrying the connection."),
+    as_json: bool = _JSON,
+) -> None:
+    """Flower client: a device node holding users shard, shard+P, ... of the dataset."""
+    from privlab.federated.flower import run_client
+
+    out = run_client(dataset, address=address, shard=shard, num_shards=num_shards,
+                     split_seed=split_seed, max_users=max_users, fail_at_round=fail_at_round,
+                     max_wait_time=max_wait_time)
+    if as_json:
+        emit_json(out)
+        return
+    console.print(f"client shard {shard}/{num_shards} served {out['users']} users")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(federated_app, name="federated")

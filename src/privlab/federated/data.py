@@ -1,0 +1,311 @@
+"""Federated data: ratings (or records) partitioned by user, split per user into train and test.
+
+Each user is one client. A user's rows never leave its `ClientShard` (roles.py); the data
+objects here are only the experimenter's way to build the clients. Item metadata (MovieLens
+genres and release year) is PUBLIC: it is the catalogue, not a user's data, and is used
+without protection (Krichene et al. 2023).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from privlab.errors import InvalidInputError
+
+MOVIELENS_RANGE = (0.5, 5.0)
+_YEAR = re.compile(r"\((\d{4})\)\s*$")
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """CSR by user: user u's rows are items[indptr[u]:indptr[u+1]] with values alongside."""
+
+    indptr: np.ndarray  # (n_users + 1,) int64
+    items: np.ndarray  # (nnz,) int64 column (item) index
+    values: np.ndarray  # (nnz,) float64 rating
+
+    @property
+    def n_users(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def row_users(self) -> np.ndarray:
+        """User (position) of every stored row."""
+        return np.repeat(np.arange(self.n_users), self.counts())
+
+    def select(self, users: np.ndarray) -> Interactions:
+        """The rows of `users` (positions), in that order."""
+        users = np.asarray(users, dtype=np.int64)
+        starts, stops = self.indptr[users], self.indptr[users + 1]
+        lengths = stops - starts
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        take = (np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])).astype(np.int64)
+        return Interactions(indptr, self.items[take], self.values[take])
+
+
+@dataclass(frozen=True)
+class RatingsData:
+    """A ratings task: users x items, per-user train/test split, public item features."""
+
+    user_ids: np.ndarray  # (n_users,) original ids, position = user index
+    item_ids: np.ndarray  # (n_items,) original ids, position = item index
+    item_features: np.ndarray  # (n_items, q) public features
+    feature_names: tuple[str, ...]
+    rating_range: tuple[float, float]
+    train: Interactions
+    test: Interactions
+
+    @property
+    def n_users(self) -> int:
+        return len(self.user_ids)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    def subset_users(self, users: np.ndarray) -> RatingsData:
+        """Only the given users (positions), e.g. a small run for tests or one Flower node."""
+        users = np.asarray(users, dtype=np.int64)
+        return RatingsData(self.user_ids[users], self.item_ids, self.item_features,
+                           self.feature_names, self.rating_range,
+                           self.train.select(users), self.test.select(users))
+
+
+def check_rating_range(rating_range: tuple[float, float]) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in rating_range)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"rating_range must be two numbers LO,HI, got {rating_range!r}"
+                                ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise InvalidInputError(f"rating_range must be finite with LO < HI, got {rating_range!r}")
+    return lo, hi
+
+
+def movie_features(movies: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Public item features from movies.csv: genre indicators, release year (scaled), missing-year.
+
+    The genre vocabulary comes from the public catalogue, not from anyone's ratings.
+    """
+    for col in ("movieId", "title", "genres"):
+        if col not in movies.columns:
+            raise InvalidInputError(f"movies table needs column {col!r} (movieId,title,genres)")
+    ids = movies["movieId"].to_numpy(dtype=np.int64)
+    if len(np.unique(ids)) != len(ids):
+        raise InvalidInputError("movies.movieId must be unique; drop duplicate catalogue rows")
+    genres = movies["genres"].fillna("").astype(str).str.split("|")
+    vocab = sorted({g for gs in genres for g in gs if g})
+    index = {g: k for k, g in enumerate(vocab)}
+    feats = np.zeros((len(ids), len(vocab) + 2))
+    for row, gs in enumerate(genres):
+        for g in gs:
+            if g:
+                feats[row, index[g]] = 1.0
+    years = movies["title"].fillna("").astype(str).str.extract(_YEAR, expand=False)
+    year = pd.to_numeric(years, errors="coerce").to_numpy(dtype=float)
+    missing = np.isnan(year)
+    feats[:, len(vocab)] = np.where(missing, 0.0, (year - 1990.0) / 30.0)
+    feats[:, len(vocab) + 1] = missing.astype(float)
+    names = tuple(f"genre:{g}" for g in vocab) + ("year_scaled", "year_missing")
+    return ids, feats, names
+
+
+def split_per_user(indptr: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
+    """Boolean test mask: floor(test_fraction * n_u) random rows of every user go to test."""
+    if not 0 <= test_fraction < 1:
+        raise InvalidInputError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
+    rng = np.random.default_rng(seed)
+    counts = np.diff(indptr)
+    users = np.repeat(np.arange(len(counts)), counts)
+    key = rng.random(len(users))
+    order = np.lexsort((key, users))  # shuffled within each user
+    rank = np.empty(len(users), dtype=np.int64)
+    rank[order] = np.arange(len(users)) - np.repeat(indptr[:-1], counts)
+    n_test = np.floor(test_fraction * counts).astype(np.int64)
+    return rank < n_test[users]
+
+
+def ratings_from_frames(
+    ratings: pd.DataFrame,
+    movies: pd.DataFrame | None = None,
+    *,
+    rating_range: tuple[float, float] = MOVIELENS_RANGE,
+    users: np.ndarray | list | None = None,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+) -> RatingsData:
+    """Build a `RatingsData` from a ratings frame (userId, movieId, rating) and a catalogue.
+
+    `users` (optional) enrols users explicitly: enrolled users without ratings become clients
+    with no data (they contribute nothing but are counted). Ratings outside the declared
+    `rating_range` are rejected, because the sensitivity analysis relies on the range.
+    """
+    lo, hi = check_rating_range(rating_range)
+    for col in ("userId", "movieId", "rating"):
+        if col not in ratings.columns:
+            raise InvalidInputError(f"ratings table needs column {col!r} (userId,movieId,rating)")
+    values = pd.to_numeric(ratings["rating"], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values) | (values < lo) | (values > hi)
+    if bad.any():
+        first = ratings["rating"].to_numpy()[np.flatnonzero(bad)[0]]
+        raise InvalidInputError(
+            f"rating: {int(bad.sum())} value(s) outside the declared range [{lo:g}, {hi:g}] "
+            f"(first: {first!r}); fix or drop them, or declare the right range"
+        )
+    if movies is not None:
+        item_ids, feats, names = movie_features(movies)
+    else:  # no public catalogue: the items are those rated, with no features
+        item_ids = np.unique(ratings["movieId"].to_numpy(dtype=np.int64))
+        feats, names = np.zeros((len(item_ids), 0)), ()
+    item_pos = pd.Index(item_ids)
+    items = item_pos.get_indexer(ratings["movieId"].to_numpy(dtype=np.int64))
+    if (items < 0).any():
+        raise InvalidInputError(
+            f"movieId: {int((items < 0).sum())} rating(s) refer to movies missing from the "
+            "catalogue; add them to movies.csv or drop those ratings"
+        )
+    rated_users = ratings["userId"].to_numpy(dtype=np.int64)
+    if users is None:
+        user_ids = np.unique(rated_users)
+    else:
+        user_ids = np.unique(np.asarray(users, dtype=np.int64))
+        unknown = ~np.isin(rated_users, user_ids)
+        if unknown.any():
+            raise InvalidInputError(
+                f"userId: {len(np.unique(rated_users[unknown]))} user(s) have ratings but are "
+                "not in `users`; enrol them or drop their ratings"
+            )
+    if len(user_ids) == 0:
+        raise InvalidInputError("ratings: no users; pass at least one user with ratings")
+    upos = np.searchsorted(user_ids, rated_users)
+    key = pd.DataFrame({"u": upos, "i": items})
+    if key.duplicated().any():
+        raise InvalidInputError("ratings: a user rated the same movie twice; keep one rating "
+                                "per (userId, movieId)")
+    order = np.lexsort((items, upos))
+    upos, items, values = upos[order], items[order], values[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(upos, minlength=len(user_ids)))])
+    test_mask = split_per_user(indptr, test_fraction, split_seed)
+
+    def part(mask: np.ndarray) -> Interactions:
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(upos[mask], minlength=len(user_ids)))])
+        return Interactions(ptr.astype(np.int64), items[mask].astype(np.int64), values[mask])
+
+    return RatingsData(user_ids, item_ids, feats, names, (lo, hi), part(~test_mask),
+                       part(test_mask))
+
+
+def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
+                        max_users: int | None = None) -> RatingsData:
+    """MovieLens ml-latest-small (610 users, bundled), split per user; optionally the first
+    `max_users` users (by id) for short runs."""
+    from privlab.data.datasets import load_movielens
+
+    data = ratings_from_frames(load_movielens("ratings"), load_movielens("movies"),
+                               rating_range=MOVIELENS_RANGE, test_fraction=test_fraction,
+                               split_seed=split_seed)
+    if max_users is not None:
+        if max_users < 1:
+            raise InvalidInputError(f"max_users must be >= 1, got {max_users}")
+        data = data.subset_users(np.arange(min(max_users, data.n_users)))
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# tabular task: Adult split into synthetic users
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TabularData:
+    """Records grouped by user: x (n, p) features, y (n,) 0/1 labels, CSR user pointers."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    train_indptr: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    test_indptr: np.ndarray
+    feature_names: tuple[str, ...]
+
+    @property
+    def n_users(self) -> int:
+        return len(self.train_indptr) - 1
+
+    @property
+    def n_features(self) -> int:
+        return self.x_train.shape[1]
+
+    def subset_users(self, users: np.ndarray) -> TabularData:
+        users = np.asarray(users, dtype=np.int64)
+
+        def take(ptr: np.ndarray, *arrays: np.ndarray) -> tuple:
+            sel = Interactions(ptr, np.arange(ptr[-1]), np.zeros(ptr[-1])).select(users)
+            return (sel.indptr, *(a[sel.items] for a in arrays))
+
+        tr_ptr, xtr, ytr = take(self.train_indptr, self.x_train, self.y_train)
+        te_ptr, xte, yte = take(self.test_indptr, self.x_test, self.y_test)
+        return TabularData(xtr, ytr, tr_ptr, xte, yte, te_ptr, self.feature_names)
+
+
+#: Public bounds used to scale Adult's numeric columns (not taken from the data).
+_ADULT_NUMERIC = {"age": 100.0, "education-num": 16.0, "hours-per-week": 100.0}
+_ADULT_LOG = {"capital-gain": 100_000.0, "capital-loss": 5_000.0}
+_ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship", "race",
+                      "sex")
+
+
+def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Adult -> features scaled by PUBLIC bounds (not data statistics) and one-hot categories."""
+    cols: list[np.ndarray] = []
+    names: list[str] = []
+    for col, top in _ADULT_NUMERIC.items():
+        cols.append(np.clip(frame[col].to_numpy(dtype=float) / top, 0, 1))
+        names.append(col)
+    for col, top in _ADULT_LOG.items():
+        val = np.clip(frame[col].to_numpy(dtype=float), 0, top)
+        cols.append(np.log1p(val) / math.log1p(top))
+        names.append(col)
+    for col in _ADULT_CATEGORICAL:
+        levels = sorted(frame[col].astype(str).unique())
+        values = frame[col].astype(str).to_numpy()
+        for level in levels:
+            cols.append((values == level).astype(float))
+            names.append(f"{col}={level}")
+    y = frame["salary"].astype(str).str.strip().str.startswith(">50K").to_numpy(dtype=float)
+    return np.column_stack(cols), y, tuple(names)
+
+
+def load_adult_task(n_users: int = 600, test_fraction: float = 0.2, split_seed: int = 0,
+                    max_users: int | None = None) -> TabularData:
+    """UCI Adult (30,162 complete rows) dealt at random to `n_users` synthetic users."""
+    from privlab.data.datasets import load_adult
+
+    if n_users < 1:
+        raise InvalidInputError(f"n_users must be >= 1, got {n_users}")
+    frame = load_adult(drop_missing=True)
+    x, y, names = adult_features(frame)
+    rng = np.random.default_rng(split_seed)
+    owner = rng.integers(0, n_users, size=len(y))
+    order = np.argsort(owner, kind="stable")
+    x, y, owner = x[order], y[order], owner[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_users))])
+    test = split_per_user(indptr, test_fraction, split_seed + 1)
+    tr_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[~test], minlength=n_users))])
+    te_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[test], minlength=n_users))])
+    data = TabularData(x[~test], y[~test], tr_ptr.astype(np.int64), x[test], y[test],
+                       te_ptr.astype(np.int64), names)
+    if max_users is not None:
+        data = data.subset_users(np.arange(min(max_users, n_users)))
+    return data

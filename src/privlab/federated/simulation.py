@@ -1,0 +1,274 @@
+"""Run configuration, assembly of the roles, and the in-process simulation engine.
+
+`train(config)` runs a whole user-level DP training run in one process. The vectorized engine
+gives one `Client` all users (every computation is still per user, batched); the loop engine
+gives every user its own `Client` and calls them one by one, which is what a naive simulation
+does and what `benchmarks/federated.py` compares against. The Flower deployment (flower.py)
+assembles the same roles with `build_trusted_side` and runs the same round function.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
+from privlab.core.rng import SEEDED_NOTE, make_rng
+from privlab.errors import InvalidInputError
+from privlab.federated import tasks
+from privlab.federated.accounting import ALGORITHMS, Plan, RunAccountant, calibrate
+from privlab.federated.data import RatingsData, TabularData
+from privlab.federated.factorized import (
+    FactorizedConfig,
+    FactorizedModel,
+    RatingsBatch,
+    item_mean_rmse,
+)
+from privlab.federated.messages import ParameterSubset, RoundInstructions
+from privlab.federated.mlp import MLPConfig
+from privlab.federated.roles import Client, Server, TrustedAggregator, TrustedDistributor
+from privlab.federated.tasks import DATASETS, client_kind, make_batch
+
+MECHANISM_NAMES = {
+    "dpam": "DP alternating minimization (private ALS: noisy per-item sufficient statistics)",
+    "dpfedavg": "DP-FedAvg (Poisson client sampling, per-user clipping, Gaussian noise)",
+    "dpftrl": "DP-FTRL (tree aggregation, no sampling)",
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything public about a training run."""
+
+    dataset: str = "movielens"
+    algorithm: str = "dpam"
+    epsilon: float | None = 4.0  # None: non-private (no clipping, no noise)
+    delta: float = 1e-5
+    rounds: int = 10
+    clients_per_round: int | None = None  # dpfedavg: expected K; dpftrl: batch size
+    seed: int | None = None  # None: CSPRNG noise; an int: reproducible (tests only)
+    split_seed: int = 0
+    max_users: int | None = None
+    adult_users: int = 600
+    factorized: FactorizedConfig = field(default_factory=FactorizedConfig)
+    mlp: MLPConfig = field(default_factory=MLPConfig)
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise InvalidInputError(f"dataset must be one of {', '.join(DATASETS)}, "
+                                    f"got {self.dataset!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise InvalidInputError(f"algorithm must be one of {'|'.join(ALGORITHMS)}, "
+                                    f"got {self.algorithm!r}")
+        if self.dataset == "adult" and self.algorithm == "dpam":
+            raise InvalidInputError("algorithm: dpam needs a factorized model (movielens); use "
+                                    "dpfedavg or dpftrl for adult")
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon)
+        delta = check_delta(self.delta)
+        if self.epsilon is not None and delta == 0:
+            raise InvalidInputError("delta must be > 0 (e.g. 1e-5): Gaussian noise needs it")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise InvalidInputError(f"rounds must be a whole number >= 1, got {self.rounds!r}")
+        if self.clients_per_round is not None and self.clients_per_round < 1:
+            raise InvalidInputError(
+                f"clients_per_round must be >= 1, got {self.clients_per_round}")
+        if self.max_users is not None and self.max_users < 1:
+            raise InvalidInputError(f"max_users must be >= 1, got {self.max_users}")
+
+    @property
+    def private(self) -> bool:
+        return self.epsilon is not None
+
+    def public_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        return out
+
+
+def load_task(config: RunConfig) -> RatingsData | TabularData:
+    return tasks.load_task(config.dataset, config.split_seed, config.max_users,
+                           config.adult_users)
+
+
+def make_model(config: RunConfig, data: RatingsData | TabularData) -> Any:
+    return tasks.make_model(data, config.factorized, config.mlp)
+
+
+def default_clients_per_round(config: RunConfig, n_users: int) -> int | None:
+    if config.algorithm == "dpam":
+        return None
+    if config.clients_per_round is not None:
+        return min(config.clients_per_round, n_users)
+    return max(1, n_users // 10)
+
+
+@dataclass
+class TrustedSide:
+    """Everything outside the clients: server (untrusted) and the trusted components."""
+
+    config: RunConfig
+    model: Any
+    plan: Plan
+    server: Server
+    distributor: TrustedDistributor
+    aggregator: TrustedAggregator
+    accountant: RunAccountant
+    calibration_seconds: float
+
+
+def _hyper(config: RunConfig) -> dict[str, float]:
+    cfg = config.factorized if config.dataset == "movielens" else config.mlp
+    return {"local_lr": cfg.local_lr, "local_steps": float(cfg.local_steps)}
+
+
+def build_trusted_side(config: RunConfig, model: Any, n_users: int) -> TrustedSide:
+    """Plan, calibrate the noise to the target epsilon, and create server/distributor/
+    aggregator. Uses only public facts: the config, the model's shapes and the user count."""
+    if n_users < 1:
+        raise InvalidInputError("the run needs at least one enrolled user")
+    kind = client_kind(config.algorithm)
+    parts = model.parts(kind)
+    k = default_clients_per_round(config, n_users)
+    plan = Plan(config.algorithm, config.rounds, n_users, 0.0, len(parts), k)
+    started = time.perf_counter()
+    if config.private:
+        assert config.epsilon is not None
+        sigma = calibrate(plan, config.epsilon, config.delta)
+        plan = replace(plan, noise_multiplier=sigma)
+    seconds = time.perf_counter() - started
+    accountant = RunAccountant(plan, config.delta)
+    init_rng = np.random.default_rng(
+        None if config.seed is None else np.random.SeedSequence([config.seed, 1]))
+    server_lr = (config.factorized if config.dataset == "movielens" else config.mlp).server_lr
+    server = Server(model, plan, model.init_params(init_rng), server_lr=server_lr)
+    aggregator = TrustedAggregator(plan, parts, model.clip_norms(kind), kind, accountant,
+                                   make_rng(config.seed), _hyper(config))
+    return TrustedSide(config, model, plan, server, TrustedDistributor(), aggregator,
+                       accountant, seconds)
+
+
+def run_round(side: TrustedSide, round_index: int,
+              compute: Callable[[RoundInstructions], list]) -> None:
+    """One round: publish -> distribute -> client compute -> clip/sum/noise/charge -> update.
+
+    `compute(instructions)` returns the clients' contributions (in-process or over Flower);
+    clients fetch their rows from `side.distributor`, loaded here before they run.
+    """
+    instructions = side.aggregator.instructions(round_index)
+    side.distributor.load(side.server.publish())
+    batches = compute(instructions)
+    side.server.receive(side.aggregator.aggregate(instructions, batches))
+
+
+def guarantee_of(side: TrustedSide) -> PrivacyGuarantee:
+    config = side.config
+    notes = []
+    if config.seed is not None:
+        notes.append(SEEDED_NOTE)
+    notes.append(f"noise multiplier {side.plan.noise_multiplier:.6g} per clipped part; "
+                 f"{len(side.model.parts(client_kind(config.algorithm)))} part(s) per round")
+    if config.algorithm == "dpfedavg":
+        notes.append(f"sample rate q={side.plan.sample_rate:.6g} (expected "
+                     f"{side.plan.clients_per_round} of {side.plan.n_users} users a round)")
+    if config.algorithm == "dpftrl":
+        notes.append(f"epochs (rounds each): {side.plan.epochs()}; each user once per epoch")
+    if config.dataset == "movielens":
+        notes.append("public item features (genres, year) used without protection")
+    return side.accountant.guarantee(MECHANISM_NAMES[config.algorithm], tuple(notes))
+
+
+def evaluate_clients(model: Any, clients: list[Client], distributor: TrustedDistributor
+                     ) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for c in clients:
+        for key, value in c.evaluate(distributor.fetch(c.needs())).items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def summarize_metrics(dataset: str, sums: dict[str, float]) -> dict[str, float]:
+    n = sums.get("n", 0.0)
+    if n <= 0:
+        return {"n_test": 0}
+    if dataset == "movielens":
+        return {"test_rmse": math.sqrt(sums["sse"] / n), "n_test": int(n)}
+    return {"test_accuracy": sums["correct"] / n, "test_logloss": sums["logloss"] / n,
+            "n_test": int(n)}
+
+
+def local_only_rmse(model: FactorizedModel, batch: RatingsBatch) -> float:
+    """Baseline of the billboard model with NO shared information: each user's local solve
+    on public item features and its own bias (item table all zeros)."""
+    zero = ParameterSubset({model.table: np.arange(model.n_items)},
+                           {model.table: np.zeros((model.n_items, model.k))})
+    sums = model.evaluate(batch, zero)
+    return math.sqrt(sums["sse"] / sums["n"]) if sums["n"] else math.nan
+
+
+def majority_accuracy(data: TabularData) -> float:
+    """Baseline: predict the training majority class."""
+    major = float(data.y_train.mean() >= 0.5)
+    return float((data.y_test == major).mean()) if len(data.y_test) else math.nan
+
+
+def train(config: RunConfig, data: RatingsData | TabularData | None = None, *,
+          engine: str = "vectorized", progress: Callable[[int, int], None] | None = None,
+          baselines: bool = True) -> dict[str, Any]:
+    """Run a whole training round by round in-process; return metrics and the guarantee."""
+    if engine not in ("vectorized", "loop"):
+        raise InvalidInputError(f"engine must be 'vectorized' or 'loop', got {engine!r}")
+    data = load_task(config) if data is None else data
+    model = make_model(config, data)
+    side = build_trusted_side(config, model, data.n_users)
+    if not config.private:
+        warnings.warn("non-private federated run: no clipping and no noise; the released "
+                      "parameters are NOT differentially private", stacklevel=2)
+    if engine == "vectorized":
+        clients = [Client(model, make_batch(data))]
+    else:
+        full = make_batch(data)
+        clients = [Client(model, full.select(np.array([i]))) for i in range(data.n_users)]
+
+    def compute(instr: RoundInstructions) -> list:
+        return [c.compute(side.distributor.fetch(c.needs()), instr) for c in clients]
+
+    started = time.perf_counter()
+    for t in range(config.rounds):
+        run_round(side, t, compute)
+        if progress is not None:
+            progress(t + 1, config.rounds)
+    train_seconds = time.perf_counter() - started
+    side.distributor.load(side.server.publish())
+    metrics = summarize_metrics(config.dataset, evaluate_clients(model, clients,
+                                                                side.distributor))
+    guarantee = guarantee_of(side)
+    out: dict[str, Any] = {
+        "dataset": config.dataset,
+        "algorithm": config.algorithm,
+        "engine": engine,
+        "rounds": config.rounds,
+        "n_users": data.n_users,
+        "clients_per_round": side.plan.clients_per_round,
+        "noise_multiplier": side.plan.noise_multiplier,
+        **metrics,
+        "guarantee": guarantee.to_dict(),
+        "train_seconds": train_seconds,
+        "rounds_per_second": config.rounds / train_seconds if train_seconds > 0 else math.inf,
+        "calibration_seconds": side.calibration_seconds,
+        "releases_charged": len(side.accountant.events),
+        "evaluation_note": "test metrics are the experimenter's held-out evaluation, computed "
+                           "on the devices' test ratings; they are not part of the DP release",
+    }
+    if baselines and isinstance(data, RatingsData):
+        out["item_mean_rmse"] = item_mean_rmse(data)
+        out["local_only_rmse"] = local_only_rmse(model, make_batch(data))
+    elif baselines:
+        out["majority_accuracy"] = majority_accuracy(data)
+    out["_side"] = side  # for tests and experiments; dropped by the CLI
+    return out
