@@ -24,6 +24,10 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     if not path.parent.exists():
         raise InvalidInputError(f"output directory does not exist: {path.parent}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp makes the file 0600; give it the permissions an ordinary open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
