@@ -1,0 +1,149 @@
+"""Adaptive choice of which epsilon to train next, so eps* is found with fewer training runs.
+
+Start with the ends and the middle of the grid (the curves are monotone, so these bracket
+everything). Then, repeatedly: draw posterior risk curves at the evaluated points (Beta draws per
+attack, weighted, made monotone), interpolate them and the smoothed accuracy linearly in log eps
+onto the whole grid, and compute eps* for every draw. The next point to train is the
+unevaluated grid point most often named eps* by the draws (evaluating it is the measurement most
+likely to change the answer); when every draw already names an evaluated point, the unevaluated
+neighbour of the modal eps* with the wider gap is refined. Stops when the budget is spent or the
+modal eps* has both grid neighbours evaluated and at least `stop_probability` of the draws.
+The final answer is chosen among evaluated points only (we report only what we measured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privlab.errors import InvalidInputError
+from privlab.risk.model import (
+    Decision,
+    Evaluation,
+    Policy,
+    UtilityConfig,
+    argmin_feasible,
+    check_grid,
+    decide,
+    fit_curves,
+    isotonic_rows,
+    utility_loss,
+)
+from privlab.risk.posterior import BetaPosterior, parse_prior
+
+
+@dataclass
+class AdaptiveResult:
+    """The decision on the evaluated points and the order in which points were trained."""
+
+    decision: Decision
+    order: list[float]
+    grid: np.ndarray
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _interp_log(x_eval: np.ndarray, y: np.ndarray, x_all: np.ndarray) -> np.ndarray:
+    lx, la = np.log(x_eval), np.log(x_all)
+    if y.ndim == 1:
+        return np.interp(la, lx, y)
+    return np.stack([np.interp(la, lx, row) for row in y])
+
+
+def star_distribution(evaluations: Sequence[Evaluation], grid: np.ndarray, policy: Policy, *,
+                      rule: str = "mean", attack_weights: Mapping[str, float] | None = None,
+                      prior: str | tuple[float, float] = "uniform",
+                      utility_config: UtilityConfig = UtilityConfig(), n_draws: int = 400,
+                      seed: int = 0) -> np.ndarray:
+    """P(eps* = g) for every grid point g, from posterior draws interpolated in log eps."""
+    curves = fit_curves(evaluations, attack_weights=attack_weights, prior=prior,
+                        level=policy.level, n_draws=n_draws, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    ab = parse_prior(prior)
+    evs = sorted(evaluations, key=lambda e: e.epsilon)
+    draws = np.zeros((n_draws, len(evs)))
+    for a, w in curves.attack_weights.items():
+        for j, e in enumerate(evs):
+            draws[:, j] += w * BetaPosterior.from_counts(*e.counts[a], prior=ab).sample_risk(
+                n_draws, rng)
+    draws = isotonic_rows(draws)
+    if rule == "risk_averse":  # the rule's own risk: shift each draw by the credible premium
+        draws = draws + (curves.risk_upper - curves.risk_mean)[None, :]
+    risk_all = _interp_log(curves.epsilons, draws, grid)
+    acc_all = _interp_log(curves.epsilons, curves.accuracy, grid)
+    std_all = _interp_log(curves.epsilons, curves.accuracy_std, grid)
+    sec_all = _interp_log(curves.epsilons, curves.train_seconds, grid)
+    util = utility_loss(acc_all, std_all, sec_all, utility_config)
+    feas_acc = np.ones(grid.size, bool) if policy.min_accuracy is None else \
+        acc_all >= policy.min_accuracy
+    counts = np.zeros(grid.size)
+    for d in range(n_draws):
+        feas = feas_acc.copy()
+        if policy.max_risk is not None:
+            feas &= risk_all[d] <= policy.max_risk
+        idx = argmin_feasible(policy.w_risk * risk_all[d] + policy.w_util * util, feas)
+        if idx is not None:
+            counts[idx] += 1
+    return counts / n_draws
+
+
+def adaptive_search(grid: Sequence[float], evaluate: Callable[[float], Evaluation],
+                    policy: Policy, *, budget: int, rule: str = "risk_averse",
+                    attack_weights: Mapping[str, float] | None = None,
+                    prior: str | tuple[float, float] = "uniform",
+                    utility_config: UtilityConfig = UtilityConfig(), n_draws: int = 400,
+                    stop_probability: float = 0.9, seed: int = 0,
+                    on_step: Callable[[float, int], None] | None = None) -> AdaptiveResult:
+    """Train at most `budget` grid points, chosen to pin down eps*; see the module docstring."""
+    g = check_grid(grid)
+    if rule not in ("mean", "risk_averse"):
+        raise InvalidInputError(f"rule: use 'mean' or 'risk_averse', got {rule!r}")
+    if int(budget) != budget or budget < 2:
+        raise InvalidInputError(f"budget_runs: need an integer >= 2 (the grid ends), got {budget}")
+    budget = min(int(budget), g.size)
+    evaluated: dict[int, Evaluation] = {}
+    order: list[float] = []
+    history: list[dict[str, Any]] = []
+
+    def run(i: int) -> None:
+        ev = evaluate(float(g[i]))
+        if abs(ev.epsilon - g[i]) > 1e-12 * max(1.0, g[i]):
+            raise InvalidInputError(f"evaluate: asked for eps={g[i]:g}, got eps={ev.epsilon:g}")
+        evaluated[i] = ev
+        order.append(float(g[i]))
+        if on_step is not None:
+            on_step(float(g[i]), len(evaluated))
+
+    for i in dict.fromkeys([0, g.size - 1, g.size // 2]):
+        if len(evaluated) < budget:
+            run(i)
+    while len(evaluated) < budget:
+        idx = sorted(evaluated)
+        p = star_distribution([evaluated[i] for i in idx], g, policy, rule=rule,
+                              attack_weights=attack_weights, prior=prior,
+                              utility_config=utility_config, n_draws=n_draws,
+                              seed=seed + len(evaluated))
+        mode = int(np.argmax(p))
+        history.append({"evaluated": [float(g[i]) for i in idx],
+                        "p_star": [float(v) for v in p]})
+        open_pts = [i for i in range(g.size) if i not in evaluated]
+        if not open_pts:
+            break
+        nbrs = [j for j in (mode - 1, mode + 1) if 0 <= j < g.size]
+        if p.sum() == 0:  # infeasible under every draw: refine where the constraints bind
+            nxt = min(open_pts, key=lambda j: abs(j - g.size // 2))
+        elif max(p[j] for j in open_pts) > 0:
+            nxt = max(open_pts, key=lambda j: (p[j], -j))
+        else:
+            gaps = [j for j in nbrs if j not in evaluated]
+            if not gaps and p[mode] >= stop_probability:
+                break
+            cand = gaps or open_pts
+            nxt = min(cand, key=lambda j: (abs(j - mode), j))
+        run(nxt)
+    final = [evaluated[i] for i in sorted(evaluated)]
+    curves = fit_curves(final, attack_weights=attack_weights, prior=prior, level=policy.level,
+                        seed=seed)
+    return AdaptiveResult(decide(curves, policy, utility_config), order, g, history)
