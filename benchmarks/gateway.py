@@ -19,7 +19,7 @@ this same file (`--snsql-worker`). Create it once:
 
 Usage:
     .venv/bin/python benchmarks/gateway.py [--part all|speed|accuracy] [--clients 8]
-        [--workers 2] [--seconds 4] [--max-requests 3000] [--repeats 40]
+        [--workers 1] [--analysts 8] [--seconds 4] [--max-requests 3000] [--repeats 40]
         [--pg-url postgresql+psycopg://privlab:privlab@127.0.0.1:5433/privlab_test]
         [--snsql-python /tmp/snsql-venv/bin/python] [--json OUT.json]
 PostgreSQL is used when --pg-url or PRIVLAB_TEST_POSTGRES_URL is set (a database
@@ -43,6 +43,10 @@ from pathlib import Path
 from typing import Any
 
 KEY = "pk_bench_analyst_key_0000000000000"
+
+
+def bench_key(i: int) -> str:
+    return f"{KEY}_{i}"
 SPEED_QUERIES = {
     "count": "SELECT COUNT(*) FROM adult WHERE fnlwgt > {i}",
     "sum": "SELECT SUM(\"hours-per-week\") FROM adult WHERE sex = 'Female' AND fnlwgt > {i}",
@@ -157,7 +161,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def load(port: int, path: str, make_body: Any, headers: dict[str, str], clients: int,
+def load(port: int, path: str, make_body: Any, headers: list[dict[str, str]], clients: int,
          seconds: float, max_requests: int, offset: int) -> dict[str, Any]:
     """Closed loop: `clients` threads, each with a keep-alive connection, until the time or
     the request budget runs out. Latency is measured at the client."""
@@ -167,8 +171,9 @@ def load(port: int, path: str, make_body: Any, headers: dict[str, str], clients:
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
-    def worker() -> None:
+    def worker(c: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        my_headers = headers[c % len(headers)]
         mine: list[float] = []
         while time.monotonic() < stop_at:
             i = next(counter)
@@ -176,7 +181,7 @@ def load(port: int, path: str, make_body: Any, headers: dict[str, str], clients:
                 break
             body = json.dumps(make_body(offset + i)).encode()
             t0 = time.perf_counter()
-            conn.request("POST", path, body=body, headers=headers)
+            conn.request("POST", path, body=body, headers=my_headers)
             resp = conn.getresponse()
             resp.read()
             mine.append(time.perf_counter() - t0)
@@ -188,7 +193,7 @@ def load(port: int, path: str, make_body: Any, headers: dict[str, str], clients:
             latencies.extend(mine)
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -234,15 +239,18 @@ def speed(backend: str, database: str, ledger: str, workdir: Path,
     from privlab.query.config import hash_key, parse_config
     from privlab.query.demo import adult_config
 
-    raw_cfg = adult_config(database, ledger, {"bench": {"key_sha256": hash_key(KEY),
-                                                         "epsilon": 1e6}},
+    people = {"bench": {"key_sha256": hash_key(KEY), "epsilon": 1e6}}
+    people.update({f"bench{i}": {"key_sha256": hash_key(bench_key(i)), "epsilon": 1e6}
+                   for i in range(args.analysts)})
+    raw_cfg = adult_config(database, ledger, people,
                            limits={"rate_per_second": 1e6, "burst": 1_000_000,
                                    "max_epsilon_per_query": 5})
     config_path = workdir / f"gateway-{backend}.yaml"
     config_path.write_text(yaml.safe_dump(raw_cfg))
     result: dict[str, Any] = {"in_process": in_process(parse_config(raw_cfg), args.inproc)}
-    auth = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-    plain = {"Content-Type": "application/json"}
+    auth = [{"Authorization": f"Bearer {bench_key(i)}", "Content-Type": "application/json"}
+            for i in range(args.analysts)]
+    plain = [{"Content-Type": "application/json"}]
     gw_proc, gw_port = start_gateway(config_path, args.workers)
     raw_proc, raw_port = start_raw(database, args.workers)
     http_results: dict[str, Any] = {}
@@ -373,7 +381,7 @@ def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str
             for j, errs in enumerate(into):
                 errs.append(statistics.fmean(abs(got[k][j] - truth[k][j]) for k in truth))
 
-        for _ in range(args.repeats):
+        for _ in range(args.repeats_privlab):
             t = time.perf_counter()
             ans = gw.query(analyst, ours_sql, eps_total)
             ours_time.append(time.perf_counter() - t)
@@ -394,7 +402,8 @@ def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str
             print(f"  eps={eps_total:g} col {j}: MAE privlab {mo:.4g} +- {so:.2g} | SmartNoise "
                   f"{mt:.4g} +- {st:.2g} | ratio {mo / mt:.2f}  {ours_sql}", flush=True)
     gw.close()
-    return {"repeats": args.repeats, "snsql_seconds": round(sn_seconds, 1), "queries": out}
+    return {"repeats_smartnoise": args.repeats, "repeats_privlab": args.repeats_privlab,
+            "snsql_seconds": round(sn_seconds, 1), "queries": out}
 
 
 # --------------------------------------------------------------------------- main
@@ -403,11 +412,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("all", "speed", "accuracy"), default="all")
     p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--analysts", type=int, default=8, help="client i acts as analyst i %% N")
     p.add_argument("--seconds", type=float, default=4.0, help="per load phase")
     p.add_argument("--max-requests", type=int, default=3000, help="per load phase")
     p.add_argument("--inproc", type=int, default=200, help="sequential queries per case")
-    p.add_argument("--repeats", type=int, default=40, help="accuracy repeats per query")
+    p.add_argument("--repeats", type=int, default=40, help="SmartNoise repeats per query")
+    p.add_argument("--repeats-privlab", type=int, default=400,
+                   help="privlab repeats per query (cheap: a tighter estimate of its MAE)")
     p.add_argument("--epsilon", type=float, default=1.0, help="SmartNoise epsilon per query")
     p.add_argument("--pg-url", default=os.environ.get("PRIVLAB_TEST_POSTGRES_URL"))
     p.add_argument("--snsql-python", default="/tmp/snsql-venv/bin/python")

@@ -83,13 +83,15 @@ class _Watchdog:
         while True:
             time.sleep(self._tick)
             now = time.monotonic()
+            # Under the lock: `done()` (called when a statement ends) waits for us, so a
+            # cursor is never interrupted after its thread moved on to the next statement.
             with self._lock:
-                late = [(k, c) for k, (d, c) in self._active.items() if d <= now]
-                for k, _ in late:
-                    self._active.pop(k, None)
-            for _, cursor in late:
-                with contextlib.suppress(Exception):  # the statement may have finished
-                    cursor.interrupt()
+                late = [k for k, (d, _) in self._active.items() if d <= now]
+                for k in late:
+                    _, cursor = self._active.pop(k)
+                    with contextlib.suppress(Exception):
+                        cursor.interrupt()
+                late = cursor = None  # hold no cursor while sleeping (no DuckDB leak)
 
 
 class DuckDBEngine(Engine):
@@ -117,6 +119,8 @@ class DuckDBEngine(Engine):
         self.timeout_s = float(timeout_s)
         self._local = threading.local()
         self._watchdog = _Watchdog()
+        self._lock = threading.Lock()
+        self._cursors: list[Any] = []
         self.path = path
 
     def _cursor(self) -> Any:
@@ -124,6 +128,8 @@ class DuckDBEngine(Engine):
         if cur is None:
             cur = self._con.cursor()
             self._local.cursor = cur
+            with self._lock:
+                self._cursors.append(cur)
         return cur
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -135,11 +141,21 @@ class DuckDBEngine(Engine):
             return cur.execute(sql, list(params)).fetchall()
         except duckdb.Error as exc:
             self._local.cursor = None  # an interrupted cursor is not reused
-            raise EngineError(f"duckdb: {type(exc).__name__}") from exc
+            with self._lock:
+                if cur in self._cursors:
+                    self._cursors.remove(cur)
+            with contextlib.suppress(Exception):
+                cur.close()
+            raise EngineError(f"duckdb: {type(exc).__name__}") from None
         finally:
             self._watchdog.done(token)
 
     def close(self) -> None:
+        with self._lock:
+            cursors, self._cursors = self._cursors, []
+        for cur in cursors:
+            with contextlib.suppress(Exception):
+                cur.close()
         self._con.close()
 
 

@@ -1,0 +1,149 @@
+"""Config validation, the example config, engine hardening and the audit log's integrity."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+import yaml
+from gw_fixtures import SMALL_JOINS, SMALL_TABLES, analysts
+
+from privlab.errors import InvalidInputError
+from privlab.query.audit import AuditLog
+from privlab.query.config import hash_key, load_config, new_key, parse_config
+from privlab.query.demo import EXAMPLE_KEY, init_demo, render_config
+from privlab.query.engine import DuckDBEngine, EngineError, PostgresEngine
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway.yaml"
+
+
+def base() -> dict[str, Any]:
+    return {"database": "data.duckdb", "ledger": "ledger.db",
+            "tables": copy.deepcopy(SMALL_TABLES), "joins": list(SMALL_JOINS),
+            "analysts": analysts()}
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda c: c["tables"]["people"]["columns"]["age"].update(bounds=[80, 18]),
+     "tables.people.columns.age.bounds"),
+    (lambda c: c["tables"]["people"]["columns"]["age"].update(bounds=[1.5, 3]),
+     "tables.people.columns.age.bounds"),
+    (lambda c: c["tables"]["people"]["columns"]["region"].update(bounds=[0, 1]),
+     "tables.people.columns.region.bounds"),
+    (lambda c: c["tables"]["people"]["columns"]["region"].update(domain=["a", 1]),
+     "tables.people.columns.region.domain"),
+    (lambda c: c["tables"]["people"]["columns"]["age"].update(type="decimal"),
+     "tables.people.columns.age.type"),
+    (lambda c: c["tables"]["people"].update(privacy_unit="nope"),
+     "tables.people.privacy_unit"),
+    (lambda c: c["tables"]["visits"].update(max_rows=0), "tables.visits.max_rows"),
+    (lambda c: c["tables"]["people"].pop("privacy_unit") and
+     c["tables"]["people"].update(max_rows=5), "tables.people.max_rows"),
+    (lambda c: c["joins"].append({"left": "visits.amount", "right": "people.id"}),
+     "joins[2]"),
+    (lambda c: c["analysts"]["alice"].update(key_sha256="secret"),
+     "analysts.alice.key_sha256"),
+    (lambda c: c["analysts"]["alice"].update(key="pk_plain"), "analysts.alice"),
+    (lambda c: c["analysts"]["alice"].update(epsilon=-1), "analysts.alice.epsilon"),
+    (lambda c: c["analysts"]["bob"].update(tables=["secret"]), "analysts.bob.tables"),
+    (lambda c: c["analysts"]["bob"].update(key_sha256=c["analysts"]["alice"]["key_sha256"]),
+     "analysts"),
+    (lambda c: c.update(limits={"burst": 0}), "limits.burst"),
+    (lambda c: c.update(extra=1), "config"),
+])
+def test_config_errors_name_the_field(mutate: Any, field: str) -> None:
+    raw = base()
+    mutate(raw)
+    with pytest.raises(InvalidInputError) as info:
+        parse_config(raw)
+    assert str(info.value).startswith(field + ":"), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_paths_are_relative_to_the_config_and_audit_defaults_beside_the_ledger(
+        tmp_path: Path) -> None:
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(base()))
+    cfg = load_config(tmp_path / "gateway.yaml")
+    assert cfg.database == str(tmp_path / "data.duckdb")
+    assert cfg.audit_target == str(tmp_path / "ledger-audit.db")
+    pg = parse_config({**base(), "ledger": "postgresql+psycopg://u@127.0.0.1/db"})
+    assert pg.audit_target == "postgresql+psycopg://u@127.0.0.1/db"
+    (tmp_path / "bad.yaml").write_text("tables: [unclosed")
+    with pytest.raises(InvalidInputError, match="not valid YAML"):
+        load_config(tmp_path / "bad.yaml")
+
+
+def test_keys_are_random_and_only_their_hash_is_stored() -> None:
+    a, b = new_key(), new_key()
+    assert a != b and len(a) > 40 and hash_key(a) != hash_key(b)
+    cfg = parse_config(base())
+    assert cfg.analyst_by_key("pk_test_alice_0123456789").name == "alice"
+    assert cfg.analyst_by_key("pk_test_alice_012345678") is None
+
+
+def test_example_config_is_the_rendered_template() -> None:
+    assert EXAMPLE.read_text() == render_config(hash_key(EXAMPLE_KEY))
+    cfg = load_config(EXAMPLE)
+    assert set(cfg.tables) == {"adult", "ratings", "movies"}
+    assert cfg.tables["ratings"].privacy_unit == "userId"
+
+
+def test_init_demo_builds_a_servable_gateway(tmp_path: Path) -> None:
+    from privlab.query.gateway import Gateway
+
+    path, key = init_demo(tmp_path / "demo")
+    cfg = load_config(path)
+    analyst = cfg.analyst_by_key(key)
+    g = Gateway(cfg, rng=1)
+    r = g.query(analyst, "SELECT r.rating, COUNT(*) FROM ratings r JOIN movies m "
+                         "ON r.movieId = m.movieId WHERE m.genres LIKE '%Comedy%' "
+                         "GROUP BY r.rating", 1.0)
+    assert len(r["rows"]) == 10 and r["guarantee"]["neighbouring"] == "user"
+    g.close()
+    with pytest.raises(InvalidInputError, match="exists"):
+        init_demo(tmp_path / "demo")
+
+
+def test_duckdb_engine_is_read_only_sandboxed_and_interruptible(adult_duckdb: str) -> None:
+    engine = DuckDBEngine(adult_duckdb, timeout_s=0.3)
+    assert engine.run("SELECT COUNT(*) FROM adult")[0][0] == 30162
+    for sql in ("SELECT * FROM read_csv('/etc/passwd')", "CREATE TABLE x (a INT)",
+                "SET enable_external_access = true", "INSTALL httpfs",
+                "SELECT SUM(a.range * b.range) FROM range(200000000) a, range(100) b"):
+        with pytest.raises(EngineError) as info:
+            engine.run(sql)
+        assert "passwd" not in str(info.value)
+    assert engine.run("SELECT 1")[0][0] == 1  # still usable after an interrupt
+    engine.close()
+
+
+def test_postgres_engine_is_read_only_with_a_timeout(adult_pg: str) -> None:
+    engine = PostgresEngine(adult_pg, timeout_s=0.3)
+    assert engine.run('SELECT COUNT(*) FROM "data"."adult"')[0][0] == 30162
+    for sql in ("CREATE TABLE x (a INT)", "SELECT pg_sleep(3)",
+                'DELETE FROM "data"."adult"'):
+        with pytest.raises(EngineError):
+            engine.run(sql)
+    assert engine.run('SELECT COUNT(*) FROM "data"."adult"')[0][0] == 30162
+    engine.close()
+
+
+def test_audit_log_is_append_only_and_hash_chained(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    for i in range(3):
+        log.record(f"q{i}", "released", analyst="alice", sql="SELECT 1", epsilon=0.1,
+                   result={"rows": [[i]]})
+    assert log.verify() == []
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'audit.db'}")
+    with pytest.raises(sa.exc.DatabaseError, match="append-only"), engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE privlab_gateway_audit SET decision = 'refused'")
+    with pytest.raises(sa.exc.DatabaseError, match="append-only"), engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM privlab_gateway_audit")
+    with engine.begin() as conn:  # someone with file access drops the trigger and edits
+        conn.exec_driver_sql("DROP TRIGGER privlab_gateway_audit_no_update")
+        conn.exec_driver_sql("UPDATE privlab_gateway_audit SET result = '{\"rows\": [[9]]}' "
+                             "WHERE query_id = 'q1'")
+    assert log.verify() == ["audit row 2: hash chain broken"]
