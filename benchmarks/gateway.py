@@ -425,6 +425,10 @@ def main() -> None:
     p.add_argument("--snsql-python", default="/tmp/snsql-venv/bin/python")
     p.add_argument("--snsql-timeout", type=float, default=600)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--ledger-dir", type=Path, default=None,
+                   help="where the DuckDB run's SQLite ledger lives (diagnosis: /dev/shm "
+                        "shows the cost of the ledger's fsync; not a durable setting)")
+    p.add_argument("--no-postgres", action="store_true")
     p.add_argument("--snsql-worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.snsql_worker is not None:
@@ -437,15 +441,18 @@ def main() -> None:
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                            "load_average": os.getloadavg()},
                                "settings": {k: v for k, v in vars(args).items()
-                                            if k not in ("snsql_worker", "json")}}
+                                            if k not in ("snsql_worker", "json", "ledger_dir")}}
     results["settings"]["json"] = str(args.json) if args.json else None
+    results["settings"]["ledger_dir"] = str(args.ledger_dir) if args.ledger_dir else None
     with tempfile.TemporaryDirectory(prefix="privlab-bench-") as tmp:
         work = Path(tmp)
         duck = str(load_adult_duckdb(work / "adult.duckdb"))
         if args.part in ("all", "speed"):
             print("speed, DuckDB (ledger: SQLite)", flush=True)
-            results["duckdb"] = speed("duckdb", duck, str(work / "ledger.db"), work, args)
-            if args.pg_url:
+            ledger_dir = args.ledger_dir or work
+            results["duckdb"] = speed("duckdb", duck, str(Path(ledger_dir) / "ledger.db"), work,
+                                      args)
+            if args.pg_url and not args.no_postgres:
                 print("speed, PostgreSQL (ledger: PostgreSQL)", flush=True)
                 bench = prepare_postgres(args.pg_url)
                 results["postgres"] = speed("postgres", bench, bench, work, args)
