@@ -50,3 +50,13 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, message):
     assert main(["federated", "train", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_serve_and_client_reject_bad_input_before_starting(capsys):
+    pytest.importorskip("flwr")
+    assert main(["federated", "serve", "--rounds", "1", "--epsilon", "1",
+                 "--num-clients", "0"]) == 2
+    assert "num_clients must be >= 1" in capsys.readouterr().err
+    assert main(["federated", "client", "--shard", "3", "--num-shards", "3",
+                 "--max-users", "5"]) == 2
+    assert "shard must be in [0, 3)" in capsys.readouterr().err

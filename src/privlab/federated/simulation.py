@@ -13,7 +13,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -85,10 +85,6 @@ class RunConfig:
     @property
     def private(self) -> bool:
         return self.epsilon is not None
-
-    def public_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        return out
 
 
 def load_task(config: RunConfig) -> RatingsData | TabularData:
