@@ -43,7 +43,9 @@ def _register() -> None:
     from privlab.cli import (
         anonymize,
         assess,
+        audit,
         budget,
+        choose_epsilon,
         datasets,
         demo,
         federated,
@@ -55,8 +57,8 @@ def _register() -> None:
         trajectory,
     )
 
-    for module in (anonymize, assess, budget, datasets, demo, federated, query, release,
-                   serve, synth, train, trajectory):
+    for module in (anonymize, assess, audit, budget, choose_epsilon, datasets, demo, federated,
+                   query, release, serve, synth, train, trajectory):
         module.register(app)
 
 

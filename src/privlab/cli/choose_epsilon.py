@@ -1,0 +1,129 @@
+"""`privlab choose-epsilon DATA --target COL --model mlp [--policy P | --w-risk W] ...`.
+
+Trains DP-SGD models over an epsilon grid (or adaptively, with a training budget), attacks
+each, fits the Bayesian risk model and prints eps* with its justification; `--json` gives the
+document described by `privlab/risk/schema/choose_epsilon.schema.json`, `--report` the HTML
+page. DATA is a CSV / TSV / Parquet file or a bundled dataset name (adult, digits,
+classification).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.errors import InvalidInputError
+
+_BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
+
+
+def load_data(data: str, delimiter: str | None = None) -> tuple[Any, str]:
+    """A file, or a bundled dataset by name."""
+    from privlab.data.datasets import load_dataset
+    from privlab.data.io import read_table
+
+    path = Path(data)
+    if not path.exists() and data in _BUNDLED:
+        opts = {"drop_missing": True} if data == "adult" else {}
+        return load_dataset(data, **opts), f"bundled dataset {data!r}"
+    return read_table(path, delimiter=delimiter), str(path)
+
+
+def choose_epsilon_cmd(
+    data: str = typer.Argument(..., help="CSV/TSV/Parquet file or bundled dataset name."),
+    target: str = typer.Option(None, "--target", help="Label column (default for bundled)."),
+    model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
+    policy: str = typer.Option(None, "--policy", help="medical | finance | recommender."),
+    w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom)."),
+    max_risk: float = typer.Option(None, "--max-risk", help="Cap on the rule's risk in [0, 1]."),
+    min_accuracy: float = typer.Option(None, "--min-accuracy", help="Accuracy floor."),
+    level: float = typer.Option(None, "--level", help="Credible level of the risk-averse rule."),
+    epsilons: str = typer.Option("0.5,1,2,4,8,16", "--epsilons", help="Grid, comma list."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Choose which eps to train next."),
+    budget_runs: int = typer.Option(None, "--budget-runs", help="Adaptive: max grid points."),
+    attacks: str = typer.Option("loss,shadow", "--attacks", help="loss,shadow,lira."),
+    seeds: int = typer.Option(1, "--seeds", help="Models per epsilon (accuracy spread)."),
+    epochs: int = typer.Option(10, "--epochs"),
+    batch_size: int = typer.Option(64, "--batch-size"),
+    lr: float = typer.Option(1e-3, "--lr"),
+    clip: float = typer.Option(1.0, "--clip"),
+    delta: float = typer.Option(None, "--delta", help="Default min(1e-5, 1/(10 n))."),
+    shadow_models: int = typer.Option(4, "--shadow-models"),
+    max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of rows."),
+    prior: str = typer.Option("uniform", "--prior",
+                              help="uniform | jeffreys | chance | pessimistic | A,B."),
+    relative: bool = typer.Option(False, "--relative-utility",
+                                  help="Utility loss relative to the non-private model."),
+    w_stability: float = typer.Option(0.0, "--w-stability"),
+    w_cost: float = typer.Option(0.0, "--w-cost"),
+    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
+    report: Path = typer.Option(None, "--report", help="Write the HTML report here."),
+    delimiter: str = typer.Option(None, "--delimiter"),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Choose epsilon: train over a grid, attack, fit the risk model, pick eps*."""
+    from privlab.risk.model import UtilityConfig, make_policy
+    from privlab.risk.pipeline import PipelineConfig, choose_epsilon
+    from privlab.risk.report import write_report
+
+    if policy is None and w_risk is None:
+        policy = "finance"
+    pol = make_policy(policy, w_risk=w_risk, level=level, max_risk=max_risk,
+                      min_accuracy=min_accuracy)
+    grid = parse_floats(epsilons, "--epsilons") or []
+    atk = parse_list(attacks, "--attacks") or []
+    pr: Any = prior
+    if "," in prior:
+        p = parse_floats(prior, "--prior") or []
+        if len(p) != 2:
+            raise InvalidInputError(f"--prior must be a name or A,B, got {prior!r}")
+        pr = (p[0], p[1])
+    frame, source = load_data(data, delimiter)
+    if target is None:
+        if data not in _BUNDLED:
+            raise InvalidInputError("--target is required: name the label column")
+        target = _BUNDLED[data]
+    cfg = PipelineConfig(epsilons=grid, adaptive=adaptive, budget_runs=budget_runs,
+                         attacks=tuple(atk), seeds=seeds, model=model, epochs=epochs,
+                         batch_size=batch_size, lr=lr, clip=clip, delta=delta,
+                         shadow_models=shadow_models, max_rows=max_rows, prior=pr, seed=seed)
+    util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
+    show = not as_json and err_console.is_terminal
+    from rich.progress import Progress
+
+    with Progress(console=err_console, disable=not show, transient=True) as bar:
+        task = bar.add_task("choose-epsilon", total=None)
+
+        def progress(msg: str, done: int, total: int) -> None:
+            bar.update(task, description=msg, completed=done, total=total)
+
+        result = choose_epsilon(frame, target, pol, cfg, util, relative_utility=relative,
+                                progress=progress)
+    doc = result.to_dict()
+    doc["source"] = source
+    if report is not None:
+        write_report(doc, report, title=f"Choosing epsilon: {source}")
+        doc["report"] = str(report)
+    if as_json:
+        emit_json(doc)
+        return
+    chosen = doc["chosen_epsilon"]
+    console.print(f"[bold]eps* = {chosen if chosen is not None else 'none acceptable'}[/bold] "
+                  f"({pol.name} policy, risk-averse rule; posterior-mean rule: "
+                  f"{doc['mean_rule_epsilon']})")
+    console.print(f"  {doc['reason']}")
+    for r in doc["per_epsilon"]:
+        console.print(f"  eps={r['epsilon']:<8g} accuracy {r['accuracy']:.3f}  risk "
+                      f"{r['risk_mean']:.3f} [{r['risk_lower']:.3f}, {r['risk_upper']:.3f}]  "
+                      f"L {r['loss_risk_averse']:.3f}")
+    for n in doc["notes"]:
+        err_console.print(f"note: {n}")
+    if report is not None:
+        console.print(f"  report: {report}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("choose-epsilon")(choose_epsilon_cmd)

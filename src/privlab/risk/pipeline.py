@@ -1,0 +1,470 @@
+"""End to end: data -> DP-SGD models over an epsilon grid -> attacks -> risk model -> eps*.
+
+Split (seeded, stratified): target training rows (the audited members), held-out test rows
+(accuracy, and as many audited non-members as there are members), and an attacker pool the
+target never sees (shadow models, reference models). Models come from `privlab.learn` (all
+models of a sweep trained at once with `train_many`), attacks from `privlab.audit`:
+
+- `loss`: Yeom's loss threshold; the decision threshold is set on attacker-side data (shadow
+  model 0 when the shadow attack runs, else one reference model trained on the pool);
+- `shadow`: Shokri's shadow models (trained like the target, at the same epsilon) and a
+  RandomForest on their softmax outputs;
+- `lira`: online LiRA with shadow models on halves of the candidates topped up from the pool.
+
+Each attack's (successes, trials) counts on the balanced member/non-member challenge feed the
+Beta posterior. Attacks run against the first seed's model; further seeds measure accuracy
+spread (stability). Torch is imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.errors import InvalidInputError
+from privlab.risk.adaptive import adaptive_search
+from privlab.risk.model import (
+    Decision,
+    Evaluation,
+    Policy,
+    UtilityConfig,
+    check_grid,
+    decide,
+    fit_curves,
+    prior_sensitivity,
+)
+from privlab.risk.posterior import parse_prior
+
+ATTACKS = ("loss", "shadow", "lira")
+Progress = Callable[[str, int, int], None]
+MIN_PART = 20  # rows per split part; below this the attack counts carry almost no evidence
+
+
+@dataclass
+class PipelineConfig:
+    """Training and attack settings (all models of a run share them except epsilon)."""
+
+    epsilons: Sequence[float] = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+    adaptive: bool = False
+    budget_runs: int | None = None
+    attacks: Sequence[str] = ("loss", "shadow")
+    attack_weights: dict[str, float] | None = None
+    seeds: int = 1
+    model: str = "mlp"
+    hidden: tuple[int, ...] = (64, 32)
+    dropout: float = 0.0
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    clip: float = 1.0
+    delta: float | None = None  # default: min(1e-5, 1 / (10 n_train))
+    shadow_models: int = 4
+    lira_models: int = 8
+    max_rows: int | None = None
+    prior: str | tuple[float, float] = "uniform"
+    #: None: CSPRNG noise and fresh initialisations (the default); an int makes the whole run
+    #: reproducible (seeded DP-SGD noise: for testing only, noted in every guarantee)
+    seed: int | None = None
+
+    def model_seeds(self, base: int, count: int) -> list[int | None]:
+        if self.seed is None:
+            return [None] * count
+        return [self.seed * 1000 + base + i for i in range(count)]
+
+    @property
+    def split_seed(self) -> int:
+        return 0 if self.seed is None else self.seed
+
+    def check(self) -> None:
+        check_grid(self.epsilons)
+        bad = [a for a in self.attacks if a not in ATTACKS]
+        if bad or not self.attacks:
+            raise InvalidInputError(f"attacks: use a comma list of {', '.join(ATTACKS)}, got "
+                                    f"{list(self.attacks)}")
+        if self.model not in ("mlp", "logreg"):
+            raise InvalidInputError(f"model: use 'mlp' or 'logreg', got {self.model!r}")
+        for name in ("seeds", "epochs", "batch_size", "shadow_models"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInputError(f"{name}: must be a whole number >= 1, got {v!r}")
+        if self.lira_models < 2 or self.lira_models % 2:
+            raise InvalidInputError(f"lira_models: must be even and >= 2, got {self.lira_models}")
+        if self.adaptive and (self.budget_runs is None or self.budget_runs < 2):
+            raise InvalidInputError("budget_runs: adaptive mode needs --budget-runs N >= 2")
+        parse_prior(self.prior)
+
+
+@dataclass
+class Prepared:
+    """Encoded arrays of the three parts and what the report says about the data."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    x_pool: np.ndarray
+    y_pool: np.ndarray
+    classes: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+
+def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | None = None,
+            fractions: tuple[float, float, float] = (0.3, 0.3, 0.4)) -> Prepared:
+    """Seeded stratified split into target-train / test / attacker pool, then encoding."""
+    from privlab.learn.data import TablePreprocessor, encode_labels, split_target
+
+    features, y_raw = split_target(frame, target)
+    y, classes = encode_labels(y_raw)
+    gen = np.random.default_rng(seed)
+    order = gen.permutation(len(y))
+    if max_rows is not None:
+        order = order[: int(max_rows)]
+    need = math.ceil(MIN_PART / min(fractions))
+    if len(order) < need:
+        raise InvalidInputError(
+            f"data: {len(order)} rows are too few to split into target/test/attacker-pool "
+            f"parts of >= {MIN_PART} rows each; give at least {need} rows")
+    parts: list[list[int]] = [[], [], []]
+    for c in np.unique(y[order]):  # stratified: every part gets every class
+        idx = order[y[order] == c]
+        cuts = np.round(np.cumsum(fractions)[:2] * idx.size).astype(int)
+        for p, chunk in enumerate(np.split(idx, cuts)):
+            parts[p].extend(chunk.tolist())
+    idx_tr, idx_te, idx_pool = (np.sort(np.asarray(p, dtype=np.int64)) for p in parts)
+    for name, idx in (("target-train", idx_tr), ("test", idx_te), ("attacker pool", idx_pool)):
+        if idx.size < MIN_PART or np.unique(y[idx]).size < len(classes):
+            raise InvalidInputError(
+                f"data: the {name} part has {idx.size} rows or misses a class; the data set "
+                f"is too small to split into target/test/attacker-pool (need >= {MIN_PART} "
+                "rows of every class in each)")
+    pre = TablePreprocessor(one_hot=True)
+    x_all = pre.fit_transform(features.iloc[order]).astype(np.float32)
+    pos = {int(r): i for i, r in enumerate(order)}
+
+    def take(idx: np.ndarray) -> np.ndarray:
+        return x_all[[pos[int(r)] for r in idx]]
+
+    info = {"rows": int(len(order)), "rows_in_file": int(len(frame)),
+            "features_in": int(features.shape[1]), "features_encoded": int(x_all.shape[1]),
+            "target": target, "classes": [str(c) for c in classes],
+            "class_counts": {str(classes[c]): int((y[order] == c).sum())
+                             for c in range(len(classes))},
+            "split": {"target_train": int(idx_tr.size), "test": int(idx_te.size),
+                      "attacker_pool": int(idx_pool.size)},
+            "preprocessing_leaks": list(pre.leaks)}
+    return Prepared(take(idx_tr), y[idx_tr], take(idx_te), y[idx_te], take(idx_pool),
+                    y[idx_pool], [str(c) for c in classes], info)
+
+
+# --------------------------------------------------------------------------- training & attacks
+def _model_fn(prep: Prepared, cfg: PipelineConfig) -> Callable[[], Any]:
+    from privlab.learn.models import LogisticModel, SeedMLP
+
+    d, k = prep.x_train.shape[1], prep.n_classes
+    if cfg.model == "logreg":
+        return lambda: LogisticModel(d, k)
+    return lambda: SeedMLP(d, cfg.hidden, k, dropout=cfg.dropout)
+
+
+def _train_config(prep: Prepared, cfg: PipelineConfig, epsilon: float | None) -> Any:
+    from privlab.learn.dpsgd import TrainConfig
+
+    n = len(prep.y_train)
+    delta = cfg.delta if cfg.delta is not None else min(1e-5, 1.0 / (10 * n))
+    bs = min(cfg.batch_size, max(1, n // 2))
+    if epsilon is None:
+        return TrainConfig(method="none", epochs=cfg.epochs, batch_size=bs, lr=cfg.lr)
+    return TrainConfig(method="dpsgd", epsilon=float(epsilon), delta=delta, clip=cfg.clip,
+                       epochs=cfg.epochs, batch_size=bs, lr=cfg.lr)
+
+
+def feasible_epsilons(prep: Prepared, cfg: PipelineConfig,
+                      grid: Sequence[float]) -> tuple[list[float], list[str]]:
+    """Drop grid points DP-SGD cannot train at (noise would swamp every update), with why."""
+    from privlab.learn.dpsgd import plan_dpsgd
+
+    ok, notes = [], []
+    for e in grid:
+        try:
+            plan_dpsgd(len(prep.y_train), _train_config(prep, cfg, e))
+            ok.append(float(e))
+        except InvalidInputError as exc:
+            notes.append(f"eps={e:g} dropped from the grid: {exc}")
+    if not ok:
+        raise InvalidInputError("epsilons: no epsilon on the grid can be trained on this data ("
+                                + "; ".join(notes) + ")")
+    return ok, notes
+
+
+def _accuracy(model: Any, x: np.ndarray, y: np.ndarray) -> float:
+    from privlab.audit.target import as_target
+
+    lp = as_target(model).log_proba(x)
+    return float((lp.argmax(1) == y).mean())
+
+
+def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any
+            ) -> tuple[dict[str, tuple[int, int]], dict[str, float], dict[str, Any]]:
+    """Run the configured attacks on one target; failures are recorded, not raised."""
+    from privlab.audit import attacks as A
+    from privlab.audit.trainers import TorchTrainer
+
+    n_in = len(prep.y_train)
+    members = (prep.x_train, prep.y_train)
+    non = (prep.x_test[:n_in], prep.y_test[:n_in])
+    pool = (prep.x_pool, prep.y_pool)
+    trainer = TorchTrainer(_model_fn(prep, cfg), train_cfg, prep.n_classes)
+    counts: dict[str, tuple[int, int]] = {}
+    aucs: dict[str, float] = {}
+    details: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    order = [a for a in ("shadow", "loss", "lira") if a in cfg.attacks]
+    for name in order:
+        try:
+            if name == "shadow":
+                res = A.shadow_attack(model, members, non, pool, trainer,
+                                      n_shadow=cfg.shadow_models, shadow_size=n_in,
+                                      rng=cfg.split_seed)
+            elif name == "loss":
+                calib = results["shadow"].calibration if "shadow" in results else \
+                    A.reference_calibration(trainer, pool, n_in, rng=cfg.split_seed)
+                res = A.threshold_attack("loss", model, members, non, calibration=calib)
+            else:
+                res = A.lira(model, members, non, trainer, n_shadow=cfg.lira_models, pool=pool,
+                             rng=cfg.split_seed)
+            results[name] = res
+            s = res.summary()
+            aucs[name] = float(s["auc"])
+            entry = {"auc": s["auc"], "advantage": s["advantage"],
+                     "tpr_at_fpr": s["tpr_at_fpr"], "details": res.details,
+                     "notes": list(s.get("notes", [])) + list(res.notes)}
+            if "counts" in s:
+                c = s["counts"]
+                counts[name] = (int(c["successes"]), int(c["trials"]))
+                entry.update(counts=c, threshold=s["threshold"],
+                             balanced_accuracy=s["balanced_accuracy"])
+            else:
+                entry["error"] = "no attacker-side decision threshold: no counts"
+            details[name] = entry
+        except (InvalidInputError, ValueError, RuntimeError) as exc:
+            details[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return counts, aucs, details
+
+
+@dataclass
+class Sweep:
+    """Everything measured: one Evaluation per epsilon plus per-epsilon details."""
+
+    evaluations: list[Evaluation]
+    details: dict[float, dict[str, Any]]
+    baseline: dict[str, Any] | None
+    training_runs: int = 0
+
+
+def evaluate_epsilons(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[float],
+                      progress: Progress | None = None, step: tuple[int, int] = (0, 1)
+                      ) -> tuple[list[Evaluation], dict[float, dict[str, Any]]]:
+    """Train `seeds` DP models at each epsilon (all at once) and attack the first of each."""
+    from privlab.learn.multi import train_many
+
+    fn = _model_fn(prep, cfg)
+    configs = [_train_config(prep, cfg, e) for e in epsilons for _ in range(cfg.seeds)]
+    seeds = cfg.model_seeds(17 * int(round(1000 * min(epsilons))), len(configs))
+    if progress:
+        which = ",".join(f"{e:g}" for e in epsilons)
+        progress(f"training {len(configs)} DP model(s) at eps={which}", step[0], step[1])
+    t0 = time.perf_counter()
+    res = train_many(fn, prep.x_train, prep.y_train, config=configs, seeds=seeds)
+    per_model = (time.perf_counter() - t0) / len(configs)
+    evs, details = [], {}
+    for j, e in enumerate(epsilons):
+        models = res.models[j * cfg.seeds:(j + 1) * cfg.seeds]
+        accs = [_accuracy(m, prep.x_test, prep.y_test) for m in models]
+        if progress:
+            progress(f"attacking the eps={e:g} model ({', '.join(cfg.attacks)})",
+                     step[0] + j, step[1])
+        counts, aucs, det = _attack(prep, cfg, models[0], configs[j * cfg.seeds])
+        g = res.guarantees[j * cfg.seeds]
+        evs.append(Evaluation(float(e), counts, accs, per_model * cfg.seeds, aucs))
+        details[float(e)] = {"guarantee": g.to_dict(), "guarantee_text": g.describe(),
+                             "plan": res.plans[j * cfg.seeds].to_dict(), "attacks": det,
+                             "accuracy_seeds": accs}
+    return evs, details
+
+
+def baseline(prep: Prepared, cfg: PipelineConfig) -> dict[str, Any]:
+    """The non-private model (deliberately the same training, no clipping or noise), attacked."""
+    import warnings
+
+    from privlab.learn.multi import train_many
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tc = _train_config(prep, cfg, None)
+        res = train_many(_model_fn(prep, cfg), prep.x_train, prep.y_train, config=tc,
+                         seeds=cfg.model_seeds(999, cfg.seeds))
+        accs = [_accuracy(m, prep.x_test, prep.y_test) for m in res.models]
+        train_acc = _accuracy(res.models[0], prep.x_train, prep.y_train)
+        counts, aucs, det = _attack(prep, cfg, res.models[0], tc)
+    return {"accuracy": float(np.mean(accs)), "accuracy_seeds": accs, "train_accuracy": train_acc,
+            "attacks": det, "counts": {k: list(v) for k, v in counts.items()}, "auc": aucs,
+            "guarantee": res.guarantees[0].to_dict(),
+            "guarantee_text": res.guarantees[0].describe()}
+
+
+# --------------------------------------------------------------------------- the whole job
+@dataclass
+class ChooseResult:
+    decision: Decision
+    sweep: Sweep
+    config: PipelineConfig
+    prep_info: dict[str, Any]
+    sensitivity: list[dict[str, Any]]
+    notes: list[str]
+    order: list[float]
+    grid: list[float]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return result_dict(self)
+
+
+def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
+                   config: PipelineConfig | None = None,
+                   utility: UtilityConfig | None = None, relative_utility: bool = False,
+                   progress: Progress | None = None) -> ChooseResult:
+    """Train, attack, fit the risk model and pick eps* (see the module docstring)."""
+    cfg = config or PipelineConfig()
+    cfg.check()
+    started = time.perf_counter()
+    grid = [float(e) for e in check_grid(cfg.epsilons)]
+    prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows)
+    notes: list[str] = []
+    if prep.info["preprocessing_leaks"]:
+        notes.append("feature scaling/categories were read from the data (not covered by the "
+                     "guarantee): " + "; ".join(prep.info["preprocessing_leaks"][:5]))
+    grid, dropped = feasible_epsilons(prep, cfg, grid)
+    notes.extend(dropped)
+    total = (cfg.budget_runs if cfg.adaptive else len(grid)) + 1
+    if progress:
+        progress("training and attacking the non-private baseline", 0, total)
+    base = baseline(prep, cfg)
+    util_cfg = utility or UtilityConfig()
+    if relative_utility and util_cfg.baseline_accuracy is None:
+        if base["accuracy"] <= 0:
+            raise InvalidInputError("relative utility: the non-private model has accuracy 0")
+        util_cfg = replace(util_cfg, baseline_accuracy=base["accuracy"])
+    details: dict[float, dict[str, Any]] = {}
+    evaluations: list[Evaluation] = []
+    if cfg.adaptive:
+        def evaluate(e: float) -> Evaluation:
+            evs, det = evaluate_epsilons(prep, cfg, [e], progress, (len(evaluations) + 1, total))
+            evaluations.extend(evs)
+            details.update(det)
+            return evs[0]
+
+        res = adaptive_search(grid, evaluate, policy, budget=int(cfg.budget_runs or 2),
+                              attack_weights=cfg.attack_weights, prior=cfg.prior,
+                              utility_config=util_cfg, seed=cfg.split_seed)
+        order = res.order
+    else:
+        evaluations, details = evaluate_epsilons(prep, cfg, grid, progress, (1, total))
+        order = list(grid)
+    for e in evaluations:
+        failed = [a for a in cfg.attacks if a not in e.counts]
+        for a in failed:
+            notes.append(f"eps={e.epsilon:g}: attack {a!r} failed: "
+                         f"{details[e.epsilon]['attacks'].get(a, {}).get('error', 'no result')}")
+    if progress:
+        progress("fitting the risk model", total, total)
+    curves = fit_curves(evaluations, attack_weights=cfg.attack_weights, prior=cfg.prior,
+                        level=policy.level, seed=cfg.split_seed)
+    if curves.dropped_attacks:
+        notes.append(f"attacks {curves.dropped_attacks} left out of the risk: they did not "
+                     "produce counts at every epsilon")
+    decision = decide(curves, policy, util_cfg)
+    sens = prior_sensitivity(evaluations, policy, attack_weights=cfg.attack_weights,
+                             utility_config=util_cfg, seed=cfg.split_seed)
+    runs = len(evaluations) * cfg.seeds + cfg.seeds
+    sweep = Sweep(evaluations, details, base, runs)
+    return ChooseResult(decision, sweep, cfg, prep.info, sens, notes, order, grid,
+                        time.perf_counter() - started)
+
+
+def _f(v: Any) -> Any:
+    if isinstance(v, float | np.floating):
+        return None if not math.isfinite(float(v)) else float(v)
+    return v
+
+
+def result_dict(r: ChooseResult) -> dict[str, Any]:
+    """The JSON document (validated by `schema/choose_epsilon.schema.json`)."""
+    d, c = r.decision, r.decision.curves
+    rows = []
+    for i, e in enumerate(c.epsilons):
+        det = r.sweep.details.get(float(e), {})
+        rows.append({
+            "epsilon": float(e),
+            "accuracy": float(c.accuracy_raw[i]), "accuracy_smoothed": float(c.accuracy[i]),
+            "accuracy_std": float(c.accuracy_std[i]),
+            "accuracy_seeds": [float(a) for a in det.get("accuracy_seeds", [])],
+            "risk_mean": float(c.risk_mean[i]), "risk_upper": float(c.risk_upper[i]),
+            "risk_lower": float(c.risk_lower[i]), "risk_mean_raw": float(c.risk_mean_raw[i]),
+            "risk_upper_raw": float(c.risk_upper_raw[i]),
+            "utility_loss": float(d.utility[i]),
+            "loss_mean_rule": float(d.mean_rule.loss[i]),
+            "loss_risk_averse": float(d.risk_averse.loss[i]),
+            "feasible_mean_rule": bool(d.mean_rule.feasible[i]),
+            "feasible_risk_averse": bool(d.risk_averse.feasible[i]),
+            "pareto": bool(i in set(d.pareto.tolist())),
+            "attacks": {a: {**c.posteriors[a][i].summary(c.level),
+                            "auc": _f(next((ev.auc.get(a) for ev in r.sweep.evaluations
+                                            if ev.epsilon == e), None))}
+                        for a in c.attacks},
+            "guarantee": det.get("guarantee"),
+            "train_seconds": float(c.train_seconds[i]),
+        })
+    cfg = asdict(r.config)
+    cfg["epsilons"] = list(r.config.epsilons)
+    cfg["attacks"] = list(r.config.attacks)
+    cfg["hidden"] = list(r.config.hidden)
+    cfg["prior"] = list(parse_prior(r.config.prior)) if not isinstance(r.config.prior, str) \
+        else r.config.prior
+    return {
+        "chosen_epsilon": d.chosen_epsilon,
+        "rule": "risk_averse",
+        "mean_rule_epsilon": d.mean_rule.epsilon,
+        "reason": d.risk_averse.reason,
+        "mean_rule_reason": d.mean_rule.reason,
+        "policy": d.policy.to_dict(),
+        "utility": {"baseline_accuracy": d.utility_config.baseline_accuracy,
+                    "w_stability": d.utility_config.w_stability,
+                    "w_cost": d.utility_config.w_cost},
+        "prior": {"alpha": c.prior[0], "beta": c.prior[1],
+                  "name": r.config.prior if isinstance(r.config.prior, str) else "custom"},
+        "credible_level": c.level,
+        "attack_weights": c.attack_weights,
+        "grid": r.grid,
+        "evaluated_order": r.order,
+        "adaptive": r.config.adaptive,
+        "training_runs": r.sweep.training_runs,
+        "per_epsilon": rows,
+        "pareto_epsilons": [float(c.epsilons[i]) for i in d.pareto],
+        "prior_sensitivity": r.sensitivity,
+        "baseline": r.sweep.baseline,
+        "data": r.prep_info,
+        "settings": cfg,
+        "attack_details": {f"{e:g}": v.get("attacks", {}) for e, v in r.sweep.details.items()},
+        "notes": r.notes,
+        "seconds": r.seconds,
+    }

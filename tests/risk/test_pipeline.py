@@ -1,0 +1,109 @@
+import json
+from importlib import resources
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.cli.main import main
+from privlab.errors import InvalidInputError
+from privlab.risk import make_policy
+from privlab.risk import pipeline as P
+
+pytest.importorskip("torch")
+
+FAST = ["--epochs", "1", "--shadow-models", "1", "--batch-size", "32", "--seed", "3"]
+
+
+def schema() -> dict:
+    text = resources.files("privlab.risk").joinpath("schema/choose_epsilon.schema.json")
+    return json.loads(text.read_text())
+
+
+def small_frame(n: int = 240, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 5))
+    y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(0, 0.5, n) > 0).astype(int)
+    f = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
+    f["colour"] = rng.choice(["red", "blue"], n)
+    f["label"] = np.where(y == 1, "yes", "no")
+    return f
+
+
+def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    small_frame().to_csv(data, index=False)
+    out = tmp_path / "r.html"
+    rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "2,8",
+               "--policy", "medical", "--report", str(out), "--json", *FAST])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    jsonschema.validate(doc, schema())
+    assert doc["policy"]["name"] == "medical"
+    assert [r["epsilon"] for r in doc["per_epsilon"]] == [2.0, 8.0]
+    assert set(doc["attack_weights"]) == {"loss", "shadow"}
+    assert doc["chosen_epsilon"] in (None, 2.0, 8.0)
+    for r in doc["per_epsilon"]:
+        assert r["guarantee"]["epsilon"] <= r["epsilon"] * (1 + 1e-6)
+        assert r["attacks"]["loss"]["trials"] == 2 * doc["data"]["split"]["target_train"]
+    assert doc["baseline"]["guarantee"]["is_dp"] is False
+    html = out.read_text()
+    for key in ("Answer", "Curves", "Prior sensitivity", "Guarantee and accountant",
+                "Pareto", "credible"):
+        assert key in html
+    assert html.count("data:image/png;base64,") == 3
+
+
+def test_schema_rejects_broken_documents():
+    s = schema()
+    jsonschema.Draft202012Validator.check_schema(s)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"chosen_epsilon": -1}, s)
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--epsilons", "0,1"], "epsilons"),
+    (["--epsilons", "-2,1"], "epsilons"),
+    (["--w-risk", "0", "--epsilons", "1"], None),
+    (["--attacks", "guess"], "attacks"),
+    (["--policy", "banking"], "policy"),
+])
+def test_cli_bad_input(tmp_path, capsys, args, match):
+    data = tmp_path / "d.csv"
+    small_frame(60).to_csv(data, index=False)
+    if match is None:  # w_risk = 0 with w_util = 1 is valid weights; the data is too small
+        match = "too small|too few"
+    rc = main(["choose-epsilon", str(data), "--target", "label", *args, *FAST])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1
+    import re
+    assert re.search(match, err)
+
+
+def test_weights_not_summing_to_positive():
+    with pytest.raises(InvalidInputError, match="positive"):
+        make_policy(w_risk=0.0, w_util=0.0)
+
+
+def test_too_small_to_split():
+    with pytest.raises(InvalidInputError, match="too few to split"):
+        P.prepare(small_frame(50), "label")
+    f = small_frame(300)
+    f["label"] = "no"
+    f.loc[f.index[:2], "label"] = "yes"  # 2 "yes" rows cannot fill three parts
+    with pytest.raises(InvalidInputError, match="too small to split"):
+        P.prepare(f, "label")
+
+
+def test_all_attacks_failing_is_a_clear_error(monkeypatch):
+    def broken(*_a, **_k):
+        return {}, {}, {"loss": {"error": "RuntimeError: boom"}}
+
+    monkeypatch.setattr(P, "_attack", broken)
+    cfg = P.PipelineConfig(epsilons=[4.0], attacks=("loss",), epochs=1, hidden=(4,), seed=0,
+                           batch_size=32)
+    with pytest.raises(InvalidInputError, match="attacks: no attack produced results"):
+        P.choose_epsilon(small_frame(), "label", make_policy("finance"), cfg)
