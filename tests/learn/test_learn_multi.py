@@ -76,3 +76,21 @@ def test_bad_subsets(blobs):
     with pytest.raises(InvalidInputError, match="differ only"):
         train_many(_mlp, x, y, config=[cfg, TrainConfig(method="none", epochs=2,
                                                         batch_size=10)], seeds=[1, 2])
+
+
+def test_stacked_chain_only_when_it_is_the_model():
+    from torch import nn
+
+    from privlab.learn.stacked import as_chain
+
+    class Doubling(nn.Module):   # one child, but forward is not just the child
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+
+        def forward(self, x):
+            return self.net(2 * x)
+
+    assert as_chain(SeedMLP(4, (3,), 2), (4,)) is not None
+    assert as_chain(Doubling(), (4,)) is None
+    assert as_chain(SmallCNN(1, 2, channels=(2, 2, 2, 2), image_size=4), (1, 4, 4)) is None

@@ -209,10 +209,12 @@ class TrainResult:
 
 
 def make_optimizer(params: list[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
+    # fused: one kernel per step instead of ~7 per tensor (elementwise, so one optimizer over
+    # M stacked models is M independent optimizers)
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=config.lr, momentum=0.9,
-                               weight_decay=config.weight_decay)
-    return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+                               weight_decay=config.weight_decay, fused=True)
+    return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, fused=True)
 
 
 def poisson_batch(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
@@ -223,8 +225,10 @@ def poisson_batch(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
     return np.sort(rng.choice(n, size=k, replace=False))
 
 
-def flat_noise(rng: np.random.Generator, size: int) -> np.ndarray:
+def flat_noise(rng: np.random.Generator, size: int, out: np.ndarray | None = None) -> np.ndarray:
     """Standard normal noise for all trainable parameters of one step (float32)."""
+    if out is not None:
+        return rng.standard_normal(dtype=np.float32, out=out)
     return rng.standard_normal(size, dtype=np.float32)
 
 
@@ -318,7 +322,7 @@ def _train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: TrainC
             offset = 0
             for p, g, size in zip(params, out.grads, sizes, strict=True):
                 chunk = noise[offset:offset + size].view_as(p)
-                p.grad = (g + std * chunk) / denom
+                p.grad = ((g + std * chunk) / denom).contiguous()
                 offset += size
             opt.step()
             seen += int(idx.numel())

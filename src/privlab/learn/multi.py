@@ -165,6 +165,9 @@ class _StackedTrainer:
         self.base = base.to("meta")
         self.clip = clip
         self.layers = fast_layers(self.base) if engine in ("auto", "fast") else None
+        self.chain = None
+        self._allow_chain = engine in ("auto", "fast")
+        self._first = models[0]
         if engine == "fast" and self.layers is None:
             raise InvalidInputError("engine='fast' needs every trainable parameter in a layer "
                                     "with a known per-sample gradient; use engine='vmap'")
@@ -173,7 +176,14 @@ class _StackedTrainer:
         self.param_of = {id(p): n for n, p in self.base.named_parameters()}
 
     def probe(self, x: torch.Tensor) -> None:
-        """Record each layer's output shape (a meta-device forward: no computation)."""
+        """Record each layer's output shape (a meta-device forward: no computation) and see
+        whether the model is a plain layer chain that can run stacked without vmap."""
+        from privlab.learn.stacked import as_chain
+
+        if self._allow_chain:
+            self.chain = as_chain(self._first, tuple(x.shape[1:]))
+            if self.chain is not None:
+                self.engine = "stacked"
         if self.taps is not None:
             with torch.no_grad():
                 self.base(torch.empty((1, *x.shape[1:]), device="meta"))
@@ -202,6 +212,10 @@ class _StackedTrainer:
 
             return grad(f, has_aux=True)(p)
 
+        if self.chain is not None:
+            from privlab.learn.stacked import chain_mean_grads
+
+            return chain_mean_grads(self.chain, self.params, x, y, loss_fn)
         params = {n: t.detach() for n, t in self.params.items()}
         return vmap(one, randomness="different")(params, self.buffers, x, y)
 
@@ -284,6 +298,12 @@ class _StackedTrainer:
                 chunk_size: int | None) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
         from torch.func import vmap
 
+        if self.chain is not None:
+            from privlab.learn.stacked import chain_clipped
+
+            grads, norms = chain_clipped(self.chain, self.params, x, y, mask, self.clip,
+                                         self.loss_fn)
+            return grads, norms, None, None
         params = {n: t.detach() for n, t in self.params.items()}
         fn = self._fast_one if self.engine == "fast" else self._vmap_one
         return vmap(fn, randomness="different", chunk_size=chunk_size)(
@@ -394,7 +414,7 @@ def train_many(model_fn: ModelFn, x: np.ndarray, y: np.ndarray, *,
         guarantees = [PrivacyGuarantee.not_private(
             "plain training (no DP-SGD)", "no clipping and no noise: the model can memorise "
             "training records (use it as a baseline or audit target only)")] * m
-        engine_used = "none"
+        engine_used = "multi-" + trainer.engine
     else:
         engine_used = "multi-" + trainer.engine
         guarantees = [dpsgd_guarantee(p, c.accountant, engine=engine_used, seeded=is_seeded(s))
@@ -420,7 +440,8 @@ def _loop_plain(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor,
             xb, yb = x[rows], y[rows]
             grads, losses = trainer.mean_grads(xb, yb)
             for name in trainer.names:
-                trainer.params[name].grad = grads[name]
+                # contiguous: the fused optimizer assumes the parameter's memory layout
+                trainer.params[name].grad = grads[name].contiguous()
             opt.step()
             total += losses.sum(1)
         row = {"epoch": epoch + 1, "mean_loss": float(total.mean()) / n_m}
@@ -442,12 +463,14 @@ def _loop_dp(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor, index: 
     std = torch.tensor([p.noise_multiplier * p.clip for p in plans]).float()
     denom = torch.tensor([p.expected_batch_size for p in plans]).float()
     q = plans[0].sample_rate
+    noise_buf = np.empty((m, total_size), dtype=np.float32)
     history = []
     for epoch in range(int(cfg.epochs)):
         seen = np.zeros(m)
         for _ in range(plans[0].steps_per_epoch):
             batches = [poisson_batch(g, n_m, q) for g in gens]
-            noises = [flat_noise(g, total_size) for g in gens]  # same order as train_one
+            for i, g in enumerate(gens):                        # same draws as train_one
+                flat_noise(g, total_size, out=noise_buf[i])
             k = max(1, max(len(bt) for bt in batches))
             local = np.zeros((m, k), dtype=np.int64)
             mask = np.zeros((m, k), dtype=np.float32)
@@ -458,13 +481,14 @@ def _loop_dp(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor, index: 
             rows = torch.gather(index, 1, torch.from_numpy(local))
             grads, _, _, _ = trainer.clipped(x[rows], y[rows], torch.from_numpy(mask),
                                              chunk_size)
-            noise = torch.from_numpy(np.stack(noises))            # (M, P)
+            noise = torch.from_numpy(noise_buf)                   # (M, P)
             offset = 0
             for name, size in zip(trainer.names, sizes, strict=True):
                 prm = trainer.params[name]
                 chunk = noise[:, offset:offset + size].view_as(prm)
                 shape = (m,) + (1,) * (prm.dim() - 1)
-                prm.grad = (grads[name] + std.view(shape) * chunk) / denom.view(shape)
+                noisy = (grads[name] + std.view(shape) * chunk) / denom.view(shape)
+                prm.grad = noisy.contiguous()
                 offset += size
             opt.step()
         row = {"epoch": epoch + 1, "mean_examples": float(seen.mean())}
