@@ -89,6 +89,14 @@ def as_target(model: Any, name: str = "") -> TargetModel:
         import torch
     except ImportError:  # pragma: no cover - torch is in the ml extra
         torch = None  # type: ignore[assignment]
+    inner = getattr(model, "model_", None)
+    if torch is not None and isinstance(inner, torch.nn.Module) and hasattr(model, "_prepare"):
+        # a fitted privlab.learn estimator: audit its module's logits (exact float64 losses)
+        # rather than its float32 softmax; X goes through the estimator's own checks
+        est = model
+        wrapped = as_target(inner, name or type(model).__name__)
+        return TargetModel(lambda x: wrapped.log_proba(est._prepare(x)), "privlab",
+                           outputs="logits", name=wrapped.name)
     if torch is not None and isinstance(model, torch.nn.Module):
         module = model
 

@@ -1,0 +1,326 @@
+"""End-to-end membership audit of a model trained on a table (what `privlab audit` runs).
+
+1. Rows are deduplicated (a record present twice could be a member and a non-member at once),
+   shuffled with the seed and split into members (the target's training rows), the same
+   number of non-members, and an attacker pool (the rest).
+2. The target (`mlp`: LayerNorm MLP; `logreg`: softmax regression) is trained on the members,
+   plainly or by DP-SGD to (epsilon, delta) with a PLD-calibrated noise multiplier
+   (`privlab.learn`). Its accounted guarantee is reported next to every empirical figure.
+3. Shadow models are trained like the target (same architecture, config, privacy setting)
+   on attacker-side data, all at once (`privlab.learn.multi.train_many`).
+4. Each requested attack gives AUC, advantage, TPR at fixed FPRs, balanced accuracy and
+   (successes, trials) at its attacker-side threshold, and an empirical epsilon with its
+   Clopper-Pearson and Bayesian intervals (`privlab.audit.epsilon`).
+
+The audit's own figures are computed from the training records and are NOT differentially
+private (`audit_guarantee` says so): share them with the data owner, not publicly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.audit.attacks import (
+    AttackResult,
+    lira,
+    reference_calibration,
+    shadow_attack,
+    threshold_attack,
+)
+from privlab.audit.epsilon import max_attainable
+from privlab.audit.metrics import check_fprs, roc_curve
+from privlab.core.guarantee import PrivacyGuarantee
+from privlab.errors import InvalidInputError
+
+ATTACKS = ("loss", "confidence", "entropy", "mentr", "shadow", "shadow_label", "lira",
+           "lira_offline")
+MODELS = ("mlp", "logreg")
+
+Stage = Callable[[str], None]
+
+
+@dataclass
+class TableAuditConfig:
+    target: str
+    model: str = "mlp"
+    epsilon: float | None = None
+    delta: float = 1e-5
+    attacks: Sequence[str] = ("loss", "confidence", "shadow", "lira")
+    shadow_models: int = 5
+    lira_models: int = 16
+    members: int | None = None
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 1e-3
+    clip: float = 1.0
+    hidden: tuple[int, ...] = (128, 64)
+    dropout: float = 0.0
+    fprs: Sequence[float] | None = None
+    level: float = 0.95
+    eps_method: str = "holdout"
+    seed: int = 0
+    adult_pipeline: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        bad = [a for a in self.attacks if a not in ATTACKS]
+        if bad or not self.attacks:
+            raise InvalidInputError(f"--attacks must be a list from {', '.join(ATTACKS)}; got "
+                                    f"{', '.join(bad) if bad else 'nothing'}")
+        if self.model not in MODELS:
+            raise InvalidInputError(f"--model must be one of {', '.join(MODELS)}, got "
+                                    f"{self.model!r}")
+        if not (isinstance(self.shadow_models, int) and self.shadow_models >= 1):
+            raise InvalidInputError(f"--shadow-models must be >= 1, got {self.shadow_models!r}")
+        lira_wanted = {"lira", "lira_offline"} & set(self.attacks)
+        if lira_wanted and not (isinstance(self.lira_models, int) and self.lira_models >= 2):
+            raise InvalidInputError(f"--lira-models must be >= 2, got {self.lira_models!r}")
+        if "lira" in self.attacks and self.lira_models % 2:
+            raise InvalidInputError(f"--lira-models must be even for online LiRA (pairs of "
+                                    f"complementary halves), got {self.lira_models}")
+        if not (0 < self.level < 1):
+            raise InvalidInputError(f"--level must be in (0, 1), got {self.level!r}")
+        if self.eps_method not in ("holdout", "bonferroni"):
+            raise InvalidInputError(f"--eps-method must be holdout or bonferroni, got "
+                                    f"{self.eps_method!r}")
+
+
+def _model_fn(model: str, d: int, k: int, hidden: tuple[int, ...], dropout: float) -> Callable:
+    from privlab.learn.models import LogisticModel, SeedMLP
+
+    if model == "logreg":
+        return lambda: LogisticModel(d, k)
+    return lambda: SeedMLP(d, hidden, k, dropout=dropout)
+
+
+def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed: int, *,
+                    adult: bool = False) -> dict[str, Any]:
+    """Deduplicate, shuffle, split; preprocess with statistics of the MEMBERS only (or, for
+    Adult, with the public, data-independent pipeline of privlab.learn.data)."""
+    from privlab.learn.data import (
+        TablePreprocessor,
+        adult_features,
+        adult_preprocessor,
+        encode_labels,
+        split_target,
+    )
+
+    features, y = split_target(frame, target)
+    if adult:
+        features = adult_features(features)  # drops fnlwgt (a sampling weight)
+    full = features.assign(**{"\0y": y.to_numpy()})
+    dup = full.duplicated()
+    removed = int(dup.sum())
+    features, y = features[~dup.to_numpy()], y[~dup.to_numpy()]
+    n = len(y)
+    if n < 40:
+        raise InvalidInputError(f"only {n} distinct rows: a membership audit needs at least 40 "
+                                "(members, non-members and an attacker pool)")
+    m = n // 4 if members is None else int(members)
+    if not (2 <= m <= (n - 4) // 3):
+        raise InvalidInputError(f"--members must be in 2..{(n - 4) // 3} for {n} distinct rows "
+                                "(members, as many non-members, and a pool of at least as many)")
+    codes, classes = encode_labels(y.to_numpy())
+    order = np.random.default_rng(seed).permutation(n)
+    mi, ni, pi = order[:m], order[m:2 * m], order[2 * m:]
+    prep = (adult_preprocessor() if adult else TablePreprocessor(one_hot=True)
+            ).fit(features.iloc[mi])
+    x = prep.transform(features)
+    return {"x_mem": x[mi], "y_mem": codes[mi], "x_non": x[ni], "y_non": codes[ni],
+            "x_pool": x[pi], "y_pool": codes[pi], "classes": classes, "removed": removed,
+            "rows": n, "features": x.shape[1], "leaks": list(prep.leaks)}
+
+
+def _roc_points(res: AttackResult, points: int = 60) -> dict[str, list[float]]:
+    roc = roc_curve(res.scores_in, res.scores_out)
+    grid = np.unique(np.r_[0.0, np.geomspace(1.0 / max(roc.n_out, 1), 1.0, points)])
+    tpr = [float(roc.tpr[roc.fpr <= f + 1e-12].max()) for f in grid]
+    return {"fpr": grid.tolist(), "tpr": tpr}
+
+
+def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
+                stage: Stage | None = None) -> dict[str, Any]:
+    """Train the target, run the attacks, return a JSON-ready report."""
+    import torch
+
+    from privlab.audit.trainers import TorchTrainer
+    from privlab.learn.dpsgd import TrainConfig, accuracy
+    from privlab.learn.multi import train_one
+
+    config.validate()
+    say = stage or (lambda _s: None)
+    started = time.perf_counter()
+    data = split_for_audit(frame, config.target, config.members, config.seed,
+                           adult=config.adult_pipeline)
+    m, k = len(data["y_mem"]), len(data["classes"])
+    fprs = check_fprs(config.fprs, m, explicit=config.fprs is not None)
+    if config.epsilon is None:
+        tcfg = TrainConfig(method="none", epochs=config.epochs, batch_size=config.batch_size,
+                           lr=config.lr)
+    else:
+        tcfg = TrainConfig(epsilon=config.epsilon, delta=config.delta, clip=config.clip,
+                           epochs=config.epochs, batch_size=config.batch_size, lr=config.lr)
+    tcfg.validate(m)
+    model_fn = _model_fn(config.model, data["features"], k, tuple(config.hidden),
+                         config.dropout)
+    say(f"training the target on {m} members")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg, seed=config.seed)
+    guarantee: PrivacyGuarantee = res.guarantee
+    if data["leaks"]:
+        guarantee = guarantee.with_notes(
+            "preprocessing read statistics of the training rows (" + "; ".join(data["leaks"][:3])
+            + (" ..." if len(data["leaks"]) > 3 else "") + "), not covered by the guarantee")
+    delta = guarantee.delta if guarantee.is_dp else config.delta
+    mem = (data["x_mem"], data["y_mem"])
+    non = (data["x_non"], data["y_non"])
+    pool = (data["x_pool"], data["y_pool"])
+    trainer = TorchTrainer(model_fn, tcfg, n_classes=k, at_once=True)
+    results: list[AttackResult] = []
+    timings: dict[str, float] = {}
+    calibration = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("shadow", "shadow_label"):
+            if name in config.attacks:
+                say(f"{name}: {config.shadow_models} shadow models")
+                t = time.perf_counter()
+                r = shadow_attack(target, mem, non, pool, trainer, n_shadow=config.shadow_models,
+                                  shadow_size=m, features="label" if name == "shadow_label"
+                                  else "softmax", rng=config.seed)
+                timings[name] = time.perf_counter() - t
+                calibration = calibration or r.calibration
+                results.append(r)
+        thresholds = [a for a in ("loss", "confidence", "entropy", "mentr")
+                      if a in config.attacks]
+        if thresholds and calibration is None:
+            say("reference model for the attacker-side thresholds")
+            calibration = reference_calibration(trainer, pool, m, rng=config.seed)
+        for name in thresholds:
+            results.append(threshold_attack(name, target, mem, non, calibration=calibration))
+        for name, online in (("lira", True), ("lira_offline", False)):
+            if name in config.attacks:
+                say(f"{name}: {config.lira_models} shadow models trained at once")
+                t = time.perf_counter()
+                results.append(lira(target, mem, non, trainer, n_shadow=config.lira_models,
+                                    pool=pool, online=online, rng=config.seed))
+                timings[name] = time.perf_counter() - t
+    say("metrics and empirical epsilon")
+    order = {a: i for i, a in enumerate(ATTACKS)}
+    results.sort(key=lambda r: order.get(r.name, 99))
+    attacks: dict[str, Any] = {}
+    for r in results:
+        d = r.to_dict(fprs=fprs, delta=delta, level=config.level, method=config.eps_method)
+        d["roc"] = _roc_points(r)
+        if r.name in timings:
+            d["seconds"] = timings[r.name]
+        attacks[r.name] = d
+    best = max(attacks.values(), key=lambda d: d["empirical_epsilon"]["lower"])
+    lower = best["empirical_epsilon"]["lower"]
+    accounted = guarantee.epsilon if guarantee.is_dp else None
+    summary = {
+        "strongest_attack_by_epsilon": best["attack"],
+        "empirical_epsilon_lower": lower,
+        "empirical_epsilon_interval": best["empirical_epsilon"]["clopper_pearson"],
+        "bayesian_interval": best["empirical_epsilon"]["bayesian"],
+        "accounted_epsilon": accounted,
+        "max_attainable_lower_bound": max_attainable(m // 2, m // 2, config.level, delta)
+        if config.eps_method == "holdout" else max_attainable(m, m, config.level, delta),
+        "consistent": None if accounted is None else bool(lower <= accounted + 1e-9),
+        "level": config.level, "method": config.eps_method, "delta": delta,
+    }
+    if accounted is not None and lower > accounted + 1e-9:
+        summary["alarm"] = ("the empirical lower bound exceeds the accounted epsilon: the "
+                            "accountant, the training or the attack is broken")
+    return {
+        "data": {"rows": data["rows"], "duplicates_removed": data["removed"], "members": m,
+                 "nonmembers": len(data["y_non"]), "pool": len(data["y_pool"]),
+                 "features": data["features"], "classes": [str(c) for c in data["classes"]],
+                 "target": config.target, "seed": config.seed},
+        "model": {"kind": config.model, "epochs": config.epochs, "batch_size":
+                  config.batch_size, "lr": config.lr,
+                  "train_accuracy": accuracy(target, *mem),
+                  "test_accuracy": accuracy(target, *non),
+                  "torch_threads": torch.get_num_threads()},
+        "guarantee": guarantee.to_dict(),
+        "audit_guarantee": PrivacyGuarantee.not_private(
+            "membership-inference audit", "attack scores and rates are computed from the "
+            "training records; share the audit with the data owner only").to_dict(),
+        "attacks": attacks,
+        "summary": summary,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def write_audit_html(path: str, report: dict[str, Any]) -> None:
+    """An HTML page: guarantee, per-attack table, ROC curves (log-log)."""
+    from privlab.report.figures import figure_data_uri, new_figure
+    from privlab.report.html import Image, Section, Table, fmt, write_page
+
+    attacks = report["attacks"]
+    fkeys = sorted({f for d in attacks.values() for f in d["tpr_at_fpr"]}, key=float)
+    cols = ["attack", "AUC", "advantage"] + [f"TPR@{f}" for f in fkeys] + [
+        "balanced acc.", "successes / trials", "eps lower (CP)", "eps interval (CP)",
+        "eps interval (Bayes)"]
+    rows = []
+    for name, d in attacks.items():
+        e = d["empirical_epsilon"]
+        c = d.get("counts")
+        rows.append([name, fmt(d["auc"]), fmt(d["advantage"])]
+                    + [fmt(d["tpr_at_fpr"][f]) for f in fkeys]
+                    + [fmt(d.get("balanced_accuracy")),
+                       f"{c['successes']} / {c['trials']}" if c else "",
+                       fmt(e["lower"]), _interval(e["clopper_pearson"]),
+                       _interval(e["bayesian"])])
+    fig = new_figure(6.5, 4.5)
+    ax = fig.add_subplot()
+    for name, d in attacks.items():
+        fpr, tpr = np.array(d["roc"]["fpr"]), np.array(d["roc"]["tpr"])
+        ok = fpr > 0
+        ax.plot(fpr[ok], np.maximum(tpr[ok], 1e-4), label=f"{name} (AUC {d['auc']:.3f})")
+    lo = min(min(d["roc"]["fpr"][1:] or [1e-3]) for d in attacks.values())
+    ax.plot([lo, 1], [lo, 1], "k--", linewidth=0.8, label="chance")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.legend(fontsize=7)
+    s = report["summary"]
+    g = report["guarantee"]
+    facts = {"training guarantee": "not DP" if not g["is_dp"] else
+             f"epsilon = {g['epsilon']:.4g}, delta = {g['delta']:g} ({g['accountant']})",
+             "strongest attack (by empirical epsilon)": s["strongest_attack_by_epsilon"],
+             "empirical epsilon (lower end, CP)": fmt(s["empirical_epsilon_lower"]),
+             "largest bound these trials allow": fmt(s["max_attainable_lower_bound"]),
+             "train / test accuracy": f"{report['model']['train_accuracy']:.3f} / "
+                                      f"{report['model']['test_accuracy']:.3f}"}
+    paragraphs = ["Membership inference against the model trained on "
+                  f"{report['data']['members']} member rows; {report['data']['nonmembers']} "
+                  "non-members from the same distribution; attacker pool of "
+                  f"{report['data']['pool']} rows. Decision thresholds are chosen on "
+                  "attacker-side data; empirical epsilon uses the "
+                  f"{s['method']} procedure at level {s['level']:g}."]
+    if "alarm" in s:
+        paragraphs.append("ALARM: " + s["alarm"])
+    sections = [Section("Summary", paragraphs=paragraphs, facts=facts),
+                Section("Attacks", tables=[Table(cols, rows)]),
+                Section("ROC curves", images=[Image(figure_data_uri(fig), "ROC curves")])]
+    write_page(path, "Membership-inference audit", sections,
+               subtitle=f"target column {report['data']['target']!r}, model "
+                        f"{report['model']['kind']}",
+               guarantee=None)
+
+
+def _interval(pair: Sequence[float | None]) -> str:
+    lo, hi = pair
+    f = lambda v: "inf" if v is None or not math.isfinite(v) else f"{v:.3f}"  # noqa: E731
+    return f"[{f(lo)}, {f(hi)}]"

@@ -1,0 +1,205 @@
+"""`privlab audit DATA --target COL`: membership-inference audit of a model trained on DATA;
+`privlab audit lm`: secret extraction from a small language model (seed 004, section 2.3).
+
+Exactly one of --epsilon E (DP-SGD to the accounted (E, delta)) or --no-dp (a deliberately
+non-private target) is required. JSON holds, per attack, auc, advantage, tpr_at_fpr, counts
+and empirical_epsilon (lower bound and intervals) next to the run's accounted `guarantee`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.errors import InvalidInputError
+
+_BUNDLED = {"adult": "salary", "classification": "target"}
+
+
+def _load(data: str, delimiter: str | None) -> tuple[Any, str, bool]:
+    from privlab.data.datasets import load_dataset
+    from privlab.data.io import read_table
+
+    path = Path(data)
+    if not path.exists() and data in _BUNDLED:
+        opts = {"drop_missing": True} if data == "adult" else {}
+        return load_dataset(data, **opts), f"bundled dataset {data!r}", data == "adult"
+    return read_table(path, delimiter=delimiter), str(path), False
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if not math.isfinite(v) else f"{v:.3f}"
+    return str(v)
+
+
+def audit_cmd(
+    data: str = typer.Argument(..., help="CSV/TSV/Parquet file, a bundled dataset (adult, "
+                                         "classification), or `lm` for the language-model "
+                                         "secret-extraction audit."),
+    target: str = typer.Option(None, "--target", "-t", help="Label column (tables)."),
+    model: str = typer.Option("mlp", "--model", "-m", help="mlp | logreg (tables)."),
+    epsilon: float = typer.Option(None, "--epsilon", "-e",
+                                  help="Train the target by DP-SGD to this epsilon."),
+    no_dp: bool = typer.Option(False, "--no-dp", help="Train the target WITHOUT DP "
+                               "(baseline / overfit audit target)."),
+    delta: float = typer.Option(1e-5, "--delta", help="Delta of the DP run (and of the "
+                                "empirical bound)."),
+    attacks: str = typer.Option("loss,confidence,shadow,lira", "--attacks",
+                                help="Comma list: loss, confidence, entropy, mentr, shadow, "
+                                     "shadow_label, lira, lira_offline."),
+    shadow_models: int = typer.Option(5, "--shadow-models", help="Shadow models (Shokri)."),
+    lira_models: int = typer.Option(16, "--lira-models", help="Shadow models for LiRA (even)."),
+    members: int = typer.Option(None, "--members", help="Target training rows (default: a "
+                                "quarter of the distinct rows)."),
+    epochs: int = typer.Option(30, "--epochs", help="Training epochs (target and shadows)."),
+    batch_size: int = typer.Option(64, "--batch-size", help="(Expected) batch size."),
+    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
+    fprs: str = typer.Option(None, "--fprs", help="FPRs for TPR@FPR (default "
+                             "0.001,0.01,0.1; those the data cannot support are skipped)."),
+    level: float = typer.Option(0.95, "--level", help="Confidence / credible level."),
+    eps_method: str = typer.Option("holdout", "--eps-method",
+                                   help="holdout | bonferroni (threshold selection)."),
+    seed: int = typer.Option(0, "--seed", help="Split, initialisation and (seeded, testing "
+                             "only) DP noise."),
+    quick: bool = typer.Option(False, "--quick", help="lm: a seconds-long smoke run (tiny "
+                               "model, few steps): NOT the experiment."),
+    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables)."),
+    delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Attack a model to measure what it leaks: membership inference or secret extraction."""
+    from privlab.core.guarantee import check_epsilon
+
+    if (epsilon is None) == (not no_dp):
+        raise InvalidInputError("give exactly one of --epsilon E (DP-SGD) or --no-dp "
+                                "(non-private target)")
+    if epsilon is not None:
+        check_epsilon(epsilon, "--epsilon")
+    if not (0 < delta < 1):
+        raise InvalidInputError(f"--delta must be in (0, 1), got {delta}")
+    if report is not None and not report.parent.exists():
+        raise InvalidInputError(f"--report directory does not exist: {report.parent}")
+    show = not as_json and err_console.is_terminal
+    if data == "lm" and not Path(data).exists():
+        _audit_lm(epsilon, delta, seed, quick, as_json, show)
+        return
+    from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
+
+    frame, source, adult = _load(data, delimiter)
+    if target is None:
+        target = _BUNDLED.get(data) if not Path(data).exists() else None
+        if target is None:
+            raise InvalidInputError("--target is required: the label column of DATA")
+    config = TableAuditConfig(
+        target=target, model=model, epsilon=epsilon, delta=delta,
+        attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,
+        lira_models=lira_models, members=members, epochs=epochs, batch_size=batch_size, lr=lr,
+        fprs=parse_floats(fprs, "--fprs"), level=level, eps_method=eps_method, seed=seed,
+        adult_pipeline=adult)
+    status = err_console.status("auditing", spinner="dots") if show else nullcontext()
+    with status as live:
+        def stage(msg: str) -> None:
+            if live is not None:
+                live.update(f"audit: {msg}")
+
+        result = audit_table(frame, config, stage=stage)
+    result["data"]["source"] = source
+    if not result["guarantee"]["is_dp"]:
+        warnings.warn("the audited model was trained WITHOUT differential privacy (--no-dp)",
+                      stacklevel=1)
+    if report is not None:
+        write_audit_html(str(report), result)
+        result["report"] = str(report)
+    if as_json:
+        emit_json(result)
+        return
+    _print_table(result)
+
+
+def _print_table(result: dict[str, Any]) -> None:
+    g = result["guarantee"]
+    s = result["summary"]
+    m = result["model"]
+    console.print(f"[bold]target[/bold] {m['kind']}: train accuracy {m['train_accuracy']:.3f}, "
+                  f"test accuracy {m['test_accuracy']:.3f} ({result['data']['members']} members, "
+                  f"{result['data']['nonmembers']} non-members, pool {result['data']['pool']})")
+    if g["is_dp"]:
+        console.print(f"[bold]accounted[/bold] epsilon = {g['epsilon']:.4g}, delta = "
+                      f"{g['delta']:g} ({g['accountant']})")
+    else:
+        console.print("[bold red]NOT differentially private[/bold red] (--no-dp)")
+    fkeys = sorted({f for d in result["attacks"].values() for f in d["tpr_at_fpr"]}, key=float)
+    table = Table(title="membership inference")
+    for col in ["attack", "AUC", "adv."] + [f"TPR@{f}" for f in fkeys] + [
+            "bal. acc.", "eps lower", "eps CP interval", "eps Bayes interval"]:
+        table.add_column(col)
+    for name, d in result["attacks"].items():
+        e = d["empirical_epsilon"]
+        table.add_row(name, _fmt(d["auc"]), _fmt(d["advantage"]),
+                      *[_fmt(d["tpr_at_fpr"][f]) for f in fkeys],
+                      _fmt(d.get("balanced_accuracy")), _fmt(e["lower"]),
+                      f"[{_fmt(e['clopper_pearson'][0])}, {_fmt(e['clopper_pearson'][1])}]",
+                      f"[{_fmt(e['bayesian'][0])}, {_fmt(e['bayesian'][1])}]")
+    console.print(table)
+    console.print(f"empirical epsilon >= {s['empirical_epsilon_lower']:.3f} "
+                  f"({s['strongest_attack_by_epsilon']}, {s['method']}, level {s['level']:g}; "
+                  f"these trials cannot show more than {s['max_attainable_lower_bound']:.2f})")
+    if "alarm" in s:
+        console.print(f"[bold red]ALARM[/bold red]: {s['alarm']}")
+
+
+def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_json: bool,
+              show: bool) -> None:
+    from rich.progress import Progress
+
+    from privlab.audit.lm import LMAuditConfig, run_lm_audit
+
+    cfg = LMAuditConfig.quick() if quick else LMAuditConfig()
+    cfg.train.delta = delta
+    cfg.seed = seed
+    epochs = cfg.train.epochs if epsilon is None else cfg.dp_epochs
+    with Progress(console=err_console, disable=not show, transient=True) as bar:
+        task = bar.add_task("fine-tuning" + (" (DP-SGD)" if epsilon else ""), total=epochs)
+        result = run_lm_audit(epsilon, cfg, rng=seed,
+                              progress=lambda e, n, row: bar.update(task, completed=e))
+    result["quick"] = quick
+    if not result["guarantee"]["is_dp"]:
+        warnings.warn("the language model was fine-tuned WITHOUT differential privacy (--no-dp)",
+                      stacklevel=1)
+    if as_json:
+        emit_json(result)
+        return
+    g = result["guarantee"]
+    ex = result["extraction"]
+    console.print(f"[bold]extracted[/bold] {ex['extracted']} of {ex['of']} secrets "
+                  f"({ex['samples_per_prompt']} samples per prompt, {ex['prompts']} prompts)")
+    console.print("guarantee: " + (f"epsilon = {g['epsilon']:.4g}, delta = {g['delta']:g} per "
+                                   "text" if g["is_dp"] else "NOT differentially private"))
+    if result["secret_level_guarantee"]:
+        sl = result["secret_level_guarantee"]
+        console.print(f"per secret (group privacy over {sl['repeats']} texts): epsilon = "
+                      f"{sl['epsilon']:.4g}")
+    table = Table(title="exposure (bits)")
+    for col in ("secret", "kind", "rank", "exposure", "extrapolated", "max"):
+        table.add_column(col)
+    for e in result["exposure"]:
+        table.add_row(e["secret"], e["kind"], f"{e['rank']}/{e['candidates'] + 1}",
+                      f"{e['exposure_rank']:.2f}", f"{e['exposure_extrapolated']:.2f}",
+                      f"{e['max_exposure']:.1f}")
+    console.print(table)
+    if quick:
+        console.print("[yellow]--quick: smoke run with a tiny model and few steps[/yellow]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("audit")(audit_cmd)

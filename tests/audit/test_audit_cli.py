@@ -1,0 +1,98 @@
+"""`privlab audit` end to end on a small table (tiny MLP, few epochs), JSON shape and errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from privlab.cli.main import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(700, 12, n_informative=6, random_state=3)
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(12)])
+    frame["colour"] = np.where(x[:, 0] > 0, "red", "blue")
+    frame["label"] = np.where(y == 1, "yes", "no")
+    path = tmp_path_factory.mktemp("audit") / "t.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+BASE = ["--target", "label", "--members", "150", "--epochs", "4", "--batch-size", "32",
+        "--shadow-models", "1", "--lira-models", "4", "--lr", "0.01", "--json"]
+
+
+def _run(capsys, args):
+    code = main(["audit", *args])
+    out = capsys.readouterr()
+    return code, out
+
+
+def test_non_private_audit_json(table, capsys, tmp_path):
+    html = tmp_path / "r.html"
+    code, out = _run(capsys, [str(table), *BASE, "--no-dp",
+                              "--attacks", "loss,confidence,mentr,shadow,lira",
+                              "--report", str(html)])
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    assert doc["guarantee"]["is_dp"] is False
+    assert doc["audit_guarantee"]["is_dp"] is False
+    assert set(doc["attacks"]) == {"loss", "confidence", "mentr", "shadow", "lira"}
+    for name, a in doc["attacks"].items():
+        assert 0 <= a["auc"] <= 1 and 0 <= a["advantage"] <= 1, name
+        assert a["tpr_at_fpr"]["0.001"] is None  # 150 non-members cannot support 0.1%
+        assert a["tpr_at_fpr"]["0.01"] is not None and a["tpr_at_fpr"]["0.1"] is not None
+        assert a["counts"]["trials"] == 300
+        e = a["empirical_epsilon"]
+        assert e["lower"] == e["clopper_pearson"][0] and len(e["bayesian"]) == 2
+    assert doc["summary"]["accounted_epsilon"] is None
+    assert doc["data"]["members"] == 150 and doc["data"]["nonmembers"] == 150
+    assert "<html" in html.read_text().lower() and "ROC" in html.read_text()
+
+
+def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys):
+    code, out = _run(capsys, [str(table), *BASE, "--epsilon", "1", "--attacks", "loss,lira",
+                              "--fprs", "0.01,0.1"])
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    g = doc["guarantee"]
+    assert g["is_dp"] and g["epsilon"] <= 1.0 * 1.001 and g["delta"] == 1e-5
+    s = doc["summary"]
+    assert s["accounted_epsilon"] == g["epsilon"]
+    assert s["consistent"] is True and s["empirical_epsilon_lower"] <= g["epsilon"]
+    assert set(doc["attacks"]["loss"]["tpr_at_fpr"]) == {"0.01", "0.1"}
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--epsilon", "1", "--no-dp"], "exactly one of --epsilon"),
+    ([], "exactly one of --epsilon"),
+    (["--no-dp", "--attacks", "loss,magic"], "--attacks must be"),
+    (["--no-dp", "--fprs", "0.001"], "FPR 0.001 needs at least 1000 non-members"),
+    (["--no-dp", "--attacks", "lira", "--lira-models", "3"], "must be even"),
+    (["--no-dp", "--members", "400"], "--members must be in"),
+])
+def test_bad_input_gives_one_line_errors(table, capsys, args, needle):
+    argv = [str(table), "--target", "label", "--members", "150", "--epochs", "1", "--json",
+            *args]
+    code, out = _run(capsys, argv)
+    assert code == 2
+    lines = [ln for ln in out.err.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0], out.err
+
+
+def test_missing_target_and_duplicates(tmp_path, capsys):
+    frame = pd.DataFrame({"a": [1, 2] * 30, "y": ["p", "q"] * 30})
+    path = tmp_path / "dup.csv"
+    frame.to_csv(path, index=False)
+    code, out = _run(capsys, [str(path), "--no-dp", "--json"])
+    assert code == 2 and "--target is required" in out.err
+    code, out = _run(capsys, [str(path), "--target", "y", "--no-dp", "--json"])
+    assert code == 2 and "only 2 distinct rows" in out.err
