@@ -64,7 +64,10 @@ def _risk_fig(doc: Mapping[str, Any]) -> str:
     ax1.set_xlabel("epsilon (log scale)")
     ax1.set_ylabel("attack AUC")
     ax1.set_title("Attack AUC (0.5 = guessing)", fontsize=10)
-    ax1.legend(fontsize=7)
+    if ax1.get_legend_handles_labels()[0]:
+        ax1.legend(fontsize=7)
+    else:
+        ax1.text(0.5, 0.6, "no AUC recorded", transform=ax1.transAxes, ha="center")
     ax2.fill_between(eps, [r["risk_lower"] for r in rows], [r["risk_upper"] for r in rows],
                      color="#e0a526", alpha=0.3,
                      label=f"{doc['credible_level']:.0%} credible band")
