@@ -58,6 +58,8 @@ def demo_cmd(
     epsilon: float = typer.Option(0.5, "--epsilon", help="Epsilon per release."),
     budget: float = typer.Option(5.0, "--budget", help="Total epsilon budget of the demo analyst."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    epsilons: str = typer.Option(None, "--epsilons", help="Also choose epsilon for a DP-SGD "
+                                 "model on an Adult sample over this grid, e.g. 1,4,16."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Assess and release DP statistics of bundled UCI Adult; write a report."""
@@ -91,6 +93,8 @@ def demo_cmd(
                "assessment": assessment, "releases": releases,
                "ledger": {"principal": "demo-analyst", "budget": budget,
                           "remaining_epsilon": remaining}}
+    if epsilons is not None:
+        summary["choose_epsilon"] = _choose_epsilon(frame, epsilons, out, seed)
     atomic_write_text(out / "summary.json", to_json(summary))
     if as_json:
         emit_json(summary)
@@ -118,6 +122,10 @@ def demo_cmd(
                       f"{risk['prosecutor']['average']:.3f}")
     console.print(table)
     console.print(f"budget left: {summary['ledger']['remaining_epsilon']:g} of {budget:g}")
+    if "choose_epsilon" in summary:
+        ce = summary["choose_epsilon"]
+        console.print(f"choose-epsilon (finance policy, {ce['rows']} Adult rows): eps* = "
+                      f"{ce['chosen_epsilon']}; report {ce['report']}")
     console.print(f"wrote {out / 'summary.json'}"
                   + (f" and {assessment['report']}" if assessment.get("report") else ""))
 
@@ -164,6 +172,25 @@ def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
     )
     write_page(path, "privlab demo: UCI Adult", assessment_sections(result) + [releases_section],
                subtitle="assess -> protect on bundled data")
+
+
+def _choose_epsilon(frame: Any, epsilons: str, out: Path, seed: int | None) -> dict:
+    """A short epsilon selection (privlab.risk) on an Adult sample: small and quick by design."""
+    from privlab.cli.common import parse_floats
+    from privlab.risk import make_policy
+    from privlab.risk.pipeline import PipelineConfig, choose_epsilon
+    from privlab.risk.report import write_report
+
+    cfg = PipelineConfig(epsilons=parse_floats(epsilons, "--epsilons") or [], attacks=("loss",),
+                         epochs=5, lr=5e-3, max_rows=1500, seed=seed)
+    doc = choose_epsilon(frame, "salary", make_policy("finance"), cfg).to_dict()
+    path = out / "choose_epsilon.html"
+    write_report(doc, path, title="privlab demo: choosing epsilon on an Adult sample")
+    return {"chosen_epsilon": doc["chosen_epsilon"], "reason": doc["reason"],
+            "rows": doc["data"]["rows"], "report": str(path),
+            "per_epsilon": [{"epsilon": r["epsilon"], "accuracy": r["accuracy"],
+                             "risk_mean": r["risk_mean"], "risk_upper": r["risk_upper"]}
+                            for r in doc["per_epsilon"]]}
 
 
 def _short(value: Any) -> str:
