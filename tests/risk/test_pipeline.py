@@ -107,3 +107,38 @@ def test_all_attacks_failing_is_a_clear_error(monkeypatch):
                            batch_size=32)
     with pytest.raises(InvalidInputError, match="attacks: no attack produced results"):
         P.choose_epsilon(small_frame(), "label", make_policy("finance"), cfg)
+
+
+def _fake_training(monkeypatch, calls):
+    """Replace training and attacks by the simulator (wiring test: no torch work)."""
+    from privlab.risk.simulate import simulator
+
+    ev = simulator(trials=300, seed=5)
+
+    def fake_eval(prep, cfg, epsilons, progress=None, step=(0, 1)):
+        calls.append(list(epsilons))
+        evs = [ev(e) for e in epsilons]
+        return evs, {e: {"attacks": {}, "accuracy_seeds": x.accuracy}
+                     for e, x in zip(epsilons, evs, strict=True)}
+
+    monkeypatch.setattr(P, "evaluate_epsilons", fake_eval)
+    monkeypatch.setattr(P, "feasible_epsilons", lambda prep, cfg, grid: (list(grid), []))
+    monkeypatch.setattr(P, "baseline", lambda prep, cfg: {
+        "accuracy": 0.84, "guarantee": {"is_dp": False}, "auc": {}})
+
+
+def test_adaptive_pipeline_trains_at_most_the_budget(monkeypatch):
+    calls: list = []
+    _fake_training(monkeypatch, calls)
+    grid = [0.1, 0.2, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256]
+    cfg = P.PipelineConfig(epsilons=grid, adaptive=True, budget_runs=6, seed=0)
+    r = P.choose_epsilon(small_frame(), "label", make_policy("finance"), cfg,
+                         relative_utility=True)
+    doc = r.to_dict()
+    jsonschema.validate(doc, schema())
+    assert len(calls) == len(doc["evaluated_order"]) <= 6
+    assert all(len(c) == 1 for c in calls)  # one grid point per training call
+    assert doc["adaptive"] and doc["utility"]["baseline_accuracy"] == 0.84
+    full = P.choose_epsilon(small_frame(), "label", make_policy("finance"),
+                            P.PipelineConfig(epsilons=grid, seed=0)).to_dict()
+    assert abs(grid.index(doc["chosen_epsilon"]) - grid.index(full["chosen_epsilon"])) <= 1
