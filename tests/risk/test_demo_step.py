@@ -11,11 +11,12 @@ def test_demo_choose_epsilon_step(tmp_path):
     from privlab.cli.demo import _choose_epsilon
     from privlab.data.datasets import load_adult
 
-    res = _choose_epsilon(load_adult(drop_missing=True), "4,16", tmp_path, seed=1)
+    res = _choose_epsilon(load_adult(drop_missing=True), "8", tmp_path, seed=1)
     assert res["rows"] == 1500
-    assert [r["epsilon"] for r in res["per_epsilon"]] == [4.0, 16.0]
-    assert res["chosen_epsilon"] in (None, 4.0, 16.0)
-    assert all(0.5 < r["accuracy"] <= 1 for r in res["per_epsilon"])  # learns beyond chance-ish
+    assert [r["epsilon"] for r in res["per_epsilon"]] == [8.0]
+    assert res["chosen_epsilon"] in (None, 8.0)
+    # a sane model (always predicting the majority class gives 0.75)
+    assert all(0.5 < r["accuracy"] <= 1 for r in res["per_epsilon"])
     html = (tmp_path / "choose_epsilon.html").read_text()
     assert "Choosing epsilon" in html or "choosing epsilon" in html
     json.dumps(res)
