@@ -44,3 +44,26 @@ def test_adaptive_bad_input():
         adaptive_search(GRID, ev, make_policy("medical"), budget=1)
     with pytest.raises(InvalidInputError, match="epsilons"):
         adaptive_search([0, 1, 2], ev, make_policy("medical"), budget=3)
+
+
+def test_monotone_fill_stays_in_envelope_and_monotone():
+    from privlab.risk.adaptive import monotone_fill
+
+    grid = np.array(GRID, dtype=float)
+    x = grid[[0, 4, 11]]
+    vals = np.sort(np.random.default_rng(0).random((50, 3)), axis=1)
+    out = monotone_fill(x, vals, grid, np.random.default_rng(1))
+    assert out.shape == (50, len(GRID))
+    assert np.all(np.diff(out, axis=1) >= 0)
+    np.testing.assert_array_equal(out[:, [0, 4, 11]], vals)
+    assert np.all((out[:, 1:4] >= vals[:, :1]) & (out[:, 1:4] <= vals[:, 1:2]))
+
+
+def test_envelope_fill_also_reaches_the_answer():
+    ev = simulator(seed=7)
+    pol = make_policy("finance")
+    full = decide(fit_curves([ev(e) for e in GRID], level=pol.level), pol).chosen_epsilon
+    res = adaptive_search(GRID, ev, pol, budget=6, n_draws=300, fill="envelope")
+    assert abs(GRID.index(res.decision.chosen_epsilon) - GRID.index(full)) <= 1
+    with pytest.raises(InvalidInputError, match="fill"):
+        adaptive_search(GRID, ev, pol, budget=6, fill="cubic")

@@ -2,12 +2,17 @@
 
 Start with the ends and the middle of the grid (the curves are monotone, so these bracket
 everything). Then, repeatedly: draw posterior risk curves at the evaluated points (Beta draws per
-attack, weighted, made monotone), interpolate them and the smoothed accuracy linearly in log eps
-onto the whole grid, and compute eps* for every draw. The next point to train is the
+attack, weighted, made monotone), carry them and the smoothed accuracy to the untrained grid
+points, and compute eps* for every draw. Two ways to carry them (`fill`): "linear"
+(default: interpolation in log eps) or "envelope" (each untrained point drawn uniformly
+between its trained neighbours' values, sorted so each draw stays monotone: it keeps a sudden
+accuracy jump possible). On the measured seed-004 and Adult sweeps "linear" matched the full
+grid more often (docs/choose_epsilon.md), so it is the default. The next point to train is the
 unevaluated grid point most often named eps* by the draws (evaluating it is the measurement most
-likely to change the answer); when every draw already names an evaluated point, the unevaluated
-neighbour of the modal eps* with the wider gap is refined. Stops when the budget is spent or the
-modal eps* has both grid neighbours evaluated and at least `stop_probability` of the draws.
+likely to change the answer); when every draw already names an evaluated point, the nearest
+untrained grid point to the modal eps* (the smaller eps on a tie) is trained. Stops when the
+budget is spent or the modal eps* has both grid neighbours evaluated and at least
+`stop_probability` of the draws.
 The final answer is chosen among evaluated points only (we report only what we measured).
 """
 
@@ -52,11 +57,30 @@ def _interp_log(x_eval: np.ndarray, y: np.ndarray, x_all: np.ndarray) -> np.ndar
     return np.stack([np.interp(la, lx, row) for row in y])
 
 
+def monotone_fill(x_eval: np.ndarray, vals: np.ndarray, x_all: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """(draws, k) non-decreasing values at the trained points -> (draws, G) on the grid, each
+    untrained point drawn uniformly inside its envelope [left value, right value] (sorted
+    within a gap so every row stays non-decreasing; flat beyond the trained range)."""
+    pos = np.searchsorted(x_all, x_eval)
+    out = np.empty((vals.shape[0], x_all.size))
+    out[:, pos] = vals
+    out[:, :pos[0]] = vals[:, :1]
+    out[:, pos[-1] + 1:] = vals[:, -1:]
+    for a in range(pos.size - 1):
+        i, j = pos[a], pos[a + 1]
+        if j - i > 1:
+            u = np.sort(rng.random((vals.shape[0], j - i - 1)), axis=1)
+            lo, hi = vals[:, a:a + 1], vals[:, a + 1:a + 2]
+            out[:, i + 1:j] = lo + u * (hi - lo)
+    return out
+
+
 def star_distribution(evaluations: Sequence[Evaluation], grid: np.ndarray, policy: Policy, *,
                       rule: str = "mean", attack_weights: Mapping[str, float] | None = None,
                       prior: str | tuple[float, float] = "uniform",
                       utility_config: UtilityConfig = UtilityConfig(), n_draws: int = 400,
-                      seed: int = 0) -> np.ndarray:
+                      seed: int = 0, fill: str = "linear") -> np.ndarray:
     """P(eps* = g) for every grid point g, from posterior draws interpolated in log eps."""
     curves = fit_curves(evaluations, attack_weights=attack_weights, prior=prior,
                         level=policy.level, n_draws=n_draws, seed=seed)
@@ -71,16 +95,22 @@ def star_distribution(evaluations: Sequence[Evaluation], grid: np.ndarray, polic
     draws = isotonic_rows(draws)
     if rule == "risk_averse":  # the rule's own risk: shift each draw by the credible premium
         draws = draws + (curves.risk_upper - curves.risk_mean)[None, :]
-    risk_all = _interp_log(curves.epsilons, draws, grid)
-    acc_all = _interp_log(curves.epsilons, curves.accuracy, grid)
+    acc_draws = np.tile(curves.accuracy, (n_draws, 1))
+    if fill == "envelope":
+        risk_all = monotone_fill(curves.epsilons, draws, grid, rng)
+        acc_all = monotone_fill(curves.epsilons, acc_draws, grid, rng)
+    elif fill == "linear":
+        risk_all = _interp_log(curves.epsilons, draws, grid)
+        acc_all = _interp_log(curves.epsilons, acc_draws, grid)
+    else:
+        raise InvalidInputError(f"fill: use 'envelope' or 'linear', got {fill!r}")
     std_all = _interp_log(curves.epsilons, curves.accuracy_std, grid)
     sec_all = _interp_log(curves.epsilons, curves.train_seconds, grid)
-    util = utility_loss(acc_all, std_all, sec_all, utility_config)
-    feas_acc = np.ones(grid.size, bool) if policy.min_accuracy is None else \
-        acc_all >= policy.min_accuracy
     counts = np.zeros(grid.size)
     for d in range(n_draws):
-        feas = feas_acc.copy()
+        util = utility_loss(acc_all[d], std_all, sec_all, utility_config)
+        feas = np.ones(grid.size, bool) if policy.min_accuracy is None else \
+            acc_all[d] >= policy.min_accuracy
         if policy.max_risk is not None:
             feas &= risk_all[d] <= policy.max_risk
         idx = argmin_feasible(policy.w_risk * risk_all[d] + policy.w_util * util, feas)
@@ -94,7 +124,7 @@ def adaptive_search(grid: Sequence[float], evaluate: Callable[[float], Evaluatio
                     attack_weights: Mapping[str, float] | None = None,
                     prior: str | tuple[float, float] = "uniform",
                     utility_config: UtilityConfig = UtilityConfig(), n_draws: int = 400,
-                    stop_probability: float = 0.9, seed: int = 0,
+                    stop_probability: float = 0.9, seed: int = 0, fill: str = "linear",
                     on_step: Callable[[float, int], None] | None = None) -> AdaptiveResult:
     """Train at most `budget` grid points, chosen to pin down eps*; see the module docstring."""
     g = check_grid(grid)
@@ -124,7 +154,7 @@ def adaptive_search(grid: Sequence[float], evaluate: Callable[[float], Evaluatio
         p = star_distribution([evaluated[i] for i in idx], g, policy, rule=rule,
                               attack_weights=attack_weights, prior=prior,
                               utility_config=utility_config, n_draws=n_draws,
-                              seed=seed + len(evaluated))
+                              seed=seed + len(evaluated), fill=fill)
         mode = int(np.argmax(p))
         history.append({"evaluated": [float(g[i]) for i in idx],
                         "p_star": [float(v) for v in p]})
