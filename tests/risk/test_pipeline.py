@@ -35,15 +35,19 @@ def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys):
     data = tmp_path / "d.csv"
     small_frame().to_csv(data, index=False)
     out = tmp_path / "r.html"
+    assert main(["assess", str(data), "--json"]) == 0
+    assessed = tmp_path / "assess.json"
+    assessed.write_text(capsys.readouterr().out)
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "2,8",
-               "--policy", "medical", "--report", str(out), "--json", *FAST])
+               "--policy", "medical", "--report", str(out), "--json",
+               "--attack-weights", "loss=3,shadow=1", "--assess-json", str(assessed), *FAST])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
     jsonschema.validate(doc, schema())
     assert doc["policy"]["name"] == "medical"
     assert [r["epsilon"] for r in doc["per_epsilon"]] == [2.0, 8.0]
-    assert set(doc["attack_weights"]) == {"loss", "shadow"}
+    assert doc["attack_weights"] == {"loss": 0.75, "shadow": 0.25}
     assert doc["chosen_epsilon"] in (None, 2.0, 8.0)
     for r in doc["per_epsilon"]:
         assert r["guarantee"]["epsilon"] <= r["epsilon"] * (1 + 1e-6)
@@ -51,7 +55,7 @@ def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys):
     assert doc["baseline"]["guarantee"]["is_dp"] is False
     html = out.read_text()
     for key in ("Answer", "Curves", "Prior sensitivity", "Guarantee and accountant",
-                "Pareto", "credible"):
+                "Pareto", "credible", "Assessment (privlab assess)"):
         assert key in html
     assert html.count("data:image/png;base64,") == 3
 
@@ -69,6 +73,8 @@ def test_schema_rejects_broken_documents():
     (["--w-risk", "0", "--epsilons", "1"], None),
     (["--attacks", "guess"], "attacks"),
     (["--policy", "banking"], "policy"),
+    (["--attack-weights", "loss"], "attack-weights"),
+    (["--attack-weights", "loss=0,shadow=0"], "positive"),
 ])
 def test_cli_bad_input(tmp_path, capsys, args, match):
     data = tmp_path / "d.csv"

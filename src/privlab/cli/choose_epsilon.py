@@ -45,6 +45,8 @@ def choose_epsilon_cmd(
     adaptive: bool = typer.Option(False, "--adaptive", help="Choose which eps to train next."),
     budget_runs: int = typer.Option(None, "--budget-runs", help="Adaptive: max grid points."),
     attacks: str = typer.Option("loss,shadow", "--attacks", help="loss,shadow,lira."),
+    attack_weights: str = typer.Option(None, "--attack-weights",
+                                       help="Weights of the attacks in R, e.g. loss=1,shadow=2."),
     seeds: int = typer.Option(1, "--seeds", help="Models per epsilon (accuracy spread)."),
     epochs: int = typer.Option(10, "--epochs"),
     batch_size: int = typer.Option(64, "--batch-size"),
@@ -61,6 +63,8 @@ def choose_epsilon_cmd(
     w_cost: float = typer.Option(0.0, "--w-cost"),
     seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
     report: Path = typer.Option(None, "--report", help="Write the HTML report here."),
+    assess_json: Path = typer.Option(None, "--assess-json",
+                                     help="Output of `privlab assess --json` to include."),
     delimiter: str = typer.Option(None, "--delimiter"),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -81,15 +85,27 @@ def choose_epsilon_cmd(
         if len(p) != 2:
             raise InvalidInputError(f"--prior must be a name or A,B, got {prior!r}")
         pr = (p[0], p[1])
+    weights = _parse_weights(attack_weights)
+    assessment = None
+    if assess_json is not None:
+        import json
+
+        try:
+            assessment = json.loads(Path(assess_json).read_text())
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(f"--assess-json: cannot read {assess_json}: {exc}") from None
+        if not isinstance(assessment, dict):
+            raise InvalidInputError("--assess-json: expected the JSON object of privlab assess")
     frame, source = load_data(data, delimiter)
     if target is None:
         if data not in _BUNDLED:
             raise InvalidInputError("--target is required: name the label column")
         target = _BUNDLED[data]
     cfg = PipelineConfig(epsilons=grid, adaptive=adaptive, budget_runs=budget_runs,
-                         attacks=tuple(atk), seeds=seeds, model=model, epochs=epochs,
-                         batch_size=batch_size, lr=lr, clip=clip, delta=delta,
-                         shadow_models=shadow_models, max_rows=max_rows, prior=pr, seed=seed)
+                         attacks=tuple(atk), attack_weights=weights, seeds=seeds,
+                         model=model, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
+                         delta=delta, shadow_models=shadow_models, max_rows=max_rows, prior=pr,
+                         seed=seed)
     util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
     show = not as_json and err_console.is_terminal
     from rich.progress import Progress
@@ -105,7 +121,7 @@ def choose_epsilon_cmd(
     doc = result.to_dict()
     doc["source"] = source
     if report is not None:
-        write_report(doc, report, title=f"Choosing epsilon: {source}")
+        write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment)
         doc["report"] = str(report)
     if as_json:
         emit_json(doc)
@@ -123,6 +139,23 @@ def choose_epsilon_cmd(
         err_console.print(f"note: {n}")
     if report is not None:
         console.print(f"  report: {report}")
+
+
+def _parse_weights(text: str | None) -> dict[str, float] | None:
+    """'loss=1,shadow=2' -> {'loss': 1.0, 'shadow': 2.0}."""
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, val = part.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = float(val)
+        except ValueError:
+            raise InvalidInputError(f"--attack-weights must look like loss=1,shadow=2, got "
+                                    f"{part!r}") from None
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -37,6 +37,7 @@ from privlab.risk.model import (
     check_grid,
     decide,
     fit_curves,
+    normalise_weights,
     prior_sensitivity,
 )
 from privlab.risk.posterior import parse_prior
@@ -98,6 +99,12 @@ class PipelineConfig:
         if self.adaptive and (self.budget_runs is None or self.budget_runs < 2):
             raise InvalidInputError("budget_runs: adaptive mode needs --budget-runs N >= 2")
         parse_prior(self.prior)
+        if self.attack_weights is not None:
+            extra = sorted(set(self.attack_weights) - set(self.attacks))
+            if extra:
+                raise InvalidInputError(f"attack_weights: {extra} are not among the attacks "
+                                        f"{list(self.attacks)}; weight only attacks that run")
+            normalise_weights(self.attack_weights, "attack_weights")
 
 
 @dataclass

@@ -230,9 +230,18 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
         "classes": data.get("class_counts"), "features (encoded)": data.get("features_encoded"),
         "split": data.get("split")}))
     if assess:
-        sections.append(Section("Assessment (privlab assess)",
-                                facts={k: v for k, v in assess.items()
-                                       if isinstance(v, str | int | float)}))
+        attrs = [a for a in assess.get("attributes", []) if isinstance(a, Mapping)]
+        recs = [r if isinstance(r, str) else
+                f"{r.get('action', '')} {', '.join(map(str, r.get('target', [])))}: "
+                f"{r.get('reason', '')}"
+                for r in assess.get("recommendations", []) if isinstance(r, str | Mapping)]
+        sections.append(Section(
+            "Assessment (privlab assess)",
+            facts={k: v for k, v in assess.items() if isinstance(v, str | int | float)},
+            tables=[Table(["attribute", "distinct", "richness", "tier"],
+                          [[a.get("name", ""), a.get("distinct", ""), a.get("richness", ""),
+                            a.get("tier", "")] for a in attrs])] if attrs else [],
+            items=recs))
     if doc["notes"]:
         sections.append(Section("Notes", items=list(doc["notes"])))
     return write_page(path, title or "Choosing epsilon", sections,
