@@ -12,7 +12,7 @@ def test_demo_choose_epsilon_step(tmp_path):
     from privlab.data.datasets import load_adult
 
     res = _choose_epsilon(load_adult(drop_missing=True), "8", tmp_path, seed=1)
-    assert res["rows"] == 1500
+    assert 1400 <= res["rows"] <= 1500  # duplicate encoded rows are dropped
     assert [r["epsilon"] for r in res["per_epsilon"]] == [8.0]
     assert res["chosen_epsilon"] in (None, 8.0)
     # a sane model (always predicting the majority class gives 0.75)

@@ -148,3 +148,24 @@ def test_adaptive_pipeline_trains_at_most_the_budget(monkeypatch):
     full = P.choose_epsilon(small_frame(), "label", make_policy("finance"),
                             P.PipelineConfig(epsilons=grid, seed=0)).to_dict()
     assert abs(grid.index(doc["chosen_epsilon"]) - grid.index(full["chosen_epsilon"])) <= 1
+
+
+def test_public_adult_preprocessing_reads_nothing_from_the_data():
+    from privlab.data.datasets import load_adult
+
+    frame = load_adult(drop_missing=True).head(600)
+    prep = P.prepare(frame, "salary", public="adult")
+    assert prep.info["preprocessing_leaks"] == []
+    assert prep.x_train.shape[1] == 104 and prep.classes == ["<=50K", ">50K"]
+    assert P.prepare(frame, "salary").info["preprocessing_leaks"]  # data-read ranges are listed
+    with pytest.raises(InvalidInputError, match="public"):
+        P.prepare(frame, "salary", public="census")
+
+
+def test_duplicate_rows_cannot_be_member_and_nonmember():
+    f = small_frame(200)
+    f = pd.concat([f, f.head(40)], ignore_index=True)
+    prep = P.prepare(f, "label")
+    assert prep.info["duplicates_dropped"] == 40 and prep.info["rows"] == 200
+    both = np.r_[prep.x_train, prep.x_test, prep.x_pool]
+    assert np.unique(both, axis=0).shape[0] == both.shape[0]

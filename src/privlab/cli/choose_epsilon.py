@@ -105,7 +105,7 @@ def choose_epsilon_cmd(
                          attacks=tuple(atk), attack_weights=weights, seeds=seeds,
                          model=model, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
                          delta=delta, shadow_models=shadow_models, max_rows=max_rows, prior=pr,
-                         seed=seed)
+                         seed=seed, public="adult" if source == "bundled dataset 'adult'" else None)
     util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
     show = not as_json and err_console.is_terminal
     from rich.progress import Progress

@@ -182,7 +182,7 @@ def _choose_epsilon(frame: Any, epsilons: str, out: Path, seed: int | None) -> d
     from privlab.risk.report import write_report
 
     cfg = PipelineConfig(epsilons=parse_floats(epsilons, "--epsilons") or [], attacks=("loss",),
-                         epochs=5, lr=5e-3, max_rows=1500, seed=seed)
+                         epochs=5, lr=5e-3, max_rows=1500, seed=seed, public="adult")
     doc = choose_epsilon(frame, "salary", make_policy("finance"), cfg).to_dict()
     path = out / "choose_epsilon.html"
     write_report(doc, path, title="privlab demo: choosing epsilon on an Adult sample")

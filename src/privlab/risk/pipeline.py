@@ -69,6 +69,8 @@ class PipelineConfig:
     lira_models: int = 8
     max_rows: int | None = None
     prior: str | tuple[float, float] = "uniform"
+    #: "adult": bundled Adult's public preprocessing (no ranges/categories read from the data)
+    public: str | None = None
     #: None: CSPRNG noise and fresh initialisations (the default); an int makes the whole run
     #: reproducible (seeded DP-SGD noise: for testing only, noted in every guarantee)
     seed: int | None = None
@@ -126,16 +128,40 @@ class Prepared:
 
 
 def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | None = None,
-            fractions: tuple[float, float, float] = (0.3, 0.3, 0.4)) -> Prepared:
-    """Seeded stratified split into target-train / test / attacker pool, then encoding."""
-    from privlab.learn.data import TablePreprocessor, encode_labels, split_target
+            fractions: tuple[float, float, float] = (0.3, 0.3, 0.4),
+            public: str | None = None) -> Prepared:
+    """Seeded stratified split into target-train / test / attacker pool, then encoding.
 
+    `public="adult"`: bundled Adult with the data-independent pipeline (public ranges and
+    category lists, nothing read from the data)."""
+    from privlab.learn.data import (
+        TablePreprocessor,
+        adult_features,
+        adult_preprocessor,
+        encode_labels,
+        split_target,
+    )
+
+    if public not in (None, "adult"):
+        raise InvalidInputError(f"public: only 'adult' has public metadata, got {public!r}")
     features, y_raw = split_target(frame, target)
+    if public == "adult":
+        features = adult_features(features)
     y, classes = encode_labels(y_raw)
     gen = np.random.default_rng(seed)
     order = gen.permutation(len(y))
     if max_rows is not None:
         order = order[: int(max_rows)]
+    # Encode first: identical encoded rows with the same label would be a member and a
+    # non-member at once (membership undefined), so keep one copy of each.
+    pre = adult_preprocessor() if public == "adult" else TablePreprocessor(one_hot=True)
+    x_enc = pre.fit_transform(features.iloc[order]).astype(np.float32)
+    keyed = np.ascontiguousarray(np.c_[x_enc.astype(np.float64), y[order]])
+    _, first = np.unique(keyed.view(np.dtype((np.void, keyed.dtype.itemsize * keyed.shape[1]))),
+                         return_index=True)
+    keep = np.sort(first)
+    duplicates = int(len(order) - keep.size)
+    order, x_all = order[keep], x_enc[keep]
     need = math.ceil(MIN_PART / min(fractions))
     if len(order) < need:
         raise InvalidInputError(
@@ -154,21 +180,21 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
                 f"data: the {name} part has {idx.size} rows or misses a class; the data set "
                 f"is too small to split into target/test/attacker-pool (need >= {MIN_PART} "
                 "rows of every class in each)")
-    pre = TablePreprocessor(one_hot=True)
-    x_all = pre.fit_transform(features.iloc[order]).astype(np.float32)
     pos = {int(r): i for i, r in enumerate(order)}
 
     def take(idx: np.ndarray) -> np.ndarray:
         return x_all[[pos[int(r)] for r in idx]]
 
     info = {"rows": int(len(order)), "rows_in_file": int(len(frame)),
+            "duplicates_dropped": duplicates,
             "features_in": int(features.shape[1]), "features_encoded": int(x_all.shape[1]),
             "target": target, "classes": [str(c) for c in classes],
             "class_counts": {str(classes[c]): int((y[order] == c).sum())
                              for c in range(len(classes))},
             "split": {"target_train": int(idx_tr.size), "test": int(idx_te.size),
                       "attacker_pool": int(idx_pool.size)},
-            "preprocessing_leaks": list(pre.leaks)}
+            "preprocessing_leaks": list(pre.leaks),
+            "preprocessing": "public Adult metadata" if public else "read from the data"}
     return Prepared(take(idx_tr), y[idx_tr], take(idx_te), y[idx_te], take(idx_pool),
                     y[idx_pool], [str(c) for c in classes], info)
 
@@ -355,7 +381,8 @@ def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
     cfg.check()
     started = time.perf_counter()
     grid = [float(e) for e in check_grid(cfg.epsilons)]
-    prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows)
+    prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows,
+                   public=cfg.public)
     notes: list[str] = []
     if prep.info["preprocessing_leaks"]:
         notes.append("feature scaling/categories were read from the data (not covered by the "
