@@ -213,7 +213,8 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, mask: list[bo
         pred = np.full(x_test.shape[0], classes[0] if classes else "", dtype=object)
         return pred, None, classes
     model = HistGradientBoostingClassifier(categorical_features=np.array(mask, dtype=bool),
-                                           random_state=seed, max_iter=200)
+                                           random_state=seed, max_iter=100,
+                                           early_stopping=False)
     with _one_thread():
         model.fit(x, y)
         proba = model.predict_proba(x_test)
@@ -235,7 +236,9 @@ def ml_utility(train: pd.DataFrame, test: pd.DataFrame, synth: pd.DataFrame, tar
     # rows whose target is missing cannot be scored or learned from
     train = train[train[target].notna()]
     test = test[test[target].notna()]
-    synth = synth[synth[target].notna()]
+    # synthetic rows whose target is not a real class (e.g. "<other>") cannot be right
+    synth = synth[synth[target].notna() & synth[target].astype(str).isin(
+        set(train[target].astype(str)))]
     if len(test) == 0 or len(train) == 0:
         raise InvalidInputError(f"--target {target!r} is missing in every real row")
     y_train = train[target].astype(str).to_numpy()
@@ -245,8 +248,9 @@ def ml_utility(train: pd.DataFrame, test: pd.DataFrame, synth: pd.DataFrame, tar
         raise InvalidInputError(f"--target {target!r} has more than 50 classes; choose a "
                                 "categorical target")
     (x_train, x_test, x_synth), mask = _features([train, test, synth], train, features)
-    out: dict[str, Any] = {"target": target, "model": "HistGradientBoostingClassifier",
-                           "test_rows": len(test)}
+    out: dict[str, Any] = {"target": target, "model": "HistGradientBoostingClassifier "
+                           "(100 iterations, no early stopping)", "test_rows": len(test),
+                           "synthetic_training_rows": len(synth)}
     majority = pd.Series(y_test).value_counts(normalize=True).iloc[0]
     out["majority_class_accuracy"] = float(majority)
     binary = len(set(y_train)) == 2
