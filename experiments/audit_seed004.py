@@ -17,7 +17,9 @@ cross-entropy rounds many member losses to exactly 0; the float32 AUC is printed
                vector: the thesis' attack), shadow with label-aware features, LiRA online and
                offline (--lira-models shadows trained at once). Optionally DP at --shadow-eps.
 
-Usage: .venv/bin/python experiments/audit_seed004.py --part loss|shadow|all [--seeds 3]
+--part dpsweep: DP-SGD at eps 1 over a few (batch, epochs, lr, dropout): best honest accuracy.
+
+Usage: .venv/bin/python experiments/audit_seed004.py --part loss|shadow|dpsweep|all [--seeds 3]
        [--epsilons 1] [--dp-epochs 30] [--lira-models 16] [--shadow-eps 1] [--json OUT]
 """
 
@@ -173,9 +175,44 @@ def part_shadow(args, out: dict) -> None:
         out[f"shadow_setting_{kind}" + (f"_eps{eps:g}" if eps else "")] = info
 
 
+SWEEP = [(64, 50, 1e-3, 0.2), (256, 100, 3e-3, 0.2), (256, 100, 3e-3, 0.0),
+         (128, 50, 3e-3, 0.0), (500, 200, 1e-2, 0.0), (1000, 300, 1e-2, 0.0)]
+
+
+def part_dpsweep(args, out: dict) -> None:
+    """DP-SGD at eps 1 on the loss setting over (expected batch, epochs, lr, dropout): the
+    best accuracy we could reach honestly (each config accounted to eps 1 on its own)."""
+    from privlab.audit import threshold_attack
+    from privlab.learn.data import seed004_split
+    from privlab.learn.dpsgd import TrainConfig
+    from privlab.learn.models import SeedMLP
+    from privlab.learn.multi import train_many
+
+    split = seed004_split("loss", random_state=42, split_seed=args.split_seed)
+    f = _scale(split)
+    xtr, xte = f(split.X_train), f(split.X_test)
+    seeds = list(range(args.seeds))
+    rows = []
+    for batch, epochs, lr, drop in SWEEP:
+        cfg = TrainConfig(epsilon=1.0, delta=1e-5, epochs=epochs, batch_size=batch, lr=lr)
+        many = train_many(lambda d=drop: SeedMLP(100, (128, 64), 2, dropout=d), xtr,
+                          split.y_train, config=[cfg] * len(seeds), seeds=seeds)
+        accs = [_acc(m, xte, split.y_test) for m in many.models]
+        aucs = [threshold_attack("loss", m, (xtr, split.y_train), (xte, split.y_test))
+                .summary((0.1,))["auc"] for m in many.models]
+        row = {"batch": batch, "epochs": epochs, "lr": lr, "dropout": drop,
+               "noise_multiplier": many.plans[0].noise_multiplier,
+               "accounted_epsilon": many.guarantees[0].epsilon,
+               "test_mean": float(np.mean(accs)), "test_sd": float(np.std(accs, ddof=1))
+               if len(accs) > 1 else 0.0, "auc_mean": float(np.mean(aucs))}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out["dp_eps1_sweep"] = rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="all", choices=["loss", "shadow", "all"])
+    ap.add_argument("--part", default="all", choices=["loss", "shadow", "dpsweep", "all"])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--split-seed", type=int, default=0)
     ap.add_argument("--baseline-epochs", type=int, default=150)
@@ -195,6 +232,8 @@ def main() -> None:
         part_loss(args, out)
     if args.part in ("shadow", "all"):
         part_shadow(args, out)
+    if args.part in ("dpsweep", "all"):
+        part_dpsweep(args, out)
     out["seconds"] = time.perf_counter() - started
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

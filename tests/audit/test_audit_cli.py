@@ -96,3 +96,16 @@ def test_missing_target_and_duplicates(tmp_path, capsys):
     assert code == 2 and "--target is required" in out.err
     code, out = _run(capsys, [str(path), "--target", "y", "--no-dp", "--json"])
     assert code == 2 and "only 2 distinct rows" in out.err
+
+
+def test_lm_audit_quick_json(capsys):
+    pytest.importorskip("transformers")
+    code, out = _run(capsys, ["lm", "--epsilon", "8", "--quick", "--json", "--delta", "1e-4"])
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    g = doc["guarantee"]
+    assert g["is_dp"] and g["epsilon"] <= 8 * 1.001 and g["delta"] == 1e-4
+    assert doc["extraction"]["of"] == 15 and 0 <= doc["extraction"]["extracted"] <= 15
+    assert len(doc["exposure"]) == 15 and doc["quick"] is True
+    sl = doc["secret_level_guarantee"]
+    assert sl["repeats"] == 10 and sl["epsilon"] == pytest.approx(10 * g["epsilon"])

@@ -29,7 +29,7 @@ def test_empirical_epsilon_below_accounted_and_the_check_has_power():
     x, y = make_classification(600, 20, n_informative=10, flip_y=0.3, random_state=0)
     x = x.astype(np.float32)
     mem, non = (x[:300], y[:300]), (x[300:], y[300:])
-    common = dict(delta=1e-3, epochs=60, batch_size=50, lr=1e-2, clip=10.0)
+    common = dict(delta=1e-3, epochs=30, batch_size=100, lr=2e-2, clip=10.0)
     configs = [TrainConfig(epsilon=1.0, **common),
                TrainConfig(noise_multiplier=0.02, **common)]
     with warnings.catch_warnings():
@@ -43,4 +43,4 @@ def test_empirical_epsilon_below_accounted_and_the_check_has_power():
         lows.append(e.lower)
     assert res.guarantees[0].epsilon <= 1.0 * 1.001
     assert res.guarantees[1].epsilon > 1000
-    assert lows[1] > 1.2  # the leaky run: a claim of epsilon <= 1 would be caught
+    assert lows[1] > 1.0  # the leaky run (1.36 here): a claim of epsilon <= 1 would be caught

@@ -615,9 +615,10 @@ class LMAuditConfig:
 
     @classmethod
     def quick(cls) -> LMAuditConfig:
-        return cls(public_texts=200, pretrain_epochs=1, spec=LMSpec(32, 1, 2, 64),
-                   train=LMTrainConfig(epochs=2, batch_size=32, max_length=64), dp_epochs=1,
-                   dp_batch_size=32, samples_per_prompt=2, n_candidates=50)
+        """Seconds-long smoke run (tiny model, one epoch): checks the plumbing, not privacy."""
+        return cls(public_texts=100, pretrain_epochs=1, spec=LMSpec(16, 1, 2, 64),
+                   train=LMTrainConfig(epochs=1, batch_size=64, max_length=64), dp_epochs=1,
+                   dp_batch_size=64, samples_per_prompt=1, n_candidates=20)
 
 
 def run_lm_audit(epsilon: float | None, config: LMAuditConfig | None = None, *,
