@@ -43,6 +43,7 @@ from privlab.errors import InvalidInputError
 ATTACKS = ("loss", "confidence", "entropy", "mentr", "shadow", "shadow_label", "lira",
            "lira_offline")
 MODELS = ("mlp", "logreg")
+TARGET_SEED_OFFSET = 7_919_000
 
 Stage = Callable[[str], None]
 
@@ -174,7 +175,9 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
     say(f"training the target on {m} members")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg, seed=config.seed)
+        # an initialisation seed no shadow model uses (TorchTrainer seeds seed*1000 + m)
+        target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg,
+                                seed=TARGET_SEED_OFFSET + config.seed)
     guarantee: PrivacyGuarantee = res.guarantee
     if data["leaks"]:
         guarantee = guarantee.with_notes(
