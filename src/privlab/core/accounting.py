@@ -421,7 +421,7 @@ class _VectorisedGaussianPrivacyLoss(_plm.GaussianPrivacyLoss):
     The parent evaluates `inverse_privacy_loss` once per grid point in a Python loop, which is
     ~90% of the cost of building a Poisson-subsampled Gaussian PLD. The formulas below are the
     parent's (same operations, numpy instead of math), for ADD and REMOVE adjacency; REPLACE
-    and scalars go to the parent. tests/core/test_accounting.py checks they agree.
+    and scalars go to the parent. tests/core/test_core_accounting.py checks they agree.
     """
 
     def get_delta_for_epsilon(self, epsilon: Any) -> Any:
