@@ -1,6 +1,9 @@
 """`privlab demo`, the README's main job: assessment + ledger-charged DP releases + report."""
 
 import json
+import sys
+
+import pytest
 
 from privlab.cli.main import main
 
@@ -8,7 +11,7 @@ from privlab.cli.main import main
 def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     out = tmp_path / "demo"
     code = main(["demo", "--out", str(out), "--epsilon", "0.25", "--budget", "2", "--seed", "7",
-                 "--json"])
+                 "--epsilons", "none", "--json"])
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads((out / "summary.json").read_text())
@@ -32,6 +35,36 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     assert saved["assessment"]["guarantee"]["is_dp"] is False
     html = (out / "report.html").read_text()
     assert "DP releases" in html and "richness" in html.lower()
+    assert "choose_epsilon" not in saved and not (out / "choose_epsilon.html").exists()
+
+
+def test_demo_chooses_epsilon_by_default(tmp_path, capsys):
+    pytest.importorskip("opacus")
+    out = tmp_path / "demo"
+    # the default grid, shortened to one epsilon to keep the test quick
+    code = main(["demo", "--out", str(out), "--seed", "3", "--epsilons", "4", "--json"])
+    assert code == 0
+    saved = json.loads(capsys.readouterr().out)
+    ce = saved["choose_epsilon"]
+    assert ce["attacks"] == ["loss", "shadow", "lira"] and ce["policy"] == "finance"
+    assert [r["epsilon"] for r in ce["per_epsilon"]] == [4.0]
+    assert ce["chosen_epsilon"] in (None, 4.0)
+    g = ce["per_epsilon"][0]["guarantee"]
+    assert g["is_dp"] and g["epsilon"] <= 4.0 + 1e-9
+    assert (out / "choose_epsilon.html").exists()
+    html = (out / "report.html").read_text()
+    assert "Choosing epsilon" in html and "choose_epsilon.html" in html
+
+
+def test_demo_without_torch_skips_only_the_epsilon_step(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    out = tmp_path / "demo"
+    code = main(["demo", "--out", str(out), "--seed", "3", "--json"])
+    assert code == 0
+    saved = json.loads(capsys.readouterr().out)
+    assert "ml extra" in saved["choose_epsilon"]["skipped"]
+    assert len(saved["releases"]) == 6
+    assert "Skipped" in (out / "report.html").read_text()
 
 
 def test_demo_refuses_a_budget_too_small_for_its_releases(tmp_path, capsys):

@@ -11,12 +11,15 @@ def test_demo_choose_epsilon_step(tmp_path):
     from privlab.cli.demo import _choose_epsilon
     from privlab.data.datasets import load_adult
 
-    res = _choose_epsilon(load_adult(drop_missing=True), "8", tmp_path, seed=1)
+    res = _choose_epsilon(load_adult(drop_missing=True), [8.0], tmp_path, seed=1,
+                          attacks=("loss",), max_rows=1500)
     assert 1400 <= res["rows"] <= 1500  # duplicate encoded rows are dropped
     assert [r["epsilon"] for r in res["per_epsilon"]] == [8.0]
     assert res["chosen_epsilon"] in (None, 8.0)
     # a sane model (always predicting the majority class gives 0.75)
     assert all(0.5 < r["accuracy"] <= 1 for r in res["per_epsilon"])
+    g = res["per_epsilon"][0]["guarantee"]
+    assert g["epsilon"] <= 8.0 + 1e-9 and g["is_dp"] and "PLD" in g["accountant"]
     html = (tmp_path / "choose_epsilon.html").read_text()
     assert "Choosing epsilon" in html or "choosing epsilon" in html
     json.dumps(res)

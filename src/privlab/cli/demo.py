@@ -1,8 +1,11 @@
 """`privlab demo`: the README's main job on bundled data.
 
 Runs, on UCI Adult: an attribute-level privacy assessment (which attributes and pairs
-identify people, k-anonymity of a quasi-identifier set) and a set of DP releases charged
-against a budget ledger, then writes `summary.json` and `report.html` into the output folder.
+identify people, k-anonymity of a quasi-identifier set), a set of DP releases charged
+against a budget ledger, and a short epsilon selection for a DP-SGD model (train per epsilon,
+attack with loss / shadow / LiRA, Bayesian risk model, finance policy), then writes
+`summary.json`, `report.html` and `choose_epsilon.html` into the output folder. The epsilon
+step needs the `ml` extra (torch); without it the demo says so and skips that step only.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from privlab.core import queries
 from privlab.data.datasets import load_adult
 from privlab.utils.atomic import atomic_write_text
 
+DEMO_GRID = "0.5,1,2,4,8,16"
+DEMO_ATTACKS = ("loss", "shadow", "lira")
 DEMO_RELEASES = [
     # (statistic, column, options)
     ("count", "age", {}),
@@ -58,8 +63,8 @@ def demo_cmd(
     epsilon: float = typer.Option(0.5, "--epsilon", help="Epsilon per release."),
     budget: float = typer.Option(5.0, "--budget", help="Total epsilon budget of the demo analyst."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
-    epsilons: str = typer.Option(None, "--epsilons", help="Also choose epsilon for a DP-SGD "
-                                 "model on an Adult sample over this grid, e.g. 1,4,16."),
+    epsilons: str = typer.Option(DEMO_GRID, "--epsilons", help="Epsilon grid of the "
+                                 "choose-epsilon step on an Adult sample; 'none' skips it."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Assess and release DP statistics of bundled UCI Adult; write a report."""
@@ -86,15 +91,18 @@ def demo_cmd(
 
     assessment, result = _assessment(frame, out)
     remaining = ledger.remaining("demo-analyst")[0]
+    chosen = None
+    if epsilons.strip().lower() != "none":
+        chosen = _choose_epsilon_step(frame, epsilons, out, seed, show=not as_json)
     report = out / "report.html"
-    _write_report(report, result, releases, budget, remaining)
+    _write_report(report, result, releases, budget, remaining, chosen)
     assessment["report"] = str(report)
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
                "ledger": {"principal": "demo-analyst", "budget": budget,
                           "remaining_epsilon": remaining}}
-    if epsilons is not None:
-        summary["choose_epsilon"] = _choose_epsilon(frame, epsilons, out, seed)
+    if chosen is not None:
+        summary["choose_epsilon"] = chosen
     atomic_write_text(out / "summary.json", to_json(summary))
     if as_json:
         emit_json(summary)
@@ -122,10 +130,19 @@ def demo_cmd(
                       f"{risk['prosecutor']['average']:.3f}")
     console.print(table)
     console.print(f"budget left: {summary['ledger']['remaining_epsilon']:g} of {budget:g}")
-    if "choose_epsilon" in summary:
-        ce = summary["choose_epsilon"]
-        console.print(f"choose-epsilon (finance policy, {ce['rows']} Adult rows): eps* = "
-                      f"{ce['chosen_epsilon']}; report {ce['report']}")
+    ce = summary.get("choose_epsilon")
+    if ce and "skipped" in ce:
+        console.print(f"choose-epsilon skipped: {ce['skipped']}")
+    elif ce:
+        chosen = ce["chosen_epsilon"]
+        console.print(f"[bold]choose-epsilon[/bold] (finance policy, DP-SGD MLP on {ce['rows']} "
+                      f"Adult rows, attacks {', '.join(ce['attacks'])}): eps* = "
+                      f"{chosen if chosen is not None else 'none acceptable'}")
+        console.print(f"  {ce['reason']}")
+        for r in ce["per_epsilon"]:
+            console.print(f"  eps={r['epsilon']:<5g} accuracy {r['accuracy']:.3f}  membership "
+                          f"risk {r['risk_mean']:.3f} (95% bound {r['risk_upper']:.3f})")
+        console.print(f"  report {ce['report']}")
     console.print(f"wrote {out / 'summary.json'}"
                   + (f" and {assessment['report']}" if assessment.get("report") else ""))
 
@@ -149,8 +166,8 @@ def _assessment(frame: Any, out: Path) -> tuple[dict, Any]:
 
 
 def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
-                  remaining: float) -> None:
-    """One page: the assessment sections, then the DP releases with their guarantees."""
+                  remaining: float, chosen: dict | None = None) -> None:
+    """One page: the assessment sections, the DP releases, and the epsilon step's summary."""
     from privlab.assess.report import assessment_sections
     from privlab.report.html import Section, Table, write_page
 
@@ -170,26 +187,84 @@ def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
         tables=[Table(["statistic", "column", "true", "released", "grid", "95% +-",
                        "mechanism", "guarantee"], rows)],
     )
-    write_page(path, "privlab demo: UCI Adult", assessment_sections(result) + [releases_section],
-               subtitle="assess -> protect on bundled data")
+    sections = assessment_sections(result) + [releases_section]
+    if chosen is not None:
+        sections.append(_choose_epsilon_section(chosen))
+    write_page(path, "privlab demo: UCI Adult", sections,
+               subtitle="assess -> protect -> audit -> choose epsilon on bundled data")
 
 
-def _choose_epsilon(frame: Any, epsilons: str, out: Path, seed: int | None) -> dict:
-    """A short epsilon selection (privlab.risk) on an Adult sample: small and quick by design."""
+def _choose_epsilon_section(chosen: dict) -> Any:
+    """The epsilon step in brief; the full evidence is in choose_epsilon.html."""
+    from privlab.report.html import Section, Table
+
+    if "skipped" in chosen:
+        return Section(title="Choosing epsilon", paragraphs=[f"Skipped: {chosen['skipped']}"])
+    eps = chosen["chosen_epsilon"]
+    rows = [[f"{r['epsilon']:g}", f"{r['accuracy']:.3f}", f"{r['risk_mean']:.3f}",
+             f"{r['risk_upper']:.3f}",
+             f"epsilon={r['guarantee']['epsilon']:.4g}, delta={r['guarantee']['delta']:.2g}, "
+             f"{r['guarantee']['accountant']}"] for r in chosen["per_epsilon"]]
+    return Section(
+        title="Choosing epsilon (audit -> choose epsilon)",
+        paragraphs=[f"DP-SGD MLP on {chosen['rows']} Adult rows, one model per epsilon, attacked "
+                    f"with {', '.join(chosen['attacks'])}; {chosen['policy']} policy.",
+                    chosen["reason"],
+                    "The full report (curves, credible bands, Pareto frontier, prior "
+                    "sensitivity) is choose_epsilon.html in this folder."],
+        facts={"chosen epsilon": "none acceptable" if eps is None else eps},
+        tables=[Table(["epsilon", "test accuracy", "membership risk (mean)",
+                       "risk (95% bound)", "guarantee"], rows)],
+    )
+
+
+def _choose_epsilon_step(frame: Any, epsilons: str, out: Path, seed: int | None,
+                         show: bool) -> dict:
+    """The epsilon step with a progress bar, or why it was skipped (no torch installed)."""
     from privlab.cli.common import parse_floats
+
+    grid = parse_floats(epsilons, "--epsilons") or []
+    try:
+        import opacus  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        return {"skipped": "torch/opacus are not installed; install the ml extra "
+                           "(pip install torch==2.13.0 && pip install -e '.[ml]') to choose "
+                           "epsilon, or pass --epsilons none"}
+    from rich.progress import Progress
+
+    from privlab.cli.common import err_console
+
+    with Progress(console=err_console, disable=not (show and err_console.is_terminal),
+                  transient=True) as bar:
+        task = bar.add_task("choose-epsilon", total=None)
+
+        def progress(msg: str, done: int, total: int) -> None:
+            bar.update(task, description=msg, completed=done, total=total)
+
+        return _choose_epsilon(frame, grid, out, seed, progress=progress)
+
+
+def _choose_epsilon(frame: Any, grid: list[float], out: Path, seed: int | None,
+                    attacks: tuple[str, ...] = DEMO_ATTACKS, max_rows: int = 6000,
+                    progress: Any = None) -> dict:
+    """A short epsilon selection (privlab.risk) on an Adult sample: small and quick by design."""
     from privlab.risk import make_policy
     from privlab.risk.pipeline import PipelineConfig, choose_epsilon
     from privlab.risk.report import write_report
 
-    cfg = PipelineConfig(epsilons=parse_floats(epsilons, "--epsilons") or [], attacks=("loss",),
-                         epochs=5, lr=5e-3, max_rows=1500, seed=seed, public="adult")
-    doc = choose_epsilon(frame, "salary", make_policy("finance"), cfg).to_dict()
+    cfg = PipelineConfig(epsilons=grid, attacks=attacks, epochs=8, lr=5e-3, max_rows=max_rows,
+                         seed=seed, public="adult")
+    doc = choose_epsilon(frame, "salary", make_policy("finance"), cfg,
+                         progress=progress).to_dict()
     path = out / "choose_epsilon.html"
     write_report(doc, path, title="privlab demo: choosing epsilon on an Adult sample")
     return {"chosen_epsilon": doc["chosen_epsilon"], "reason": doc["reason"],
+            "policy": "finance", "attacks": list(attacks),
             "rows": doc["data"]["rows"], "report": str(path),
             "per_epsilon": [{"epsilon": r["epsilon"], "accuracy": r["accuracy"],
-                             "risk_mean": r["risk_mean"], "risk_upper": r["risk_upper"]}
+                             "risk_mean": r["risk_mean"], "risk_upper": r["risk_upper"],
+                             "guarantee": r["guarantee"]}
                             for r in doc["per_epsilon"]]}
 
 
