@@ -10,12 +10,15 @@ from __future__ import annotations
 import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
 from privlab.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from privlab.trajectory.publish import GuaranteeLabel
 
 trajectory_app = typer.Typer(
     help="Trajectory publishing with local DP: window means + planar or per-axis Laplace.",
@@ -73,6 +76,18 @@ def _filters(bbox: str | None, time_window: str | None, heading: str | None,
         head = (vals[0], vals[1])
     return Filters(bbox=BBox.parse(bbox), time_window=window, heading=head,
                    max_speed_kmh=max_speed)
+
+
+def _warn_if_not_dp(sidecar: dict[str, Any]) -> GuaranteeLabel:
+    """The release's guarantee label; a red warning on stderr (JSON mode too) when NOT DP."""
+    from privlab.trajectory.publish import guarantee_label
+
+    label = guarantee_label(sidecar)
+    if not label.is_dp:
+        err_console.print(f"[bold red]warning:[/bold red] this release is NOT differentially "
+                          f"private: {label.text}; use it only for comparison",
+                          highlight=False)
+    return label
 
 
 # Shared options (Typer needs them spelled per command).
@@ -183,8 +198,9 @@ def evaluate_cmd(
     result = evaluate_files(original, published, unit=unit.value, ks=ks, shapes=shapes,
                             linkage=linkage, max_points=max_points, tolerance_m=tolerance_m,
                             tolerance_s=tolerance_min * 60, rng=seed)
+    label = _warn_if_not_dp(result)
     if as_json:
-        emit_json(result)
+        emit_json({**result, "guarantee_label": label.text})
         return
     u = result["utility"]
     console.print(f"[bold]utility[/bold] ({u['windows']:,} windows)")
@@ -208,8 +224,8 @@ def evaluate_cmd(
         a = entry["after (T'', published)"]["unique_share"]
         console.print(f"[bold]uniqueness[/bold] with k={entry['k']} known points: before "
                       f"{b:.3f}, after {a:.3f}")
-    console.print(f"guarantee: epsilon {result['guarantee']['epsilon']}, is_dp "
-                  f"{result['guarantee']['is_dp']}")
+    console.print(f"guarantee: {label.text}", style=None if label.is_dp else "bold red",
+                  highlight=False)
 
 
 @trajectory_app.command("plot")
@@ -234,11 +250,15 @@ def plot_cmd(
     pub = align(averaged, read_trajectories_table(published))
     views = select(p, averaged, pub, traj_id=traj_id, trip=trip,
                    gap_minutes=params["gap_minutes"])
-    paths = plot_release(views, out, epsilon=params["epsilon"])
+    label = _warn_if_not_dp(side)
+    paths = plot_release(views, out, label)
     if as_json:
-        emit_json({"id": views["id"], "trip": views["trip"], "files": paths})
+        emit_json({"id": views["id"], "trip": views["trip"], "files": paths,
+                   "guarantee_label": label.text, "is_dp": label.is_dp})
         return
     console.print(f"id {views['id']}, trip {views['trip']}: " + ", ".join(paths.values()))
+    console.print(f"guarantee: {label.text}", style=None if label.is_dp else "bold red",
+                  highlight=False)
 
 
 @trajectory_app.command("experiment")

@@ -1,6 +1,10 @@
 """Figures like the paper's 8-10 (X and Y over time; X/Y/time in 3-D: original, averaged,
 anonymized) and an HTML map of one trajectory in its three versions.
 
+Every figure and the map carry the release's guarantee (`publish.guarantee_label`): epsilon,
+mechanism and radius for a DP release, "NOT DP (data-dependent bounds)" in red for the paper's
+setting, so an image cut out of a report still says what it shows.
+
 Matplotlib is used through its object API (no pyplot, no global backend change). The map is
 Leaflet through folium; its tiles are loaded by the reader's browser, nothing is fetched
 while the file is written.
@@ -8,6 +12,7 @@ while the file is written.
 
 from __future__ import annotations
 
+import html
 import io
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ import pandas as pd
 
 from privlab.errors import InvalidInputError
 from privlab.trajectory.preprocess import Prepared
+from privlab.trajectory.publish import GuaranteeLabel
 from privlab.utils.atomic import atomic_open, atomic_write_text
 
 COLOURS = {"original": "#1f77b4", "averaged": "#2ca02c", "anonymized": "#d62728"}
@@ -58,20 +64,27 @@ def select(p: Prepared, averaged: pd.DataFrame, published: pd.DataFrame, *,
             "id": traj_id, "trip": int(trip)}
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Any, path: Path, label: GuaranteeLabel) -> None:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight",
+                metadata={"Description": label.text})
     with atomic_open(path, "wb") as handle:
         handle.write(buf.getvalue())
 
 
-def plot_axes(views: dict[str, Any], out_dir: Path, epsilon: float | None = None) -> list[Path]:
+def _label_figure(fig: Any, label: GuaranteeLabel) -> None:
+    """The guarantee as the figure's headline: red and bold when the release is NOT DP."""
+    fig.suptitle(label.text, color=label.colour, fontsize=10,
+                 fontweight="normal" if label.is_dp else "bold")
+
+
+def axes_figures(views: dict[str, Any], label: GuaranteeLabel) -> dict[str, Any]:
     """Figures 8 and 9: X (latitude) and Y (longitude) over time for the three versions."""
     from matplotlib.figure import Figure
 
-    paths = []
-    for axis, label, name in (("lat", "X (latitude, degrees)", "x_over_time.png"),
-                              ("lon", "Y (longitude, degrees)", "y_over_time.png")):
+    figures = {}
+    for axis, axis_label, name in (("lat", "X (latitude, degrees)", "x_over_time.png"),
+                                   ("lon", "Y (longitude, degrees)", "y_over_time.png")):
         fig = Figure(figsize=(9, 4))
         ax = fig.add_subplot()
         for version in ("anonymized", "averaged", "original"):  # noisiest underneath
@@ -79,20 +92,18 @@ def plot_axes(views: dict[str, Any], out_dir: Path, epsilon: float | None = None
             ax.plot(frame["time"], frame[axis], label=version, color=COLOURS[version],
                     lw=0.8 if version == "anonymized" else 1.2,
                     alpha=0.6 if version == "anonymized" else 0.95)
-        eps = f", epsilon = {epsilon:g}" if epsilon is not None else ""
-        ax.set_title(f"{label.split(' ')[0]} over time: id {views['id']}, trip "
-                     f"{views['trip']}{eps}")
+        ax.set_title(f"{axis_label.split(' ')[0]} over time: id {views['id']}, trip "
+                     f"{views['trip']}")
         ax.set_xlabel("time")
-        ax.set_ylabel(label)
+        ax.set_ylabel(axis_label)
         ax.legend()
         fig.autofmt_xdate()
-        path = out_dir / name
-        _save(fig, path)
-        paths.append(path)
-    return paths
+        _label_figure(fig, label)
+        figures[name] = fig
+    return figures
 
 
-def plot_3d(views: dict[str, Any], out_dir: Path) -> Path:
+def figure_3d(views: dict[str, Any], label: GuaranteeLabel) -> Any:
     """Figure 10: the trip in X, Y and time, original against anonymized (and averaged)."""
     from matplotlib.figure import Figure
     from mpl_toolkits.mplot3d import Axes3D  # noqa: F401  (registers the 3-D projection)
@@ -106,17 +117,43 @@ def plot_3d(views: dict[str, Any], out_dir: Path) -> Path:
         ax.plot(frame["lat"], frame["lon"], minutes, label=version, color=COLOURS[version],
                 lw=0.7 if version == "anonymized" else 1.2,
                 alpha=0.55 if version == "anonymized" else 0.95)
+    ax.set_title(f"id {views['id']}, trip {views['trip']}")
     ax.set_xlabel("X (lat)")
     ax.set_ylabel("Y (lon)")
     ax.set_zlabel("minutes")
     ax.legend()
+    _label_figure(fig, label)
+    return fig
+
+
+def plot_axes(views: dict[str, Any], out_dir: Path, label: GuaranteeLabel) -> list[Path]:
+    """Write x_over_time.png and y_over_time.png (the label is also in the PNG metadata)."""
+    paths = []
+    for name, fig in axes_figures(views, label).items():
+        _save(fig, out_dir / name, label)
+        paths.append(out_dir / name)
+    return paths
+
+
+def plot_3d(views: dict[str, Any], out_dir: Path, label: GuaranteeLabel) -> Path:
+    """Write xyt_3d.png."""
     path = out_dir / "xyt_3d.png"
-    _save(fig, path)
+    _save(figure_3d(views, label), path, label)
     return path
 
 
-def map_html(views: dict[str, Any], path: Path) -> Path:
-    """Leaflet map (folium) with the three versions as toggleable layers."""
+def _legend_html(label: GuaranteeLabel) -> str:
+    text = html.escape(label.text)
+    weight = "normal" if label.is_dp else "bold"
+    return (f'<div id="privlab-guarantee" style="position: fixed; top: 10px; left: 50px; '
+            f"z-index: 9999; max-width: 60%; background: white; padding: 6px 10px; "
+            f"border: 2px solid {label.colour}; color: {label.colour}; font: {weight} 13px "
+            f'sans-serif;">{text}</div>')
+
+
+def map_document(views: dict[str, Any], label: GuaranteeLabel) -> str:
+    """Leaflet map (folium) with the three versions as toggleable layers and the guarantee in
+    a fixed legend box and in the published layer's name."""
     try:
         import folium
     except ImportError:
@@ -124,9 +161,13 @@ def map_html(views: dict[str, Any], path: Path) -> Path:
     orig = views["original"]
     centre = [float(orig["lat"].mean()), float(orig["lon"].mean())]
     fmap = folium.Map(location=centre, zoom_start=13, tiles="OpenStreetMap")
+    short = "NOT DP" if not label.is_dp else "DP"
     for version in ("original", "averaged", "anonymized"):
         frame = views[version]
-        group = folium.FeatureGroup(name=f"{version} ({len(frame)} points)")
+        name = f"{version} ({len(frame)} points)"
+        if version == "anonymized":
+            name += f" [{short}]"
+        group = folium.FeatureGroup(name=name)
         coords = frame[["lat", "lon"]].to_numpy().tolist()
         if len(coords) >= 2:
             folium.PolyLine(coords, color=COLOURS[version], weight=3, opacity=0.8).add_to(group)
@@ -139,17 +180,27 @@ def map_html(views: dict[str, Any], path: Path) -> Path:
     lons = np.concatenate([views[v]["lon"].to_numpy() for v in ("original", "anonymized")])
     fmap.fit_bounds([[float(lats.min()), float(lons.min())], [float(lats.max()),
                                                              float(lons.max())]])
-    atomic_write_text(path, fmap.get_root().render())
+    root = fmap.get_root()
+    root.header.add_child(folium.Element(f"<title>{html.escape(label.text)}</title>"))
+    root.html.add_child(folium.Element(_legend_html(label)))
+    return root.render()
+
+
+def map_html(views: dict[str, Any], path: Path, label: GuaranteeLabel) -> Path:
+    """Write the map of `map_document` to `path` atomically."""
+    atomic_write_text(path, map_document(views, label))
     return path
 
 
 def plot_release(views: dict[str, Any], out_dir: str | Path,
-                 epsilon: float | None = None) -> dict[str, str]:
-    """Write x_over_time.png, y_over_time.png, xyt_3d.png and map.html into out_dir."""
+                 label: GuaranteeLabel) -> dict[str, str]:
+    """Write x_over_time.png, y_over_time.png, xyt_3d.png and map.html into out_dir, each
+    headed by the release's guarantee label (`publish.guarantee_label(sidecar)`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    x_path, y_path = plot_axes(views, out, epsilon)
+    x_path, y_path = plot_axes(views, out, label)
     return {"x_over_time": str(x_path), "y_over_time": str(y_path),
-            "xyt_3d": str(plot_3d(views, out)), "map": str(map_html(views, out / "map.html"))}
+            "xyt_3d": str(plot_3d(views, out, label)),
+            "map": str(map_html(views, out / "map.html", label))}

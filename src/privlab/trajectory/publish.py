@@ -414,6 +414,60 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
         averaged=_frame(p, w, w.lat, w.lon) if keep_averaged else None)
 
 
+NOT_DP_COLOUR = "#c00000"
+DP_COLOUR = "#222222"
+
+
+@dataclass(frozen=True)
+class GuaranteeLabel:
+    """One line saying what a release guarantees, for titles, legends and CLI summaries.
+
+    Built from the sidecar (not from the parameters alone) so that a release whose guarantee
+    says `is_dp` False can never be shown with a bare "epsilon = 2".
+    """
+
+    text: str
+    is_dp: bool
+
+    @property
+    def colour(self) -> str:
+        return DP_COLOUR if self.is_dp else NOT_DP_COLOUR
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, (int, float)) else "?"
+
+
+def guarantee_label(sidecar: dict[str, Any]) -> GuaranteeLabel:
+    """The honest one-line label of a release (`TrajectoryRelease.sidecar()` or a read sidecar).
+
+    Anything but an explicit ``is_dp: true`` guarantee with a finite epsilon is labelled
+    NOT DP: a missing or damaged guarantee must not read as a private release.
+    """
+    g = sidecar.get("guarantee") or {}
+    params = sidecar.get("parameters") or {}
+    eps = _num(params.get("epsilon"))
+    pb, stride = params.get("window"), params.get("stride")
+    shape = f"PB {pb}, stride {stride}"
+    per_fix = g.get("epsilon")
+    if g.get("is_dp") is not True or not isinstance(per_fix, (int, float)) \
+            or not math.isfinite(per_fix):
+        if params.get("mechanism") == "laplace" and params.get("sensitivity") == "paper":
+            return GuaranteeLabel(
+                f"NOT DP (data-dependent bounds): the epsilon = {eps} parameter gives no "
+                f"guarantee; {shape}", False)
+        return GuaranteeLabel(f"NOT DP (no differential-privacy guarantee recorded); {shape}",
+                              False)
+    if params.get("mechanism") == "planar":
+        radius = _num(params.get("radius_m"))
+        return GuaranteeLabel(
+            f"geo-indistinguishability (local DP), planar Laplace r = {radius} m: epsilon = "
+            f"{eps} per window, {per_fix:.4g} per fix moved <= r; {shape}", True)
+    return GuaranteeLabel(
+        f"local DP, per-axis Laplace, box sensitivity: epsilon = {eps} per window, "
+        f"{per_fix:.4g} per fix moved in the box; {shape}", True)
+
+
 def sidecar_path(path: str | Path) -> Path:
     """Where the JSON sidecar of a published file lives: `<file>.json`."""
     path = Path(path)
