@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from privlab.core.guarantee import PrivacyGuarantee
-from privlab.core.ledger import BudgetLedger
+from privlab.core.ledger import BudgetLedger, ChargeRequest
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 
 PG_ENV = "PRIVLAB_TEST_POSTGRES_URL"
@@ -96,6 +96,46 @@ def test_two_hundred_small_charges_no_drift(tmp_path):
         book.charge("p", 0.005)
     assert book.status("p").spent_epsilon_exact == Decimal(1)
     assert book.status("p").n_charges == 200
+
+
+def test_charge_many_applies_in_order_and_refuses_item_by_item(ledger_url):
+    """Group commit: one transaction, each request checked against the totals before it."""
+    book = BudgetLedger(ledger_url)
+    book.set_budget("alice", 1.0)
+    book.set_budget("bob", 0.5)
+    results = book.charge_many([
+        ChargeRequest("alice", 0.6, description="a1"),
+        ChargeRequest("bob", 0.3, description="b1"),
+        ChargeRequest("alice", 0.6, description="a2"),  # 1.2 > 1.0: refused, nothing written
+        ChargeRequest("nobody", 0.1),  # unknown principal: refused
+        ChargeRequest("alice", -1),  # invalid amount: refused before the transaction
+        ChargeRequest("alice", 0.4, description="a3"),  # exactly exhausts alice
+        ChargeRequest("bob", 0.2, description="b2"),  # exactly exhausts bob
+    ])
+    kinds = [type(r).__name__ for r in results]
+    assert kinds == ["LedgerEntry", "LedgerEntry", "BudgetExceededError", "InvalidInputError",
+                     "InvalidInputError", "LedgerEntry", "LedgerEntry"]
+    assert [results[0].remaining_epsilon, results[5].remaining_epsilon] == [0.4, 0.0]
+    assert results[1].seq == 1 and results[6].seq == 2 and results[6].remaining_epsilon == 0.0
+    assert [e.description for e in book.history("alice")] == ["a1", "a3"]
+    assert book.spent("alice") == (1.0, 0.0) and book.spent("bob") == (0.5, 0.0)
+    assert book.verify().ok
+    # entries are durable: a fresh ledger object on the same store sees them
+    assert len(BudgetLedger(ledger_url).history()) == 4
+
+
+def test_charge_many_rolls_back_the_whole_batch_on_failure(ledger_url):
+    book = BudgetLedger(ledger_url)
+    book.set_budget("alice", 1.0)
+
+    def boom() -> None:
+        raise RuntimeError("crash inside the batch transaction")
+
+    book._in_transaction_hook = boom
+    with pytest.raises(RuntimeError):
+        book.charge_many([ChargeRequest("alice", 0.1), ChargeRequest("alice", 0.2)])
+    book._in_transaction_hook = None
+    assert book.history() == [] and book.spent("alice") == (0.0, 0.0)
 
 
 def test_unknown_principal_and_bad_amounts(ledger_url):

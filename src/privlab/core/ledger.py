@@ -26,6 +26,7 @@ Entries and budget changes are append-only, enforced by database triggers.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import numbers
@@ -56,7 +57,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 
 __all__ = [
-    "BudgetLedger", "LedgerEntry", "BudgetStatus", "BudgetChange", "LedgerCheck",
+    "BudgetLedger", "ChargeRequest", "LedgerEntry", "BudgetStatus", "BudgetChange", "LedgerCheck",
     "SCHEMA_VERSION", "ACCOUNTANT",
 ]
 
@@ -422,6 +423,50 @@ def _db_error(exc: SQLAlchemyError, where: str) -> PrivlabError:
     return PrivlabError(f"ledger {where}: database error: {message}")
 
 
+@dataclass(frozen=True)
+class ChargeRequest:
+    """One charge for `BudgetLedger.charge_many` (the arguments of `charge`)."""
+
+    principal: str
+    epsilon: Any
+    delta: Any = 0.0
+    description: str = ""
+    guarantee: Any = None
+
+
+@dataclass(frozen=True)
+class _ChargeSQL:
+    select: str
+    insert: str
+    update: str
+
+
+@functools.cache
+def _charge_sql(dialect: str) -> _ChargeSQL:
+    """The charge's three statements as driver SQL, written once per dialect.
+
+    A charge is on the hot path of every gateway query; building and compiling SQLAlchemy
+    Core statements per call cost about 1.5 ms of CPU, the database work about 0.1 ms.
+    Named parameters: sqlite3 takes `:name`, psycopg `%(name)s`.
+    """
+    def p(name: str) -> str:
+        return f"%({name})s" if dialect == "postgresql" else f":{name}"
+
+    cols = ("principal", "seq", "epsilon", "delta", "spent_epsilon", "spent_delta",
+            "budget_epsilon", "budget_delta", "description", "guarantee", "created_at")
+    lock = " FOR UPDATE" if dialect == "postgresql" else ""  # SQLite: BEGIN IMMEDIATE
+    return _ChargeSQL(
+        select=("SELECT budget_epsilon, budget_delta, spent_epsilon, spent_delta, n_charges "
+                f"FROM privlab_principals WHERE name = {p('name')}{lock}"),
+        insert=(f"INSERT INTO privlab_entries ({', '.join(cols)}) VALUES "
+                f"({', '.join(p(c) for c in cols)}) RETURNING entry_id"),
+        update=(f"UPDATE privlab_principals SET spent_epsilon = {p('new_e')}, spent_delta = "
+                f"{p('new_d')}, n_charges = {p('seq')}, updated_at = {p('now')} WHERE name = "
+                f"{p('name')} AND n_charges = {p('old_n')} AND spent_epsilon = {p('old_e')} "
+                f"AND spent_delta = {p('old_d')}"),
+    )
+
+
 class BudgetLedger:
     """Persistent privacy budgets with charge-before-release, safe across processes.
 
@@ -669,59 +714,97 @@ class BudgetLedger:
         (`BudgetExceededError`, nothing written), appends the entry and updates the total.
         When this returns, the charge is durable; only then compute and show the value.
         """
-        name = _check_principal(principal)
-        eps = _amount(epsilon, "epsilon", rounding=ROUND_CEILING, upper=MAX_EPSILON,
-                      upper_inclusive=True, allow_zero=False)
-        dlt = _amount(delta, "delta", rounding=ROUND_CEILING, upper=Decimal(1),
-                      upper_inclusive=False, allow_zero=True)
-        if not isinstance(description, str):
-            raise InvalidInputError(f"description must be text, got {type(description).__name__}")
-        guarantee_text = _guarantee_json(guarantee, eps, dlt)
+        request = ChargeRequest(principal, epsilon, delta, description, guarantee)
+        result = self.charge_many([request])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def charge_many(self, requests: list[ChargeRequest]
+                    ) -> list[LedgerEntry | BudgetExceededError | InvalidInputError]:
+        """Several charges in ONE transaction and one commit (group commit).
+
+        Each request is checked and applied in order, exactly as `charge` would, against the
+        totals left by the ones before it; a request that is invalid or would pass its budget
+        gets its error in the result list and writes nothing, the others still apply. When
+        this returns, every entry in the list is durable. Any other failure (the database,
+        a broken serialization) rolls back the whole batch and raises: nothing was charged,
+        so nothing may be released. One fsync for the batch is what lets a busy gateway
+        answer many queries per disk flush.
+        """
+        prepared: list[tuple[int, Any]] = []
+        results: list[Any] = [None] * len(requests)
+        for i, req in enumerate(requests):
+            try:
+                prepared.append((i, self._prepare(req)))
+            except InvalidInputError as exc:
+                results[i] = exc
+        # PostgreSQL locks principals' rows: take them in one global order (no deadlock
+        # between two batches); stable, so one principal's charges keep their order.
+        prepared.sort(key=lambda item: item[1][0])
         now = _now()
         try:
             with self._transaction() as conn:
-                row = conn.execute(sa.select(_principals).where(_principals.c.name == name)
-                                   .with_for_update()).one_or_none()
-                if row is None:
-                    raise self._unknown(name)
-                budget_e, budget_d = _dec(row.budget_epsilon), _dec(row.budget_delta)
-                spent_e, spent_d = _dec(row.spent_epsilon), _dec(row.spent_delta)
-                new_e, new_d = _add(spent_e, eps), _add(spent_d, dlt)
-                if new_e > budget_e:
-                    raise BudgetExceededError(
-                        f"charging epsilon={_text(eps)} to {name!r} would exceed its budget: "
-                        f"spent {_text(spent_e)} of {_text(budget_e)}, remaining "
-                        f"{_text(_sub(budget_e, spent_e))}; nothing was charged or released")
-                if new_d > budget_d:
-                    raise BudgetExceededError(
-                        f"charging delta={_text(dlt)} to {name!r} would exceed its delta budget: "
-                        f"spent {_text(spent_d)} of {_text(budget_d)}; nothing was charged or "
-                        "released")
-                seq = int(row.n_charges) + 1
-                values = dict(principal=name, seq=seq, epsilon=_text(eps), delta=_text(dlt),
-                              spent_epsilon=_text(new_e), spent_delta=_text(new_d),
-                              budget_epsilon=row.budget_epsilon, budget_delta=row.budget_delta,
-                              description=description, guarantee=guarantee_text,
-                              created_at=now)
-                entry_id = conn.execute(sa.insert(_entries).values(**values)
-                                        ).inserted_primary_key[0]
-                # Compare-and-set on n_charges: if serialization were ever broken, this
-                # update would match no row and the whole charge would roll back.
-                updated = conn.execute(
-                    sa.update(_principals)
-                    .where(_principals.c.name == name, _principals.c.n_charges == row.n_charges,
-                           _principals.c.spent_epsilon == row.spent_epsilon,
-                           _principals.c.spent_delta == row.spent_delta)
-                    .values(spent_epsilon=_text(new_e), spent_delta=_text(new_d), n_charges=seq,
-                            updated_at=now)).rowcount
-                if updated != 1:
-                    raise PrivlabError(f"ledger {self._where}: concurrent update of {name!r} "
-                                       "detected; nothing was charged, try again")
+                sql = _charge_sql(self.dialect)
+                for i, args in prepared:
+                    try:
+                        results[i] = self._charge_in(conn, sql, now, *args)
+                    except (BudgetExceededError, InvalidInputError) as exc:
+                        results[i] = exc  # checked before any write: nothing to undo
                 if self._in_transaction_hook is not None:
                     self._in_transaction_hook()
         except IntegrityError as exc:
-            raise PrivlabError(f"ledger {self._where}: concurrent charge of {name!r} detected; "
-                               "nothing was charged, try again") from exc
+            names = sorted({args[0] for _, args in prepared})
+            raise PrivlabError(f"ledger {self._where}: concurrent charge of {names[0]!r} "
+                               "detected; nothing was charged, try again") from exc
+        return results
+
+    @staticmethod
+    def _prepare(req: ChargeRequest) -> tuple[str, Decimal, Decimal, str, str | None]:
+        name = _check_principal(req.principal)
+        eps = _amount(req.epsilon, "epsilon", rounding=ROUND_CEILING, upper=MAX_EPSILON,
+                      upper_inclusive=True, allow_zero=False)
+        dlt = _amount(req.delta, "delta", rounding=ROUND_CEILING, upper=Decimal(1),
+                      upper_inclusive=False, allow_zero=True)
+        if not isinstance(req.description, str):
+            raise InvalidInputError(
+                f"description must be text, got {type(req.description).__name__}")
+        return name, eps, dlt, req.description, _guarantee_json(req.guarantee, eps, dlt)
+
+    def _charge_in(self, conn: Connection, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
+                   dlt: Decimal, description: str, guarantee_text: str | None) -> LedgerEntry:
+        """One charge inside an open write transaction; raises before writing if refused."""
+        row = conn.exec_driver_sql(sql.select, {"name": name}).one_or_none()
+        if row is None:
+            raise self._unknown(name)
+        budget_e, budget_d = _dec(row.budget_epsilon), _dec(row.budget_delta)
+        spent_e, spent_d = _dec(row.spent_epsilon), _dec(row.spent_delta)
+        new_e, new_d = _add(spent_e, eps), _add(spent_d, dlt)
+        if new_e > budget_e:
+            raise BudgetExceededError(
+                f"charging epsilon={_text(eps)} to {name!r} would exceed its budget: "
+                f"spent {_text(spent_e)} of {_text(budget_e)}, remaining "
+                f"{_text(_sub(budget_e, spent_e))}; nothing was charged or released")
+        if new_d > budget_d:
+            raise BudgetExceededError(
+                f"charging delta={_text(dlt)} to {name!r} would exceed its delta budget: "
+                f"spent {_text(spent_d)} of {_text(budget_d)}; nothing was charged or "
+                "released")
+        seq = int(row.n_charges) + 1
+        values = dict(principal=name, seq=seq, epsilon=_text(eps), delta=_text(dlt),
+                      spent_epsilon=_text(new_e), spent_delta=_text(new_d),
+                      budget_epsilon=row.budget_epsilon, budget_delta=row.budget_delta,
+                      description=description, guarantee=guarantee_text, created_at=now)
+        entry_id = conn.exec_driver_sql(sql.insert, values).scalar_one()
+        # Compare-and-set on n_charges: if serialization were ever broken, this update would
+        # match no row and the whole transaction would roll back.
+        updated = conn.exec_driver_sql(sql.update, {
+            "name": name, "old_n": row.n_charges, "old_e": row.spent_epsilon,
+            "old_d": row.spent_delta, "new_e": _text(new_e), "new_d": _text(new_d),
+            "seq": seq, "now": now}).rowcount
+        if updated != 1:
+            raise PrivlabError(f"ledger {self._where}: concurrent update of {name!r} "
+                               "detected; nothing was charged, try again")
         return LedgerEntry(
             entry_id=int(entry_id), principal=name, seq=seq, epsilon_exact=eps,
             delta_exact=dlt, spent_epsilon_exact=new_e, spent_delta_exact=new_d,

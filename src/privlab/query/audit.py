@@ -56,12 +56,18 @@ _audit = sa.Table(
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
 )
-# Built once: SQLAlchemy caches their compiled form, so an append costs two statements.
-_INSERT = sa.insert(_audit)
-_LAST_HASH = sa.select(_audit.c.hash).order_by(_audit.c.seq.desc()).limit(1)
 _PG_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({_LOCK_ID})")
 _FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "decision", "reason",
            "ledger_entry_id", "epsilon_spent", "delta_spent", "result")
+# An append is on the hot path of every query: driver SQL written once per dialect (sqlite3
+# named `:x`, psycopg `%(x)s`) skips SQLAlchemy's per-call statement handling.
+_LAST_HASH_SQL = f"SELECT hash FROM {_audit.name} ORDER BY seq DESC LIMIT 1"
+_INSERT_COLUMNS = (*_FIELDS, "prev_hash", "hash")
+_INSERT_SQL = {
+    dialect: f"INSERT INTO {_audit.name} ({', '.join(_INSERT_COLUMNS)}) VALUES ("
+             + ", ".join(fmt.format(c) for c in _INSERT_COLUMNS) + ") RETURNING seq"
+    for dialect, fmt in (("sqlite", ":{}"), ("postgresql", "%({})s"))
+}
 GENESIS = "0" * 64
 
 
@@ -214,10 +220,10 @@ class AuditLog:
         with self._append_lock, self._transaction() as conn:
             if self.dialect == "postgresql":
                 conn.execute(_PG_LOCK)
-            prev = conn.execute(_LAST_HASH).scalar_one_or_none() or GENESIS
+            prev = conn.exec_driver_sql(_LAST_HASH_SQL).scalar_one_or_none() or GENESIS
             values["prev_hash"] = prev
             values["hash"] = _row_hash(prev, values)
-            return int(conn.execute(_INSERT, values).inserted_primary_key[0])
+            return int(conn.exec_driver_sql(_INSERT_SQL[self.dialect], values).scalar_one())
 
     @staticmethod
     def _record(row: Any) -> AuditRecord:

@@ -5,8 +5,9 @@ Order of operations is the privacy argument:
 1. The SQL is validated and rewritten (`Planner`); the budget split and every noise
    parameter are checked on a dry run *before* any charge, so a refusal costs nothing and
    depends on nothing but the query text and the public config.
-2. The ledger charge commits (`BudgetLedger.charge`: one serialized transaction that
-   refuses past the budget) BEFORE the engine runs. A crash after this point leaves a charge
+2. The ledger charge commits (`BudgetLedger.charge_many` through `GroupCommitter`: one
+   serialized transaction that refuses past the budget, shared with the charges of other
+   queries arriving at the same time) BEFORE the engine runs. A crash after this point leaves a charge
    for a value that may never be shown; a value is never shown without a charge.
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
    appended to the audit log, and only then is the answer returned. A failure anywhere after
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from privlab.core.group_commit import GroupCommitter
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, secure_generator
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
@@ -70,8 +72,8 @@ class Gateway:
         self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._dry_lock = threading.Lock()
         self._seed_lock = threading.Lock()
-        self._ledger_lock = threading.Lock()
-        self._principal_locks: dict[str, threading.Lock] = {}
+        # concurrent queries' charges share one transaction and one disk flush
+        self.charges = GroupCommitter(self.ledger)
         self.sync_budgets()
         if reconcile:
             self.reconcile()
@@ -113,14 +115,6 @@ class Gateway:
                            "the charge stands")
                 added += 1
         return added
-
-    def _charge_lock(self, principal: str) -> threading.Lock:
-        """SQLite has one write lock per database: one queue. PostgreSQL locks the
-        principal's row: one queue per principal."""
-        if getattr(self.ledger, "dialect", "sqlite") == "sqlite":
-            return self._ledger_lock
-        with self._ledger_lock:
-            return self._principal_locks.setdefault(principal, threading.Lock())
 
     # -- randomness -------------------------------------------------------------------------
 
@@ -183,11 +177,11 @@ class Gateway:
         entry = None
         try:
             # The charge commits before anything is computed (what BudgetLedger.reserve
-            # packages). The lock queues this process's charges fairly instead of letting
-            # SQLite's busy handler poll with sleeps of up to 100 ms.
-            with self._charge_lock(analyst.principal):
-                entry = self.ledger.charge(analyst.principal, budget.epsilon, budget.delta,
-                                           description=description, guarantee=guarantee)
+            # packages). Charges of concurrent queries are group-committed: one queue per
+            # process (no polling on SQLite's busy handler), one transaction and one flush
+            # per batch, and this thread continues only once its charge is durable.
+            entry = self.charges.charge(analyst.principal, budget.epsilon, budget.delta,
+                                        description=description, guarantee=guarantee)
             result = self._compute(plan, budget)
         except BudgetExceededError as exc:
             self.audit.record(qid, "budget_exceeded", reason=str(exc), **common)
