@@ -3,7 +3,9 @@
 Includes empirical privacy checks: the per-axis Laplace release with bbox sensitivity and the
 planar Laplace release are run on neighbouring inputs (one fix moved within the box / by r)
 many times at once, and the largest log-ratio of binned output frequencies must stay within the
-stated epsilon (plus a sampling tolerance), while a release with half the noise is caught.
+stated epsilon (plus a sampling tolerance), while a release with half the noise is caught. With
+stride 1 a fix lies in PB overlapping windows: the joint output of those windows is checked
+against the stated per-fix epsilon (basic composition), which must also be needed.
 """
 
 from __future__ import annotations
@@ -227,6 +229,86 @@ def test_planar_respects_geo_indistinguishability_at_radius_r():
     assert loss <= eps + 0.15
     assert loss >= 0.7 * eps
     assert _max_log_ratio(*run(2 * eps, 23), edges) > eps + 0.3
+
+
+def _chains(n: int, pb: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """n identical trajectories of 2 PB - 1 fixes; at stride 1 the middle fix (index PB - 1)
+    lies in all PB windows. Returns the frame and a mask of the middle fixes."""
+    length = 2 * pb - 1
+    ids = np.repeat([f"u{i:06d}" for i in range(n)], length)
+    times = pd.Timestamp("2020-01-01 10:00") + pd.to_timedelta(np.arange(length) * 5, unit="s")
+    d = pd.DataFrame({"id": ids, "time": np.tile(times, n), "lat": 39.95, "lon": 116.40})
+    return d, np.arange(len(d)) % length == pb - 1
+
+
+def _bonferroni_tolerance(min_count: int, cells: int, alpha: float = 1e-3) -> float:
+    """Sampling tolerance of `_max_log_ratio`: in a cell holding >= min_count samples of each
+    release, log(ca / cb) has standard error sqrt(1/ca + 1/cb) <= sqrt(2 / min_count) (delta
+    method); a z-quantile Bonferroni-corrected over all cells bounds the chance that any cell
+    exceeds its true log-ratio by more than this at alpha."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - alpha / (2 * cells)) * math.sqrt(2 / min_count))
+
+
+@pytest.mark.parametrize("pb,n,eps", [(2, 100_000, 0.5), (3, 300_000, 1 / 3)])
+def test_laplace_bbox_stride_1_a_fix_in_pb_windows_costs_pb_times_epsilon(pb, n, eps):
+    """Stride 1: the middle fix lies in PB overlapping windows and is moved from one corner of
+    the box to the other, which moves every one of those window means by the full sensitivity.
+    The stated per-fix epsilon (PB x eps, basic composition) must hold on the joint output of
+    the PB windows, and it must be needed: PB - 1 windows' worth would be exceeded."""
+    d, mid = _chains(n, pb)
+    d.loc[mid, ["lat", "lon"]] = (BOX.lat0, BOX.lon0)
+    d2 = d.copy()
+    d2.loc[mid, ["lat", "lon"]] = (BOX.lat1, BOX.lon1)
+    kw = dict(window=pb, stride=1, mechanism="laplace", bbox=BOX, epsilon=eps)
+    r1 = anonymize(d, rng=31, **kw)
+    r2 = anonymize(d2, rng=32, **kw)
+    stated = r1.guarantee.epsilon
+    assert stated == pytest.approx(pb * eps) and len(r1.published) == n * pb
+    # one row of 2 PB coordinates per trajectory: (lat, lon) of windows 0 .. PB-1
+    cols = ["lat", "lon"]
+    a = r1.published[cols].to_numpy().reshape(n, 2 * pb)
+    b = r2.published[cols].to_numpy().reshape(n, 2 * pb)
+    ca = r1.averaged[cols].to_numpy()[:pb].ravel()
+    cb = r2.averaged[cols].to_numpy()[:pb].ravel()
+    # edges at the two true centres per coordinate: the outer cells carry the full log-ratio
+    edges = [np.array([x, y]) for x, y in zip(ca, cb, strict=True)]
+    min_count = 1500
+    tol = _bonferroni_tolerance(min_count, cells=3 ** (2 * pb))
+    loss = _max_log_ratio(a, b, edges, min_count=min_count)
+    assert loss <= stated + tol
+    assert loss > (pb - 1) * eps + tol  # every one of the PB windows pays
+
+
+def test_planar_stride_1_a_fix_in_two_windows_costs_the_stated_epsilon():
+    """Stride 1, PB 2: the middle fix moved by r moves both window means by r/2; each costs
+    eps/2 and the stated per-fix epsilon is ceil(PB/S) x eps / PB = eps. It must hold on the
+    joint output of both windows and exceed one window's share."""
+    n, eps, r = 100_000, 1.0, 100.0
+    d, mid = _chains(n, 2)
+    d2 = d.copy()
+    d2.loc[mid, "lat"] += r / 111_195.08  # r metres north on the mean-radius sphere
+    proj = LocalProjection.for_bbox(BOX)
+    r1 = anonymize(d, window=2, stride=1, epsilon=eps, radius=r, bbox=BOX, rng=41)
+    r2 = anonymize(d2, window=2, stride=1, epsilon=eps, radius=r, bbox=BOX, rng=42)
+    stated = r1.guarantee.epsilon
+    assert stated == pytest.approx(eps)
+
+    def xy(frame: pd.DataFrame, rows: int) -> np.ndarray:
+        x, y = proj.forward(frame["lat"].to_numpy()[:rows], frame["lon"].to_numpy()[:rows])
+        return np.column_stack([x, y]).reshape(-1, 4)
+
+    a, b = xy(r1.published, 2 * n), xy(r2.published, 2 * n)
+    ca, cb = xy(r1.averaged, 2)[0], xy(r2.averaged, 2)[0]
+    s = r / eps
+    edges = [np.array([ca[0] - s, ca[0] + s]), np.array([ca[1], cb[1]]),
+             np.array([ca[2] - s, ca[2] + s]), np.array([ca[3], cb[3]])]
+    min_count = 1500
+    tol = _bonferroni_tolerance(min_count, cells=3 ** 4)
+    loss = _max_log_ratio(a, b, edges, min_count=min_count)
+    assert loss <= stated + tol
+    assert loss > eps / 2 + tol  # both windows pay: one window's share is exceeded
 
 
 def test_paper_setting_is_labelled_not_private_and_leaks(traj):
