@@ -190,7 +190,9 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
     def post_query(request: Request, body: QueryRequest) -> Any:
         me = analyst_of(request)
         try:
-            return gw.query(me, body.sql, body.epsilon, body.delta, body.mechanism)
+            # plain JSON types already: skip FastAPI's generic (and slower) encoder
+            return JSONResponse(gw.query(me, body.sql, body.epsilon, body.delta,
+                                         body.mechanism))
         except QueryRefused as exc:
             return error("refused", str(exc))
         except AccessDenied as exc:
