@@ -7,8 +7,8 @@ Order of operations is the privacy argument:
    depends on nothing but the query text and the public config.
 2. The ledger charge commits (`BudgetLedger.charge_many` through `GroupCommitter`: one
    serialized transaction that refuses past the budget, shared with the charges of other
-   queries arriving at the same time) BEFORE the engine runs. A crash after this point leaves a charge
-   for a value that may never be shown; a value is never shown without a charge.
+   queries arriving at the same time) BEFORE the engine runs. A crash after this point leaves
+   a charge for a value that may never be shown; a value is never shown without a charge.
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
    appended to the audit log, and only then is the answer returned. A failure anywhere after
    the charge keeps the charge (refunding would let a retry spend the same budget twice)
