@@ -33,7 +33,7 @@ from privlab.core.mechanisms import (
     randomized_response,
     report_noisy_max,
 )
-from privlab.core.queries import dp_count, dp_histogram, dp_quantile, dp_sum
+from privlab.core.queries import dp_count, dp_histogram, dp_mean, dp_quantile, dp_sum
 
 Z = 4.0
 MIN_COUNT = 100
@@ -255,6 +255,43 @@ def test_dp_sum() -> None:
 
     assert_private_and_power(run, np.array([6.5, 11.5, 16.5]), eps,
                              tight=0.85)
+
+
+def test_dp_mean() -> None:
+    # dp_mean releases the noisy centred sum and the noisy count (in `details`) and their
+    # ratio, so the loss to bound is that of the pair. D: three records at the centre 5 of
+    # (0, 10), centred sum 0; D' adds one at the bound 10: sum +5 (its sensitivity, noise
+    # scale ~10 at epsilon/2) and count +1 (scale 2 at epsilon/2). Both log ratios are
+    # constant, +-epsilon/2, for sum <= 0 / >= 5 and count <= 3 / >= 4, so the 3 x 2 bins
+    # below lose no information and the corner bins reach the full epsilon.
+    eps, n, lo, hi, centre = 1.0, 3000, 0.0, 10.0, 5.0
+    data = [5.0, 5.0, 5.0]
+
+    def pair(rel) -> tuple[float, float, float]:
+        count = float(rel.details["noisy_count"])
+        centred = rel.details["noisy_sum"] - centre * max(count, 1.0)
+        # the released mean is post-processing of the pair (within half a grid step)
+        expected = min(max(centre + centred / max(count, 1.0), lo), hi)
+        assert abs(rel.value - expected) <= rel.granularity / 2
+        return centred, count, rel.value
+
+    means: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+
+    def run(broken: bool, seed: int):
+        e = 2 * eps if broken else eps
+        out = []
+        for d, s in ((data, seed), (data + [hi], seed + 100)):
+            gen = np.random.default_rng(s)
+            rows = np.array([pair(dp_mean(d, (lo, hi), e, rng=gen)) for _ in range(n)])
+            centred, count, mean = rows.T
+            out.append((2 * np.digitize(centred, [1e-9, 5.0]) + (count >= 4), mean))  # 0..5
+        means[broken] = (out[0][1], out[1][1])
+        return out[0][0], out[1][0]
+
+    assert_private_and_power(run, np.arange(0.5, 5.0, 1.0), eps, tight=0.85)
+    # The mean alone loses less (~0.7 epsilon here); it must still be within epsilon.
+    excess, estimate = loss_excess(*means[False], np.arange(1.0, 10.0, 1.0), eps)
+    assert excess <= 0, f"privacy loss of the mean {estimate:.3f} above epsilon={eps}"
 
 
 def test_dp_histogram() -> None:

@@ -26,19 +26,10 @@ from privlab.core.samplers import (
     power_of_two_at_most,
     round_to_grid,
 )
+from privlab.core.sensitivity import check_sensitivity as _check_sensitivity
 from privlab.errors import InvalidInputError
 
 GRID_RESOLUTION = 1024
-
-
-def _check_sensitivity(sensitivity: float) -> float:
-    try:
-        value = float(sensitivity)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"sensitivity must be a number > 0, got {sensitivity!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidInputError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
-    return value
 
 
 def _notes(rng: RngLike, *extra: str) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 Neighbouring is add/remove one record unless stated. Bounds must be public: taking them
 from the data would leak, so they are required, and refused when missing or inverted.
+Sensitivities come from `privlab.core.sensitivity`, where each one is derived.
 """
 
 from __future__ import annotations
@@ -13,30 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from privlab.core import sensitivity as sens
 from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.core.mechanisms import gaussian_mechanism, geometric_mechanism, laplace_mechanism
 from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import power_of_two_at_most
+from privlab.core.sensitivity import check_bounds
 from privlab.errors import InvalidInputError
 
 MECHANISMS = ("laplace", "gaussian", "geometric")
 
-
-def check_bounds(bounds: tuple[float, float] | None, what: str = "bounds") -> tuple[float, float]:
-    """Validate public clamping bounds (lo, hi) with lo < hi, both finite."""
-    if bounds is None:
-        raise InvalidInputError(f"{what} are required (public clamping range LO,HI): taking them "
-                                "from the data would not be private")
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{what} must be two numbers LO,HI, got {bounds!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise InvalidInputError(f"{what} must be finite, got {bounds!r}")
-    if lo >= hi:
-        raise InvalidInputError(f"{what} are inverted or empty: LO={lo} must be < HI={hi}")
-    return lo, hi
+__all__ = ["MECHANISMS", "as_numeric", "check_bounds", "dp_count", "dp_histogram", "dp_mean",
+           "dp_quantile", "dp_sum"]
 
 
 def as_numeric(values: Any, what: str = "column") -> np.ndarray:
@@ -86,7 +76,8 @@ def dp_count(values: Any, epsilon: float, *, delta: float = 0.0, mechanism: str 
     n = len(values)
     if mechanism == "laplace":
         mechanism = "geometric"  # a count is an integer: the discrete Laplace on Z is exact
-    return _additive(n, 1, epsilon, delta, mechanism, rng, integer_valued=True)
+    d = sens.count().for_mechanism(mechanism)
+    return _additive(n, d, epsilon, delta, mechanism, rng, integer_valued=True)
 
 
 def dp_sum(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: float = 0.0,
@@ -99,7 +90,7 @@ def dp_sum(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: f
     """
     lo, hi = check_bounds(bounds)
     x = np.clip(as_numeric(values), lo, hi)
-    sensitivity = max(abs(lo), abs(hi))
+    sensitivity = sens.clamped_sum((lo, hi)).for_mechanism(mechanism)  # max(|lo|, |hi|)
     integer = mechanism == "geometric"
     if integer:
         if not (float(lo).is_integer() and float(hi).is_integer()):
@@ -121,14 +112,15 @@ def dp_mean(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: 
     epsilon = check_epsilon(epsilon)
     gen = make_rng(rng)
     x = np.clip(as_numeric(values), lo, hi)
-    # Shift to the centre so the sum's sensitivity is half the width, not max(|lo|, |hi|).
+    # Shift to the centre so the sum's sensitivity is about half the width, not
+    # max(|lo|, |hi|): the float values x - centre are bounded by fl(lo - c), fl(hi - c).
     centre = (lo + hi) / 2
-    half = (hi - lo) / 2
     sum_mech = "laplace" if mechanism == "geometric" else mechanism
+    count_mech = "geometric" if mechanism != "gaussian" else "gaussian"
+    half = sens.clamped_sum((lo, hi), centre=centre).for_mechanism(sum_mech)
     s = _additive(float((x - centre).sum()), half, epsilon / 2, delta / 2, sum_mech, gen)
-    c = _additive(len(x), 1, epsilon / 2, delta / 2,
-                  "geometric" if mechanism != "gaussian" else "gaussian", gen,
-                  integer_valued=True)
+    c = _additive(len(x), sens.count().for_mechanism(count_mech), epsilon / 2, delta / 2,
+                  count_mech, gen, integer_valued=True)
     count = max(float(c.value), 1.0)
     mean, g = _on_grid_within(centre + float(s.value) / count, lo, hi)
     guarantee = PrivacyGuarantee(
@@ -175,8 +167,10 @@ def dp_histogram(values: Any, epsilon: float, *, categories: Sequence[Any] | Non
                   for i in range(bins)]
     if mechanism == "laplace":
         mechanism = "geometric"
-    release = _additive(counts.astype(np.int64), 1, epsilon, delta, mechanism, rng,
-                        integer_valued=True, changed_coordinates=1)
+    one_row = sens.histogram()  # L1 = L2 = 1, one changed count
+    release = _additive(counts.astype(np.int64), one_row.for_mechanism(mechanism), epsilon,
+                        delta, mechanism, rng, integer_valued=True,
+                        changed_coordinates=one_row.changed)
     return replace(release, details={"labels": labels})
 
 
