@@ -10,6 +10,7 @@ import pytest
 
 from privlab.cli.main import main
 from privlab.data.census import generate_census
+from privlab.data.datasets import load_movielens
 from privlab.data.io import read_table
 
 
@@ -47,6 +48,21 @@ def test_export_adult_drop_missing(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["datasets", "export", "adult", str(path), "--drop-missing", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == 30_162
     assert pd.read_parquet(path).shape == (30_162, 15)
+
+
+def test_export_movielens_movies_table(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "movies.csv"
+    assert main(["datasets", "export", "movielens", str(path), "--table", "movies",
+                 "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    expected = load_movielens(table="movies")
+    assert payload["table"] == "movies" and payload["rows"] == len(expected) == 9742
+    assert payload["columns"] == ["movieId", "title", "genres"]
+    pd.testing.assert_frame_equal(pd.read_csv(path), expected)  # read_table strips cells
+    assert main(["datasets", "export", "movielens", str(path), "--table", "ratings"]) == 0
+    assert "(ratings)" in capsys.readouterr().out
+    assert list(read_table(path).columns) == ["userId", "movieId", "rating", "timestamp"]
 
 
 def test_export_replaces_existing_file(tmp_path: Path) -> None:
@@ -87,10 +103,16 @@ def test_failed_export_keeps_old_file(tmp_path: Path) -> None:
     (["datasets", "export", "census", "X", "--drop-missing"], "adult dataset only"),
     (["datasets", "export", "adult", "X", "--rows", "10"], "census and classification"),
     (["datasets", "export", "census", "X", "--seed", "-1"], "seed must be a non-negative"),
+    (["datasets", "export", "census", "X", "--table", "movies"],
+     "--table applies only to datasets with several tables (movielens); census has one"),
+    (["datasets", "export", "movielens", "X", "--table", "tags"],
+     "--table for movielens must be one of ratings, movies, got 'tags'"),
+    (["datasets", "export", "iris", "X", "--table", "movies"], "unknown dataset 'iris'"),
 ])
 def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                      message: str) -> None:
     argv = [str(tmp_path / "out.csv") if a == "X" else a for a in argv]
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []

@@ -14,6 +14,9 @@ from privlab.utils.atomic import atomic_write_frame
 
 OUTPUT_SUFFIXES = (".csv", ".csv.gz", ".parquet")
 
+#: Datasets made of several tables, and their tables (the first is what the loader defaults to).
+TABLES = {"movielens": ("ratings", "movies")}
+
 datasets_app = typer.Typer(help="Bundled datasets (no network needed).", no_args_is_help=True)
 
 
@@ -39,6 +42,8 @@ def export_cmd(
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Adult: drop rows with '?'."),
     rows: int = typer.Option(None, "--rows", help="census/classification: number of rows."),
     seed: int = typer.Option(None, "--seed", help="census/classification: generator seed."),
+    table: str = typer.Option(None, "--table",
+                              help="movielens: which table, ratings (default) or movies."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Write a dataset to a file (atomically)."""
@@ -53,6 +58,14 @@ def export_cmd(
         raise InvalidInputError("--rows and --seed apply to the census and classification "
                                 "datasets only")
     options: dict = {}
+    if table is not None and name in DATASETS:
+        if name not in TABLES:
+            raise InvalidInputError(f"--table applies only to datasets with several tables "
+                                    f"({', '.join(TABLES)}); {name} has one")
+        if table not in TABLES[name]:
+            raise InvalidInputError(f"--table for {name} must be one of "
+                                    f"{', '.join(TABLES[name])}, got {table!r}")
+        options["table"] = table
     if drop_missing:
         if name != "adult":
             raise InvalidInputError("--drop-missing applies to the adult dataset only")
@@ -65,11 +78,13 @@ def export_cmd(
         options["seed" if name == "census" else "random_state"] = seed
     frame = load_dataset(name, **options)
     atomic_write_frame(frame, path)
+    chosen = {"table": table or TABLES[name][0]} if name in TABLES else {}
     if as_json:
-        emit_json({"dataset": name, "path": str(path), "rows": len(frame),
+        emit_json({"dataset": name, **chosen, "path": str(path), "rows": len(frame),
                    "columns": list(map(str, frame.columns))})
     else:
-        console.print(f"wrote {len(frame):,} rows of {name} to {path}")
+        which = f" ({chosen['table']})" if chosen else ""
+        console.print(f"wrote {len(frame):,} rows of {name}{which} to {path}")
 
 
 def register(app: typer.Typer) -> None:
