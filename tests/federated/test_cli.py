@@ -60,3 +60,145 @@ def test_serve_and_client_reject_bad_input_before_starting(capsys):
     assert main(["federated", "client", "--shard", "3", "--num-shards", "3",
                  "--max-users", "5"]) == 2
     assert "shard must be in [0, 3)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ --ratings / --movies files
+
+RATINGS = """userId,movieId,rating,timestamp
+1,1,4.0,0
+1,2,3.5,0
+1,3,5.0,0
+1,4,2.0,0
+1,5,4.0,0
+2,1,3.0,0
+2,3,4.5,0
+2,4,1.0,0
+2,6,2.5,0
+2,7,3.0,0
+3,2,4.0,0
+3,5,3.0,0
+3,6,5.0,0
+3,7,2.0,0
+3,8,4.0,0
+4,1,1.5,0
+4,2,2.0,0
+4,3,4.0,0
+4,6,4.5,0
+4,8,3.5,0
+"""
+MOVIES = "movieId,title,genres\n" + "".join(
+    f'{m},"Film {m}, The ({1990 + m})",{"Drama|Comedy" if m % 2 else "Drama"}\n'
+    for m in range(1, 10))
+
+
+def _file(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _train_json(capsys, *argv):
+    code = main(["federated", "train", "--epsilon", "4", "--rounds", "1", "--seed", "0",
+                 "--json", *argv])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_ratings_files_give_the_same_run_as_the_bundled_movielens(capsys):
+    from privlab.data.datasets import bundled_path
+
+    folder = bundled_path("movielens", "ratings.csv.gz").parent
+    files = _train_json(capsys, "--max-users", "10", "--ratings",
+                        str(folder / "ratings.csv.gz"), "--movies", str(folder / "movies.csv.gz"))
+    bundled = _train_json(capsys, "--max-users", "10")
+    assert files["n_users"] == bundled["n_users"] == 10
+    for key in ("test_rmse", "item_mean_rmse", "n_test", "guarantee"):
+        assert files[key] == bundled[key], key
+    assert files["config"]["ratings"].endswith("ratings.csv.gz")
+
+
+def test_ratings_file_users_without_ratings_no_catalogue_and_declared_range(tmp_path, capsys):
+    # user 5 is listed with neither a movie nor a rating: an enrolled client with no data
+    path = _file(tmp_path, "r.csv", RATINGS + "5,,,\n")
+    doc = _train_json(capsys, "--ratings", path)
+    assert doc["n_users"] == 5 and doc["releases_charged"] == 1
+    assert 0 < doc["test_rmse"] < 4.5 and doc["guarantee"]["is_dp"]
+    notes = " ".join(doc["guarantee"]["notes"])
+    assert "rated movie ids is treated as public" in notes and "genres, year" not in notes
+    # with a catalogue the public features are used and said so
+    movies = _file(tmp_path, "m.csv", MOVIES)
+    doc = _train_json(capsys, "--ratings", path, "--movies", movies, "--algorithm", "dpfedavg",
+                      "--clients-per-round", "2")
+    notes = " ".join(doc["guarantee"]["notes"])
+    assert "genres, year" in notes and "treated as public" not in notes
+    # a 7 is fine once the declared range holds it (and the range is recorded)
+    wide = _file(tmp_path, "wide.csv", RATINGS.replace("2,4,1.0", "2,4,7.0"))
+    doc = _train_json(capsys, "--ratings", wide, "--rating-range", "0,10")
+    assert doc["config"]["rating_range"] == [0.0, 10.0]
+
+
+@pytest.mark.parametrize("files, extra, message", [
+    ({"r.csv": RATINGS.replace("2,4,1.0", "2,4,7.0")}, [],
+     "rating: 1 value(s) outside the declared range [0.5, 5] (first: 7.0); fix or drop them, "
+     "or declare the right range"),
+    ({"r.csv": RATINGS}, ["--rating-range", "2,5"],
+     "rating: 2 value(s) outside the declared range [2, 5]"),
+    ({"r.csv": RATINGS.replace("2,4,1.0", "2,4,")}, [],
+     "rating: 1 row(s) with a movieId but no rating (first: data row 8, userId 2); fill them "
+     "in or drop those rows"),
+    ({"r.csv": RATINGS.replace("2,4,1.0", "2,,1.0")}, [],
+     "movieId: 1 row(s) with a rating but no movieId"),
+    ({"r.csv": RATINGS.replace("3,2,4.0", ",2,4.0")}, [],
+     "userId: 1 row(s) without a userId (first: data row 11)"),
+    ({"r.csv": RATINGS.replace("3,2,4.0", "u3,2,4.0")}, [],
+     "userId: 1 value(s) in the ratings table are not numbers (first: 'u3')"),
+    ({"r.csv": RATINGS.replace("3,2,4.0", "3,2,four")}, [],
+     "rating: 1 value(s) are not numbers (first: 'four')"),
+    ({"r.csv": "userId,movieId,rating\n5,,\n6,,\n"}, [],
+     "rating: the table has no ratings (only users without any)"),
+    ({"r.csv": "userId,movieId,stars\n1,1,4\n"}, [],
+     "ratings table needs column 'rating' (userId,movieId,rating[,timestamp]); it has: "
+     "userId, movieId, stars; rename or add the column"),
+    ({"r.csv": ""}, [], "--ratings: {tmp}/r.csv is empty: it needs a header line"),
+    ({"r.csv": "userId,movieId,rating\n"}, [], "--ratings: {tmp}/r.csv has no data rows"),
+    ({}, [], "--ratings: file not found: {tmp}/r.csv"),
+    ({"r.csv": RATINGS, "m.csv": MOVIES.replace("8,", "18,")}, ["--movies", "{tmp}/m.csv"],
+     "movieId: 2 rating(s) refer to movies missing from the catalogue"),
+    ({"r.csv": RATINGS, "m.csv": "movieId,name\n1,x\n"}, ["--movies", "{tmp}/m.csv"],
+     "movies table needs column 'title'"),
+    ({"r.csv": RATINGS}, ["--rating-range", "5,1"], "rating_range must be finite with LO < HI"),
+    ({"r.csv": RATINGS}, ["--rating-range", "1-5"], "--rating-range must be two numbers LO,HI"),
+    ({"r.csv": RATINGS}, ["--dataset", "adult", "--algorithm", "dpfedavg"],
+     "use them with --dataset movielens"),
+])
+def test_bad_ratings_files_are_one_line_exit_2(tmp_path, capsys, files, extra, message):
+    for name, text in files.items():
+        _file(tmp_path, name, text)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    code = main(["federated", "train", "--epsilon", "4", "--rounds", "1", "--ratings",
+                 str(tmp_path / "r.csv"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert message.replace("{tmp}", str(tmp_path)) in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--movies", "m.csv"], "--movies is the catalogue of a --ratings file; pass --ratings"),
+    (["--rating-range", "1,5"], "--rating-range declares the range of a --ratings file"),
+])
+def test_file_options_need_ratings(capsys, argv, message):
+    assert main(["federated", "train", "--epsilon", "4", "--rounds", "1", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_serve_and_client_check_the_ratings_file_before_starting(tmp_path, capsys):
+    pytest.importorskip("flwr")
+    bad = _file(tmp_path, "r.csv", RATINGS.replace("2,4,1.0", "2,4,7.0"))
+    assert main(["federated", "serve", "--rounds", "1", "--epsilon", "1", "--ratings", bad,
+                 "--connect-timeout", "1"]) == 2
+    assert "rating: 1 value(s) outside the declared range" in capsys.readouterr().err
+    assert main(["federated", "client", "--ratings", bad, "--max-wait", "1"]) == 2
+    assert "rating: 1 value(s) outside the declared range" in capsys.readouterr().err

@@ -72,3 +72,18 @@ def test_movielens_task_shape(small_movielens):
     assert data.item_features.shape == (9742, len(data.feature_names))
     counts = data.train.counts() + data.test.counts()
     assert (data.test.counts() == np.floor(0.2 * counts)).all()
+
+
+def test_rows_without_movie_and_rating_enrol_users_without_ratings():
+    frame = pd.DataFrame({"userId": [1, 1, 7, 9, 1], "movieId": [1, 2, None, None, 3],
+                          "rating": [4.0, 3.0, None, None, 5.0], "timestamp": [0] * 5})
+    data = ratings_from_frames(frame, MOVIES)
+    assert list(data.user_ids) == [1, 7, 9]
+    assert list(data.train.counts() + data.test.counts()) == [3, 0, 0]
+    # an enrolment row for a user who also has ratings changes nothing
+    frame.loc[2, "userId"] = 1
+    assert list(ratings_from_frames(frame, MOVIES).user_ids) == [1, 9]
+    with pytest.raises(InvalidInputError, match=r"^rating: 1 row\(s\) with a movieId but no "):
+        ratings_from_frames(frame.assign(movieId=[1, 2, 3, None, 3]).iloc[[0, 2]], MOVIES)
+    with pytest.raises(InvalidInputError, match=r"^movieId: 1 value\(s\) .* whole numbers"):
+        ratings_from_frames(frame.assign(movieId=[1, 2.5, None, None, 3]), MOVIES)

@@ -11,6 +11,7 @@ import pytest
 
 from privlab.federated.accounting import Plan, RunAccountant
 from privlab.federated.data import Interactions, RatingsData, ratings_from_frames
+from privlab.federated.factorized import FactorizedModel
 from privlab.federated.messages import (
     Contributions,
     NoisyAggregate,
@@ -18,9 +19,8 @@ from privlab.federated.messages import (
     PrivacyBoundaryError,
     RoundInstructions,
 )
-from privlab.federated.roles import Client, TrustedAggregator, TrustedDistributor
+from privlab.federated.roles import Client, Server, TrustedAggregator
 from privlab.federated.simulation import RunConfig, train
-from privlab.federated.tasks import make_batch
 
 
 def _walk(obj, seen=None):
@@ -43,39 +43,156 @@ def _walk(obj, seen=None):
         yield from _walk(child, seen)
 
 
+def _float_arrays(obj):
+    """Every float array reachable from obj, lists/tuples of numbers included."""
+    for item in _walk(obj):
+        if isinstance(item, np.ndarray) and item.dtype.kind == "f" and item.size:
+            yield item
+        elif isinstance(item, (list, tuple)) and len(item) > 1 and all(
+                isinstance(v, (float, np.floating)) for v in item):
+            yield np.asarray(item, dtype=float)
+
+
+def _runs_found(haystack, needles):
+    """Indices of `needles` (1-d vectors) that occur BY VALUE as a contiguous run of the
+    haystack's values, read row-major or column-major, whatever the haystack's shape."""
+    found = set()
+    for flat in {id(a): a for a in (haystack.ravel(), haystack.T.ravel())}.values():
+        order = np.argsort(flat, kind="stable")
+        ranked = flat[order]
+        for k, v in enumerate(needles):
+            if k in found or len(v) > len(flat):
+                continue
+            j = int(np.argmax(np.abs(v)))  # anchor on the most distinctive entry
+            tol = 1e-9 * max(1.0, float(np.abs(v).max()))
+            lo = np.searchsorted(ranked, v[j] - tol, side="left")
+            hi = np.searchsorted(ranked, v[j] + tol, side="right")
+            starts = order[lo:hi] - j
+            starts = starts[(starts >= 0) & (starts + len(v) <= len(flat))]
+            if len(starts) == 0:
+                continue
+            windows = np.lib.stride_tricks.sliding_window_view(flat, len(v))[starts]
+            if (np.abs(windows - v).max(axis=1) <= tol).any():
+                found.add(k)
+    return found
+
+
+def _scattered_ratings_found(haystack, users):
+    """Users whose rating vector sits in an item-indexed haystack at its items' rows."""
+    found = set()
+    table = haystack.reshape(len(haystack), -1)
+    for u, (items, values) in enumerate(users):
+        if (np.abs(table[items] - values[:, None]) <= 1e-9).all(axis=0).any():
+            found.add(u)
+    return found
+
+
 @pytest.mark.parametrize("algorithm", ["dpam", "dpfedavg", "dpftrl"])
-def test_server_never_receives_user_embeddings_or_raw_ratings(small_movielens, algorithm):
+def test_server_never_receives_user_embeddings_or_raw_ratings(small_movielens, algorithm,
+                                                              monkeypatch):
+    """Record every local parameter vector a client holds in every round and every raw rating
+    vector; no message the server receives (nor anything it holds) contains one, by value."""
     data = small_movielens
+    local, received, true_sums = [], [], []
+    solve, receive, clip_and_sum = (FactorizedModel.local_solve, Server.receive,
+                                    TrustedAggregator._clip_and_sum)
+
+    def spy_solve(self, batch, subset):  # runs on the device, every round and at evaluation
+        theta = solve(self, batch, subset)
+        local.append((batch.users.copy(), theta.copy()))
+        return theta
+
+    def spy_receive(self, message):  # the server's only inbound channel
+        received.append(message)
+        return receive(self, message)
+
+    def spy_sums(self, contrib):  # inside the aggregator: the exact clipped sums, pre-noise
+        sums = clip_and_sum(self, contrib)
+        true_sums.append({k: v.copy() for k, v in sums.items()})
+        return sums
+
+    monkeypatch.setattr(FactorizedModel, "local_solve", spy_solve)
+    monkeypatch.setattr(Server, "receive", spy_receive)
+    monkeypatch.setattr(TrustedAggregator, "_clip_and_sum", spy_sums)
     out = train(RunConfig(algorithm=algorithm, epsilon=4.0, rounds=3, seed=5,
                           clients_per_round=10), data, baselines=False)
-    side = out["_side"]
-    server = side.server
-    assert len(server.inbox) == 3
-    # 1. only DP outputs, each with noise on every coordinate
-    for msg in server.inbox:
+    server, model = out["_side"].server, out["_side"].model
+    d = model.dim
+    assert len(received) == len(true_sums) == len(server.inbox) == 3
+    assert all(a is b for a, b in zip(server.inbox, received, strict=True))
+    ratings = []
+    for part in (data.train, data.test):
+        for u in range(data.n_users):
+            a, b = part.indptr[u], part.indptr[u + 1]
+            ratings.append((part.items[a:b], part.values[a:b]))
+    assert all(len(values) >= 2 for _, values in ratings)
+
+    # 1. only NoisyAggregates, noise declared on every released part and really added
+    prefix = {}
+    for msg, sums in zip(received, true_sums, strict=True):
         assert type(msg) is NoisyAggregate
-        assert all(std > 0 for std in msg.noise_std.values())
+        assert sorted(msg.values) == sorted(msg.noise_std) == sorted(sums)
         for name, value in msg.values.items():
-            assert value.shape[0] in (data.n_items, 1), name  # item-indexed, never per user
-    # 2. no user embedding: the users' local parameters at the final published model
-    client = Client(side.model, make_batch(data))
-    dist = TrustedDistributor()
-    dist.load(server.publish())
-    theta = side.model.local_solve(client._batch, dist.fetch(client.needs()))
-    embeddings = theta[:, : side.model.dim]
-    ratings = data.train.values
+            std = msg.noise_std[name]
+            assert std > 0, name
+            expected = sums[name]
+            if msg.kind == "prefix_sum":  # DP-FTRL: tree noise of popcount(step + 1) nodes
+                prefix[name] = (prefix.get(name, 0) if msg.step_in_epoch else 0) + expected
+                expected = prefix[name]
+                std = std * math.sqrt(bin(msg.step_in_epoch + 1).count("1"))
+            noise = (value - expected).ravel()
+            # n >= 48,710 N(0, std^2) draws: the sample std is within 6 / sqrt(2n) of std
+            assert abs(noise.std() / std - 1) < 6 / math.sqrt(2 * noise.size), name
+            assert abs(noise.mean()) < 6 * std / math.sqrt(noise.size), name
+
+    # the clients really held local parameters every round (3 rounds + the evaluation); an
+    # all-zero vector (a user whose rated items were all zeroed) identifies nobody, so skip it
+    assert len(local) == 4 and local[-1][0].tolist() == list(range(data.n_users))
+    assert all(theta.shape == (len(users), model.p) for users, theta in local)
+    held = sum(len(users) for users, _ in local)
+    embeddings = [row[:d] for _, theta in local for row in theta if np.abs(row[:d]).max() > 0]
+    feature_weights = [row[d + 1:] for _, theta in local for row in theta]
+    assert held > data.n_users and len(embeddings) >= 0.9 * held
+    assert all(np.abs(w).max() > 0 for w in feature_weights)
+
+    # 2. by value: no local parameter vector and no rating vector, in any received message or
+    # anywhere the server can reach (its parameters, inbox, model object)
+    haystacks = list({id(a): a for obj in (received, server) for a in _float_arrays(obj)}
+                     .values())
+    assert sum(a.size for a in haystacks) > 3 * data.n_items
+    for hay in haystacks:
+        assert not _runs_found(hay, embeddings), "a user embedding reached the server"
+        assert not _runs_found(hay, feature_weights), "a user's local weights reached the server"
+        assert not _runs_found(hay, [v for _, v in ratings]), "a rating vector reached the server"
+        if len(hay) == data.n_items:
+            assert not _scattered_ratings_found(hay, ratings), "ratings reached the server"
+
+    # 3. the server holds no client-side object
     for obj in _walk(server):
-        if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and obj.size:
-            flat = obj.reshape(-1, obj.shape[-1]) if obj.ndim > 1 else obj[None, :]
-            if flat.shape[1] == embeddings.shape[1]:
-                dist_min = np.abs(flat[:, None, :] - embeddings[None, :, :]).max(axis=2).min()
-                assert dist_min > 1e-9
-            # no vector of a user's raw ratings
-            for u in range(data.n_users):
-                r = ratings[data.train.indptr[u]: data.train.indptr[u + 1]]
-                assert not (obj.size == r.size and np.allclose(obj.ravel(), r))
-        # 3. the server holds no client-side object
         assert not isinstance(obj, (Client, Contributions, Interactions, RatingsData, Part))
+
+
+def test_the_boundary_audit_detects_a_forwarded_embedding_or_rating_vector():
+    """The helpers above are what makes the audit fail: check that they find real leaks."""
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(50, 5))
+    emb = rng.normal(size=4)
+    ratings = (np.array([3, 7, 9]), np.array([4.0, 2.5, 5.0]))
+    assert not _runs_found(table, [emb]) and not _scattered_ratings_found(table, [ratings])
+    leaked = table.copy()
+    leaked[17, 1:] = emb  # inside a row
+    assert _runs_found(leaked, [emb]) == {0}
+    leaked = table.copy()
+    leaked[20:24, 2] = emb  # down a column
+    assert _runs_found(leaked, [emb]) == {0}
+    assert _runs_found(np.concatenate([[0.1], emb]), [emb]) == {0}  # in a flat vector
+    assert _runs_found(table, [table[3, 1:5]]) == {0}  # any shape, not just width 4
+    assert _runs_found(np.asarray([[2.0, 4.0, 2.5, 5.0]]), [ratings[1]]) == {0}
+    leaked = table.copy()
+    leaked[ratings[0], 3] = ratings[1]  # scattered to the items' rows
+    assert _scattered_ratings_found(leaked, [ratings]) == {0}
+    # and a near miss (noise of 1e-6) is not a match
+    assert not _runs_found(table + 1e-6, [table[3, 1:5]])
 
 
 def test_server_refuses_anything_but_a_noisy_aggregate(small_movielens):

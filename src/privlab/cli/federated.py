@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console
+from privlab.cli.common import console, emit_json, err_console, parse_pair
 from privlab.errors import InvalidInputError
 
 federated_app = typer.Typer(
@@ -23,6 +23,17 @@ federated_app = typer.Typer(
 
 _JSON = typer.Option(False, "--json", help="Machine-readable output.")
 _DATASET = typer.Option("movielens", "--dataset", help="movielens | adult.")
+_RATINGS = typer.Option(None, "--ratings",
+                        help="MovieLens-format ratings FILE (CSV/Parquet: userId,movieId,rating"
+                             "[,timestamp]) instead of the bundled ones; a row with a userId "
+                             "and neither movieId nor rating enrols a user without ratings.")
+_MOVIES = typer.Option(None, "--movies",
+                       help="Public catalogue FILE for --ratings (movieId,title,genres): genre "
+                            "and year features used without protection. Without it the rated "
+                            "movie ids are the catalogue and no public features are used.")
+_RANGE = typer.Option(None, "--rating-range",
+                      help="Declared public range LO,HI of --ratings (default 0.5,5, "
+                           "MovieLens); ratings outside it are rejected.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
 _EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
@@ -60,9 +71,18 @@ def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:
     return out
 
 
+def _range(text: str | None) -> tuple[float, float]:
+    from privlab.federated.data import MOVIELENS_RANGE
+
+    pair = parse_pair(text, "--rating-range")
+    return MOVIELENS_RANGE if pair is None else pair
+
+
 def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, rounds: int,
             clients_per_round: int | None, seed: int | None, non_private: bool,
-            max_users: int | None, split_seed: int, sets: list[str] | None) -> Any:
+            max_users: int | None, split_seed: int, sets: list[str] | None,
+            ratings: str | None = None, movies: str | None = None,
+            rating_range: str | None = None) -> Any:
     from privlab.federated.factorized import FactorizedConfig
     from privlab.federated.mlp import MLPConfig
     from privlab.federated.simulation import RunConfig
@@ -81,7 +101,8 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
     return RunConfig(dataset=dataset, algorithm=algorithm,
                      epsilon=None if non_private else epsilon, delta=delta, rounds=rounds,
                      clients_per_round=clients_per_round, seed=seed, max_users=max_users,
-                     split_seed=split_seed, **kwargs)
+                     split_seed=split_seed, ratings=ratings, movies=movies,
+                     rating_range=_range(rating_range), **kwargs)
 
 
 def _summary(out: dict[str, Any]) -> None:
@@ -122,6 +143,7 @@ def train_cmd(
     delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
+    ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
     engine: str = typer.Option("vectorized", "--engine", help="vectorized | loop."),
     as_json: bool = _JSON,
 ) -> None:
@@ -130,7 +152,7 @@ def train_cmd(
     from privlab.federated.simulation import train
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
-                     non_private, max_users, split_seed, sets)
+                     non_private, max_users, split_seed, sets, ratings, movies, rating_range)
     bar, update = _progress(not as_json and err_console.is_terminal)
     try:
         with warnings.catch_warnings():
@@ -157,6 +179,7 @@ def serve_cmd(
     delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
+    ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
     address: str = typer.Option("127.0.0.1:8080", "--address", help="HOST:PORT to listen on."),
     num_clients: int = typer.Option(3, "--num-clients", help="Client processes to wait for."),
     round_timeout: float = typer.Option(600.0, "--round-timeout",
@@ -166,11 +189,14 @@ def serve_cmd(
                                           help="Seconds to wait for the clients to connect."),
     as_json: bool = _JSON,
 ) -> None:
-    """Flower server: trusted aggregator + distributor + untrusted server, one run."""
+    """Flower server: trusted aggregator + distributor + untrusted server, one run.
+
+    With --ratings it reads the same file as the clients, for public facts only (user count,
+    catalogue, declared range); the clients must be started with the same file options."""
     from privlab.federated.flower import serve
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
-                     non_private, max_users, split_seed, sets)
+                     non_private, max_users, split_seed, sets, ratings, movies, rating_range)
     out = serve(config, address=address, num_clients=num_clients, round_timeout=round_timeout,
                 connect_timeout=connect_timeout)
     out["config"] = _public(config)
@@ -187,18 +213,21 @@ def client_cmd(
     shard: int = typer.Option(0, "--shard", help="This node's shard (0-based)."),
     num_shards: int = typer.Option(1, "--num-shards", help="Number of client processes."),
     max_users: int = _MAX_USERS, split_seed: int = _SPLIT_SEED,
+    ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
     fail_at_round: int = typer.Option(None, "--fail-at-round", hidden=True,
                                       help="Exit abruptly in this round (failure tests)."),
     max_wait_time: float = typer.Option(120.0, "--max-wait",
                                         help="Seconds to keep retrying the connection."),
     as_json: bool = _JSON,
 ) -> None:
-    """Flower client: a device node holding users shard, shard+P, ... of the dataset."""
+    """Flower client: a device node holding users shard, shard+P, ... of the dataset (or of
+    the --ratings file, with the server's --movies and --rating-range)."""
     from privlab.federated.flower import run_client
 
     out = run_client(dataset, address=address, shard=shard, num_shards=num_shards,
                      split_seed=split_seed, max_users=max_users, fail_at_round=fail_at_round,
-                     max_wait_time=max_wait_time)
+                     max_wait_time=max_wait_time, ratings=ratings, movies=movies,
+                     rating_range=_range(rating_range))
     if as_json:
         emit_json(out)
         return

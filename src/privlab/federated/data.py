@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -93,6 +94,39 @@ def check_rating_range(rating_range: tuple[float, float]) -> tuple[float, float]
     return lo, hi
 
 
+def _have(frame: pd.DataFrame) -> str:
+    return ", ".join(map(str, frame.columns[:20])) or "no columns"
+
+
+def _show(value: object) -> str:
+    """A cell for an error message: 7.0, not np.float64(7.0)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _whole_numbers(column: pd.Series, field: str, table: str) -> tuple[np.ndarray, np.ndarray]:
+    """Integer ids (0 where missing) and the missing mask; anything else is a one-line error.
+
+    Ids are int64 throughout the federated code, so 3.0 is accepted and 3.5 or "abc" is not.
+    """
+    num = pd.to_numeric(column, errors="coerce")
+    missing = num.isna().to_numpy()
+    not_number = missing & ~column.isna().to_numpy()
+    if not_number.any():
+        first = column.to_numpy()[np.flatnonzero(not_number)[0]]
+        raise InvalidInputError(f"{field}: {int(not_number.sum())} value(s) in the {table} table "
+                                f"are not numbers (first: {_show(first)}); ids must be integers")
+    out = np.zeros(len(column), dtype=np.int64)
+    present = num[~missing].to_numpy()
+    if present.dtype.kind == "f":
+        bad = ~np.isfinite(present) | (present != np.round(present))
+        if bad.any():
+            raise InvalidInputError(f"{field}: {int(bad.sum())} value(s) in the {table} table "
+                                    f"are not whole numbers (first: {_show(present[bad][0])}); "
+                                    "ids must be integers")
+    out[~missing] = present.astype(np.int64)
+    return out, missing
+
+
 def movie_features(movies: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Public item features from movies.csv: genre indicators, release year (scaled), missing-year.
 
@@ -100,8 +134,12 @@ def movie_features(movies: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[
     """
     for col in ("movieId", "title", "genres"):
         if col not in movies.columns:
-            raise InvalidInputError(f"movies table needs column {col!r} (movieId,title,genres)")
-    ids = movies["movieId"].to_numpy(dtype=np.int64)
+            raise InvalidInputError(f"movies table needs column {col!r} (movieId,title,genres); "
+                                    f"it has: {_have(movies)}; rename or add the column")
+    ids, missing = _whole_numbers(movies["movieId"], "movieId", "movies")
+    if missing.any():
+        raise InvalidInputError(f"movieId: {int(missing.sum())} catalogue row(s) without a "
+                                "movieId; fill them in or drop those rows")
     if len(np.unique(ids)) != len(ids):
         raise InvalidInputError("movies.movieId must be unique; drop duplicate catalogue rows")
     genres = movies["genres"].fillna("").astype(str).str.split("|")
@@ -147,47 +185,78 @@ def ratings_from_frames(
 ) -> RatingsData:
     """Build a `RatingsData` from a ratings frame (userId, movieId, rating) and a catalogue.
 
-    `users` (optional) enrols users explicitly: enrolled users without ratings become clients
-    with no data (they contribute nothing but are counted). Ratings outside the declared
-    `rating_range` are rejected, because the sensitivity analysis relies on the range.
+    Users without ratings are enrolled as clients with no data (they contribute nothing but are
+    counted): either through `users`, or through rows that carry a userId and neither a movieId
+    nor a rating (what a users-left-join-ratings export produces). A row with only one of the
+    two missing is an error. Ratings outside the declared `rating_range` are rejected, because
+    the sensitivity analysis relies on the range. Other columns (e.g. timestamp) are ignored.
     """
     lo, hi = check_rating_range(rating_range)
     for col in ("userId", "movieId", "rating"):
         if col not in ratings.columns:
-            raise InvalidInputError(f"ratings table needs column {col!r} (userId,movieId,rating)")
-    values = pd.to_numeric(ratings["rating"], errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values) | (values < lo) | (values > hi)
+            raise InvalidInputError(f"ratings table needs column {col!r} "
+                                    f"(userId,movieId,rating[,timestamp]); it has: "
+                                    f"{_have(ratings)}; rename or add the column")
+    uid, no_user = _whole_numbers(ratings["userId"], "userId", "ratings")
+    if no_user.any():
+        raise InvalidInputError(f"userId: {int(no_user.sum())} row(s) without a userId (first: "
+                                f"data row {int(np.flatnonzero(no_user)[0]) + 1}); every rating "
+                                "needs its user: fill them in or drop those rows")
+    mid, no_movie = _whole_numbers(ratings["movieId"], "movieId", "ratings")
+    raw = ratings["rating"]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    no_rating = raw.isna().to_numpy()
+    enrol = no_movie & no_rating  # a user listed without any rating
+    half = (no_movie | no_rating) & ~enrol
+    if half.any():
+        row = int(np.flatnonzero(half)[0])
+        field, other, kind = (("movieId", "rating", no_movie) if no_movie[row]
+                              else ("rating", "movieId", no_rating))
+        raise InvalidInputError(
+            f"{field}: {int((half & kind).sum())} row(s) with a {other} but no {field} (first: "
+            f"data row {row + 1}, userId {uid[row]}); fill them in or drop those rows (a user "
+            "without ratings is a row with neither)")
+    rated = ~enrol
+    text = rated & np.isnan(values)
+    if text.any():
+        first = raw.to_numpy()[np.flatnonzero(text)[0]]
+        raise InvalidInputError(f"rating: {int(text.sum())} value(s) are not numbers (first: "
+                                f"{_show(first)}); ratings must be numeric")
+    bad = rated & (~np.isfinite(values) | (values < lo) | (values > hi))
     if bad.any():
-        first = ratings["rating"].to_numpy()[np.flatnonzero(bad)[0]]
+        first = raw.to_numpy()[np.flatnonzero(bad)[0]]
         raise InvalidInputError(
             f"rating: {int(bad.sum())} value(s) outside the declared range [{lo:g}, {hi:g}] "
-            f"(first: {first!r}); fix or drop them, or declare the right range"
+            f"(first: {_show(first)}); fix or drop them, or declare the right range"
         )
+    if not rated.any():
+        raise InvalidInputError("rating: the table has no ratings (only users without any); "
+                                "pass a ratings table with at least one rating")
+    listed = np.unique(uid[enrol])
+    uid, mid, values = uid[rated], mid[rated], values[rated]
     if movies is not None:
         item_ids, feats, names = movie_features(movies)
     else:  # no public catalogue: the items are those rated, with no features
-        item_ids = np.unique(ratings["movieId"].to_numpy(dtype=np.int64))
+        item_ids = np.unique(mid)
         feats, names = np.zeros((len(item_ids), 0)), ()
     item_pos = pd.Index(item_ids)
-    items = item_pos.get_indexer(ratings["movieId"].to_numpy(dtype=np.int64))
+    items = item_pos.get_indexer(mid)
     if (items < 0).any():
         raise InvalidInputError(
             f"movieId: {int((items < 0).sum())} rating(s) refer to movies missing from the "
             "catalogue; add them to movies.csv or drop those ratings"
         )
-    rated_users = ratings["userId"].to_numpy(dtype=np.int64)
+    rated_users = uid
     if users is None:
-        user_ids = np.unique(rated_users)
+        user_ids = np.union1d(rated_users, listed)
     else:
-        user_ids = np.unique(np.asarray(users, dtype=np.int64))
+        user_ids = np.union1d(np.asarray(users, dtype=np.int64), listed)
         unknown = ~np.isin(rated_users, user_ids)
         if unknown.any():
             raise InvalidInputError(
                 f"userId: {len(np.unique(rated_users[unknown]))} user(s) have ratings but are "
                 "not in `users`; enrol them or drop their ratings"
             )
-    if len(user_ids) == 0:
-        raise InvalidInputError("ratings: no users; pass at least one user with ratings")
     upos = np.searchsorted(user_ids, rated_users)
     key = pd.DataFrame({"u": upos, "i": items})
     if key.duplicated().any():
@@ -206,6 +275,38 @@ def ratings_from_frames(
                        part(test_mask))
 
 
+def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
+    if max_users is None:
+        return data
+    if max_users < 1:
+        raise InvalidInputError(f"max_users must be >= 1, got {max_users}")
+    return data.subset_users(np.arange(min(max_users, data.n_users)))
+
+
+def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
+                       rating_range: tuple[float, float] = MOVIELENS_RANGE,
+                       test_fraction: float = 0.2, split_seed: int = 0,
+                       max_users: int | None = None) -> RatingsData:
+    """A ratings task from the user's files (CSV/Parquet, MovieLens columns), split per user.
+
+    `movies` (movieId,title,genres) is the PUBLIC catalogue and its features; without it the
+    catalogue is the set of rated movie ids and no public features are used.
+    """
+    from privlab.data.io import read_table
+
+    def read(path: str | Path, option: str) -> pd.DataFrame:
+        try:
+            return read_table(path)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{option}: {exc}") from None
+
+    frame = read(ratings, "--ratings")
+    catalogue = None if movies is None else read(movies, "--movies")
+    data = ratings_from_frames(frame, catalogue, rating_range=rating_range,
+                               test_fraction=test_fraction, split_seed=split_seed)
+    return _subset_first(data, max_users)
+
+
 def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
                         max_users: int | None = None) -> RatingsData:
     """MovieLens ml-latest-small (610 users, bundled), split per user; optionally the first
@@ -215,11 +316,7 @@ def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
     data = ratings_from_frames(load_movielens("ratings"), load_movielens("movies"),
                                rating_range=MOVIELENS_RANGE, test_fraction=test_fraction,
                                split_seed=split_seed)
-    if max_users is not None:
-        if max_users < 1:
-            raise InvalidInputError(f"max_users must be >= 1, got {max_users}")
-        data = data.subset_users(np.arange(min(max_users, data.n_users)))
-    return data
+    return _subset_first(data, max_users)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import numpy as np
 
 from privlab.errors import InvalidInputError, PrivlabError
 from privlab.federated import tasks
+from privlab.federated.data import MOVIELENS_RANGE
 from privlab.federated.factorized import FactorizedConfig
 from privlab.federated.messages import Contributions, PublishedModel, RoundInstructions
 from privlab.federated.mlp import MLPConfig
@@ -63,10 +64,15 @@ def shard_users(n_users: int, shard: int, num_shards: int) -> np.ndarray:
     return np.arange(n_users)[shard::num_shards]
 
 
-def _model_config_json(config: RunConfig) -> str:
-    """Public model hyperparameters, sent to the device nodes with every round."""
-    return json.dumps({"dataset": config.dataset, "factorized": asdict(config.factorized),
-                       "mlp": asdict(config.mlp)})
+def _model_config_json(config: RunConfig, model: Any) -> str:
+    """Public model hyperparameters, sent to the device nodes with every round (with the
+    declared rating range and public feature count, so a node on other data stops)."""
+    spec: dict[str, Any] = {"dataset": config.dataset, "factorized": asdict(config.factorized),
+                            "mlp": asdict(config.mlp)}
+    if hasattr(model, "rating_range"):
+        spec["rating_range"] = list(model.rating_range)
+        spec["n_features"] = int(model.q)
+    return json.dumps(spec)
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +92,7 @@ def _make_strategy(flwr: Any, side: Any, num_clients: int, connect_timeout: floa
     config: RunConfig = side.config
     names = sorted(side.model.shapes())
     part_names = sorted(side.model.parts(client_kind(config.algorithm)))
-    model_json = _model_config_json(config)
+    model_json = _model_config_json(config, side.model)
 
     class PrivlabStrategy(Strategy):
         """Flower strategy whose aggregation is privlab's TrustedAggregator."""
@@ -220,8 +226,16 @@ def serve(config: RunConfig, address: str = "127.0.0.1:8080", num_clients: int =
 
 def _model_from_json(text: str, data: Any) -> Any:
     spec = json.loads(text)
-    return tasks.make_model(data, FactorizedConfig(**spec["factorized"]),
-                            MLPConfig(**spec["mlp"]))
+    model = tasks.make_model(data, FactorizedConfig(**spec["factorized"]),
+                             MLPConfig(**spec["mlp"]))
+    if "rating_range" in spec and (tuple(spec["rating_range"]) != tuple(model.rating_range)
+                                   or spec["n_features"] != model.q):
+        raise InvalidInputError(
+            f"rating_range/--movies: the server declares range {tuple(spec['rating_range'])} "
+            f"and {spec['n_features']} public feature(s), this client's data has "
+            f"{tuple(model.rating_range)} and {model.q}: start server and clients on the "
+            "same data")
+    return model
 
 
 def make_numpy_client(data: Any, users: np.ndarray, fail_at_round: int | None = None) -> Any:
@@ -282,12 +296,18 @@ def make_numpy_client(data: Any, users: np.ndarray, fail_at_round: int | None = 
 def run_client(dataset: str = "movielens", address: str = "127.0.0.1:8080", shard: int = 0,
                num_shards: int = 1, *, split_seed: int = 0, max_users: int | None = None,
                adult_users: int = 600, fail_at_round: int | None = None,
-               max_wait_time: float = 120.0) -> dict[str, Any]:
-    """Load this node's users and serve the Flower server until it ends the run."""
+               max_wait_time: float = 120.0, ratings: str | None = None,
+               movies: str | None = None,
+               rating_range: tuple[float, float] = MOVIELENS_RANGE) -> dict[str, Any]:
+    """Load this node's users and serve the Flower server until it ends the run.
+
+    `ratings`/`movies`/`rating_range`: the same MovieLens-format files the server was started
+    with (every process reads the file and keeps users `shard, shard + P, ...` of it)."""
     _import_flwr()
     from flwr.client import start_client
 
-    data = tasks.load_task(dataset, split_seed, max_users, adult_users)
+    data = tasks.load_task(dataset, split_seed, max_users, adult_users, ratings=ratings,
+                           movies=movies, rating_range=rating_range)
 
     users = shard_users(data.n_users, shard, num_shards)
     client = make_numpy_client(data, users, fail_at_round)

@@ -23,7 +23,7 @@ from privlab.core.rng import SEEDED_NOTE, make_rng
 from privlab.errors import InvalidInputError
 from privlab.federated import tasks
 from privlab.federated.accounting import ALGORITHMS, Plan, RunAccountant, calibrate
-from privlab.federated.data import RatingsData, TabularData
+from privlab.federated.data import MOVIELENS_RANGE, RatingsData, TabularData
 from privlab.federated.factorized import (
     FactorizedConfig,
     FactorizedModel,
@@ -56,6 +56,9 @@ class RunConfig:
     split_seed: int = 0
     max_users: int | None = None
     adult_users: int = 600
+    ratings: str | None = None  # a MovieLens-format ratings file instead of the bundled one
+    movies: str | None = None  # its public catalogue (movieId,title,genres); None: no features
+    rating_range: tuple[float, float] = MOVIELENS_RANGE  # declared public range of the ratings
     factorized: FactorizedConfig = field(default_factory=FactorizedConfig)
     mlp: MLPConfig = field(default_factory=MLPConfig)
 
@@ -81,6 +84,8 @@ class RunConfig:
                 f"clients_per_round must be >= 1, got {self.clients_per_round}")
         if self.max_users is not None and self.max_users < 1:
             raise InvalidInputError(f"max_users must be >= 1, got {self.max_users}")
+        object.__setattr__(self, "rating_range", tasks.check_data_options(
+            self.dataset, self.ratings, self.movies, self.rating_range))
 
     @property
     def private(self) -> bool:
@@ -89,7 +94,8 @@ class RunConfig:
 
 def load_task(config: RunConfig) -> RatingsData | TabularData:
     return tasks.load_task(config.dataset, config.split_seed, config.max_users,
-                           config.adult_users)
+                           config.adult_users, ratings=config.ratings, movies=config.movies,
+                           rating_range=config.rating_range)
 
 
 def make_model(config: RunConfig, data: RatingsData | TabularData) -> Any:
@@ -174,8 +180,11 @@ def guarantee_of(side: TrustedSide) -> PrivacyGuarantee:
                      f"{side.plan.clients_per_round} of {side.plan.n_users} users a round)")
     if config.algorithm == "dpftrl":
         notes.append(f"epochs (rounds each): {side.plan.epochs()}; each user once per epoch")
-    if config.dataset == "movielens":
+    if config.dataset == "movielens" and side.model.q > 0:
         notes.append("public item features (genres, year) used without protection")
+    if config.ratings is not None and config.movies is None:
+        notes.append("no catalogue given: the set of rated movie ids is treated as public (it "
+                     "sizes the released item table) and no public item features are used")
     return side.accountant.guarantee(MECHANISM_NAMES[config.algorithm], tuple(notes))
 
 

@@ -11,16 +11,47 @@ from typing import Any
 import numpy as np
 
 from privlab.errors import InvalidInputError
-from privlab.federated.data import RatingsData, TabularData, load_adult_task, load_movielens_task
+from privlab.federated.data import (
+    MOVIELENS_RANGE,
+    RatingsData,
+    TabularData,
+    check_rating_range,
+    load_adult_task,
+    load_movielens_task,
+    load_ratings_files,
+)
 from privlab.federated.factorized import FactorizedConfig, FactorizedModel, RatingsBatch
 from privlab.federated.mlp import MLPConfig, MLPModel, TabularBatch
 
 DATASETS = ("movielens", "adult")
 
 
+def check_data_options(dataset: str, ratings: str | None, movies: str | None,
+                       rating_range: tuple[float, float]) -> tuple[float, float]:
+    """The file options only make sense together and for the ratings task; returns the range."""
+    rating_range = check_rating_range(rating_range)
+    if dataset != "movielens" and (ratings is not None or movies is not None):
+        raise InvalidInputError("--ratings/--movies give MovieLens-format ratings; use them with "
+                                "--dataset movielens")
+    if ratings is None and movies is not None:
+        raise InvalidInputError("--movies is the catalogue of a --ratings file; pass --ratings "
+                                "too (the bundled MovieLens has its own catalogue)")
+    if ratings is None and rating_range != MOVIELENS_RANGE:
+        raise InvalidInputError("--rating-range declares the range of a --ratings file; the "
+                                "bundled MovieLens range is 0.5,5")
+    return rating_range
+
+
 def load_task(dataset: str, split_seed: int = 0, max_users: int | None = None,
-              adult_users: int = 600) -> RatingsData | TabularData:
-    """The task's per-user data (bundled MovieLens ratings or Adult dealt to users)."""
+              adult_users: int = 600, *, ratings: str | None = None, movies: str | None = None,
+              rating_range: tuple[float, float] = MOVIELENS_RANGE) -> RatingsData | TabularData:
+    """The task's per-user data: bundled MovieLens ratings, or a ratings file in the MovieLens
+    format (`ratings`, optional public catalogue `movies`, declared `rating_range`), or Adult
+    dealt to synthetic users."""
+    rating_range = check_data_options(dataset, ratings, movies, rating_range)
+    if ratings is not None:
+        return load_ratings_files(ratings, movies, rating_range=rating_range,
+                                  split_seed=split_seed, max_users=max_users)
     if dataset == "movielens":
         return load_movielens_task(split_seed=split_seed, max_users=max_users)
     if dataset == "adult":
