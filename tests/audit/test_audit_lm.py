@@ -153,3 +153,35 @@ def test_sequence_log_perplexity_is_additive(tok):
         logp = torch.log_softmax(model(torch.tensor([ids]), use_cache=False).logits.double(), -1)
     want = -sum(float(logp[0, i - 1, ids[i]]) for i in range(n_pre, len(ids))) / math.log(2)
     assert a == pytest.approx(want, rel=1e-9)
+
+
+def test_secrets_extracted_without_dp_and_none_with_accounted_dp():
+    """The end-to-end audit on a small model (32 dims, 1 layer, 300 public texts): the same
+    pretraining, corpus and number of fine-tuning epochs (20), plain vs DP-SGD at an accounted
+    eps = 8 per text (the thesis' setting). Measured at seed 0: 7 / 15 secrets extracted
+    without DP (seeds 1, 2: 12, 8), 0 / 15 with DP; mean exposure 4.39 (every secret ranked
+    1st of 21) vs 2.64. The full-size run is experiments/audit_lm.py (docs/audit.md)."""
+    import warnings
+
+    cfg = lm.LMAuditConfig(public_texts=300, pretrain_epochs=2, spec=lm.LMSpec(32, 1, 2, 64),
+                           train=lm.LMTrainConfig(epochs=20, batch_size=16, lr=5e-3,
+                                                  max_length=40),
+                           dp_epochs=20, dp_batch_size=64, dp_lr=5e-3, samples_per_prompt=5,
+                           n_candidates=20, seed=0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is faster and reproducible
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the "not private" warning of the plain run
+            plain = lm.run_lm_audit(None, cfg, rng=0)
+            dp = lm.run_lm_audit(8.0, cfg, rng=0)
+    finally:
+        torch.set_num_threads(before)
+    assert plain["guarantee"]["is_dp"] is False
+    g = dp["guarantee"]
+    assert g["is_dp"] and g["epsilon"] <= 8.0 * 1.001 and g["delta"] == cfg.train.delta
+    assert plain["extraction"]["of"] == dp["extraction"]["of"] == 15
+    assert plain["extraction"]["extracted"] >= 1, plain["extraction"]["hits_per_secret"]
+    assert dp["extraction"]["extracted"] == 0, dp["extraction"]["hits_per_secret"]
+    assert len(plain["exposure"]) == len(dp["exposure"]) == 15
+    assert plain["mean_exposure"] > dp["mean_exposure"]
