@@ -5,7 +5,8 @@ A. Richness of all 15 Adult attributes plus every pair among the attributes tagg
    bincount, one scan for all pairs) against the straightforward pandas approach
    (`value_counts` per attribute, `DataFrame.value_counts` per pair). Claim: >= 5x.
 B. k-anonymity and distinct l-diversity on 1 million rows (QIs age, education, marital-status,
-   race, sex, native-country; sensitive occupation): privlab against pycanon 1.3.6. Claim:
+   race, sex, native-country; sensitive occupation; best of --repeats calls on each side):
+   privlab against pycanon 1.3.6. Claim:
    >= 10x. pycanon pins old numpy/pandas, so it runs from its own venv as a subprocess that
    reads the same CSV and times only its own k / l calls (reading excluded on both sides).
 C. (--mondrian) Mondrian on Adult for k in 2, 5, 10, 50: classes and information loss, each
@@ -45,13 +46,18 @@ import json, sys, time
 import pandas as pd
 from pycanon import anonymity
 import pycanon
-qis = json.loads(sys.argv[2]); sa = sys.argv[3]
+qis = json.loads(sys.argv[2]); sa = sys.argv[3]; repeats = int(sys.argv[4])
 data = pd.read_csv(sys.argv[1]).reset_index(drop=True)
-c0, t0 = time.process_time(), time.perf_counter(); k = anonymity.k_anonymity(data, qis)
-c1, t1 = time.process_time(), time.perf_counter(); l = anonymity.l_diversity(data, qis, [sa])
-c2, t2 = time.process_time(), time.perf_counter()
-print(json.dumps({"k": int(k), "l": int(l), "seconds_k": t1 - t0, "seconds_l": t2 - t1,
-                  "cpu_k": c1 - c0, "cpu_l": c2 - c1,
+best = {}
+for _ in range(repeats):  # best of `repeats`, each call timed alone
+    c0, t0 = time.process_time(), time.perf_counter(); k = anonymity.k_anonymity(data, qis)
+    c1, t1 = time.process_time(), time.perf_counter(); l = anonymity.l_diversity(data, qis, [sa])
+    c2, t2 = time.process_time(), time.perf_counter()
+    for name, sec, cpu in (("k", t1 - t0, c1 - c0), ("l", t2 - t1, c2 - c1)):
+        if name not in best or sec < best[name][0]:
+            best[name] = (sec, cpu)
+print(json.dumps({"k": int(k), "l": int(l), "seconds_k": best["k"][0],
+                  "seconds_l": best["l"][0], "cpu_k": best["k"][1], "cpu_l": best["l"][1],
                   "rows": len(data), "version": pycanon.__version__}))
 """
 
@@ -116,20 +122,32 @@ def part_a(rows: int) -> dict:
             "low_tier_attributes": [a.name for a in result.attributes if a.tier != "hide"]}
 
 
-def part_b(rows: int, pycanon_python: str | None) -> dict:
+def _best(fn, repeats: int) -> tuple[object, float, float]:
+    """(result, best wall seconds, CPU seconds of that run) over `repeats` calls."""
+    best = None
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        value = fn()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if best is None or wall < best[1]:
+            best = (value, wall, cpu)
+    return best
+
+
+def part_b(rows: int, pycanon_python: str | None, repeats: int = 3) -> dict:
     frame = replicate_adult(rows, seed=1)[QIS + [SENSITIVE]]
-    c0, t0 = time.process_time(), time.perf_counter()
-    k = k_anonymity(frame, QIS)
-    c1, t1 = time.process_time(), time.perf_counter()
-    l_div = l_diversity(frame, QIS, SENSITIVE)
-    c2, t2 = time.process_time(), time.perf_counter()
-    both = Grouping.build(frame, QIS, SENSITIVE)  # what `assess` does: k and l in one pass
-    k_both, l_both = int(both.sizes.min()), int(both.distinct_sensitive().min())
-    t3 = time.perf_counter()
-    assert (k_both, l_both) == (k, l_div)
-    out = {"rows": rows, "k": k, "l": l_div, "privlab_k_s": t1 - t0, "privlab_l_s": t2 - t1,
-           "privlab_k_and_l_one_pass_s": t3 - t2, "privlab_cpu_k": c1 - c0,
-           "privlab_cpu_l": c2 - c1}
+    k, t_k, c_k = _best(lambda: k_anonymity(frame, QIS), repeats)
+    l_div, t_l, c_l = _best(lambda: l_diversity(frame, QIS, SENSITIVE), repeats)
+
+    def one_pass() -> tuple[int, int]:  # what `assess` does: k and l in one pass
+        both = Grouping.build(frame, QIS, SENSITIVE)
+        return int(both.sizes.min()), int(both.distinct_sensitive().min())
+
+    k_and_l, t_both, _ = _best(one_pass, repeats)
+    assert k_and_l == (k, l_div)
+    out = {"rows": rows, "k": k, "l": l_div, "repeats": repeats, "privlab_k_s": t_k,
+           "privlab_l_s": t_l, "privlab_k_and_l_one_pass_s": t_both, "privlab_cpu_k": c_k,
+           "privlab_cpu_l": c_l}
     if not pycanon_python or not Path(pycanon_python).exists():
         out["pycanon"] = f"skipped: no pycanon python at {pycanon_python!r}"
         return out
@@ -137,8 +155,8 @@ def part_b(rows: int, pycanon_python: str | None) -> dict:
         path = Path(tmp) / "adult_1m.csv"
         frame.to_csv(path, index=False)
         proc = subprocess.run([pycanon_python, "-c", PYCANON_SCRIPT, str(path), json.dumps(QIS),
-                               SENSITIVE], capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                               SENSITIVE, str(repeats)], capture_output=True, text=True,
+                              timeout=3600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if proc.returncode != 0:
         out["pycanon"] = f"failed: {proc.stderr.strip().splitlines()[-1:]}"
         return out
@@ -182,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k-rows", type=int, default=1_000_000, help="rows for part B")
     ap.add_argument("--pycanon-python", default=os.environ.get(
         "PYCANON_PYTHON", "/tmp/pycanon-venv/bin/python"))
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="part B: best of this many calls on each side")
     ap.add_argument("--skip-a", action="store_true")
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--mondrian", action="store_true",
@@ -198,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{a['privlab_cpu_s']:.2f} s -> {a['cpu_ratio']:.1f}x "
               f"(max |diff| {a['max_abs_diff']:.1e})")
     if not args.skip_b:
-        b = part_b(args.k_rows, args.pycanon_python)
+        b = part_b(args.k_rows, args.pycanon_python, args.repeats)
         results["k_l"] = b
         line = (f"B. k / l on {b['rows']:,} rows (k={b['k']}, l={b['l']}): privlab "
                 f"{b['privlab_k_s']:.3f} s + {b['privlab_l_s']:.3f} s")
