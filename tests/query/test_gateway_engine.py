@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -156,6 +157,22 @@ def test_refusals_cost_nothing_and_are_audited(backend: dict[str, Any]) -> None:
     assert g.ledger.history(a.principal) == [] and g.ledger.history(bob.principal) == []
     assert [h["decision"] for h in g.history(a)] == ["refused", "refused"]
     assert [h["decision"] for h in g.history(bob)] == ["denied"]
+
+
+def test_nul_bytes_are_audited_and_charged_as_text(backend: dict[str, Any]) -> None:
+    """PostgreSQL text cannot hold NUL: a query carrying one is still refused or answered and
+    audited (as the characters \\x00), never a database error."""
+    g = small_gateway(backend, epsilon=5.0)
+    a = alice(g)
+    with pytest.raises(QueryRefused):
+        g.query(a, "SELECT COUNT(*) FROM people\x00; DROP TABLE people", 0.5)
+    with contextlib.suppress(QueryRefused):  # answered or refused: either is fine here
+        g.query(a, "SELECT COUNT(*) FROM people WHERE city = 'Ank\x00ara'", 0.5)
+    rows = g.history(a)
+    assert rows and all("\x00" not in (h["sql"] or "") for h in rows)
+    assert any("\\x00" in (h["sql"] or "") for h in rows)
+    assert all("\x00" not in e.description for e in g.ledger.history(a.principal))
+    assert g.audit.verify() == []
 
 
 def test_failure_after_the_charge_keeps_the_charge(backend: dict[str, Any],

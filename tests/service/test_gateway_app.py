@@ -196,6 +196,38 @@ def test_hostile_inputs_get_identical_answers_on_different_data(
         assert c.get("/v1/budget", headers=A).json()["spent_epsilon"] == 0.0
 
 
+def test_hostile_inputs_are_refused_alike_on_postgresql(
+        adult_pair: tuple[TestClient, TestClient], adult_pg: str) -> None:
+    """The same hostile list over HTTP to a gateway on PostgreSQL (data and ledger): refused
+    with the same answer as on DuckDB, nothing charged, nothing executed (no pg_sleep)."""
+    import time
+    import uuid
+
+    suffix = "_" + uuid.uuid4().hex[:8]
+    pg = client_for(adult_cfg(adult_pg, adult_pg, schema="data", epsilon=1000.0,
+                              suffix=suffix))
+    key = {"Authorization": f"Bearer {KEY_A}{suffix}"}
+    duck, _ = adult_pair
+    started = time.monotonic()
+    for sql, reason in HOSTILE:
+        if reason is None:
+            continue
+        body = {"sql": sql, "epsilon": 1.0}
+        r_pg = pg.post("/v1/queries", headers=key, json=body)
+        r_duck = duck.post("/v1/queries", headers=A, json=body)
+        assert r_pg.status_code in (400, 413), (sql, r_pg.text)
+        assert (r_pg.status_code, r_pg.json()) == (r_duck.status_code, r_duck.json()), sql
+    assert time.monotonic() - started < 30  # pg_sleep(5) / pg_sleep(10) never ran
+    assert pg.get("/v1/budget", headers=key).json()["spent_epsilon"] == 0.0
+    # injection through the query string of the read endpoints: refused or empty, never 500
+    for path in ("/v1/queries?before=1%3B%20DROP%20TABLE%20adult",
+                 "/v1/queries?limit=1%20OR%201%3D1",
+                 "/v1/budget?analyst=alice%27%20OR%20%271%27%3D%271"):
+        r = pg.get(path, headers=key)
+        assert r.status_code in (400, 403, 422), (path, r.status_code, r.text)
+        assert "adult" not in r.text.lower() or "drop" not in r.text.lower()
+
+
 def test_group_by_a_unique_column_is_refused_not_answered(
         adult_pair: tuple[TestClient, TestClient]) -> None:
     full, _ = adult_pair

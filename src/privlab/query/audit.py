@@ -99,6 +99,12 @@ class AuditRecord:
         }
 
 
+def _printable(text: str | None) -> str | None:
+    """NUL cannot be stored in PostgreSQL text (SQLite would keep it): record it as the four
+    characters `\\x00`, on both backends, so a hostile query is audited, not a 500."""
+    return None if text is None else text.replace("\x00", "\\x00")
+
+
 def _row_hash(prev: str, values: dict[str, Any]) -> str:
     body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
                       separators=(",", ":"))
@@ -209,10 +215,11 @@ class AuditLog:
             raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
         values = {
             "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
-            "analyst": analyst, "sql": sql,
+            "analyst": _printable(analyst), "sql": _printable(sql),
             "epsilon": None if epsilon is None else repr(float(epsilon)),
             "delta": None if delta is None else repr(float(delta)),
-            "decision": decision, "reason": reason, "ledger_entry_id": ledger_entry_id,
+            "decision": decision, "reason": _printable(reason),
+            "ledger_entry_id": ledger_entry_id,
             "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
             "result": None if result is None else json.dumps(result, default=str,
                                                              allow_nan=False),
