@@ -53,6 +53,8 @@ def base() -> dict[str, Any]:
      "analysts"),
     (lambda c: c.update(limits={"burst": 0}), "limits.burst"),
     (lambda c: c.update(extra=1), "config"),
+    (lambda c: c.update(database={"url": "data.duckdb", "threads": 0}), "database.threads"),
+    (lambda c: c.update(database={"url": "data.duckdb", "threads": "4"}), "database.threads"),
 ])
 def test_config_errors_name_the_field(mutate: Any, field: str) -> None:
     raw = base()
@@ -61,6 +63,13 @@ def test_config_errors_name_the_field(mutate: Any, field: str) -> None:
         parse_config(raw)
     assert str(info.value).startswith(field + ":"), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_duckdb_threads_default_to_one_per_query() -> None:
+    assert parse_config(base()).threads == 1
+    raw = base()
+    raw["database"] = {"url": "data.duckdb", "threads": 4}
+    assert parse_config(raw).threads == 4
 
 
 def test_paths_are_relative_to_the_config_and_audit_defaults_beside_the_ledger(

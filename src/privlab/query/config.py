@@ -147,6 +147,9 @@ class GatewayConfig:
     ledger: str
     audit: str | None = None  # default: the ledger's database
     schema: str | None = None  # PostgreSQL schema holding the tables
+    #: DuckDB threads per query (1: concurrent requests are the parallelism; a small query on
+    #: several threads is slower, 1.7 -> 1.1 ms on Adult). Ignored by PostgreSQL.
+    threads: int = 1
     joins: tuple[JoinSpec, ...] = ()
     limits: Limits = field(default_factory=Limits)
     base_dir: Path = field(default_factory=Path.cwd)
@@ -407,9 +410,13 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
     schema = db.get("schema")
     if schema is not None:
         schema = _name(schema, "database.schema")
-    extra = set(db) - {"url", "schema"}
+    threads = db.get("threads", 1)
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
+        raise _fail("database.threads", "must be an integer from 1 to 256 (DuckDB threads per "
+                    "query; default 1)")
+    extra = set(db) - {"url", "schema", "threads"}
     if extra:
-        raise _fail("database", f"unknown keys {sorted(extra)}; allowed: url, schema")
+        raise _fail("database", f"unknown keys {sorted(extra)}; allowed: url, schema, threads")
     ledger = raw.get("ledger")
     if not isinstance(ledger, str) or not ledger.strip():
         raise _fail("ledger", "must be a SQLite file path or a database URL")
@@ -443,6 +450,7 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
         database=_resolve(url, base), tables=tables, analysts=analysts,
         ledger=_resolve(ledger, base), audit=None if audit is None else _resolve(audit, base),
         schema=schema, joins=joins, limits=_limits(raw.get("limits")), base_dir=base,
+        threads=threads,
     )
 
 

@@ -204,10 +204,11 @@ class PostgresEngine(Engine):
         self._engine.dispose()
 
 
-def open_engine(url: str, timeout_s: float = 10.0) -> Engine:
-    """DuckDB for a file path (or duckdb:///path), PostgreSQL for a postgresql URL."""
+def open_engine(url: str, timeout_s: float = 10.0, threads: int | None = None) -> Engine:
+    """DuckDB for a file path (or duckdb:///path), PostgreSQL for a postgresql URL.
+    `threads`: DuckDB threads per query (None: DuckDB's default, every core)."""
     if url.startswith("duckdb:///"):
-        return DuckDBEngine(url[len("duckdb:///"):], timeout_s=timeout_s)
+        return DuckDBEngine(url[len("duckdb:///"):], timeout_s=timeout_s, threads=threads)
     if "://" in url:
         return PostgresEngine(url, timeout_s=timeout_s)
-    return DuckDBEngine(url, timeout_s=timeout_s)
+    return DuckDBEngine(url, timeout_s=timeout_s, threads=threads)

@@ -59,7 +59,8 @@ class Gateway:
         from privlab.core.ledger import BudgetLedger
 
         self.config = config
-        self.engine = engine or open_engine(config.database, config.limits.statement_timeout_s)
+        self.engine = engine or open_engine(config.database, config.limits.statement_timeout_s,
+                                            threads=config.threads)
         if check_tables:
             self.engine.check_tables(config)
         self.planner = Planner(config, dialect=self.engine.dialect,
