@@ -2,11 +2,11 @@
 
 Each method is fitted `--repeats` times (fresh seed each) at epsilon=1, delta=1e-6 with the
 public Adult domain, then samples `--rows` rows; the table reports the median and the range
-of wall-clock seconds. Torch runs with one intra-op thread inside the DP-VAE (see
-`privlab.synth.dpvae`). The machine's load matters: the printout names the CPU count and
+of wall-clock seconds. Torch runs with one intra-op thread inside the DP-VAE and the DP-GAN
+(see `privlab.synth.dpsgd`). The machine's load matters: the printout names the CPU count and
 the 1-minute load average at the start.
 
-    .venv/bin/python benchmarks/synth.py                 # mst x5, dpvae x2
+    .venv/bin/python benchmarks/synth.py                 # mst x5, dpvae x2, dpgan x3
     .venv/bin/python benchmarks/synth.py --methods mst --repeats 10 --json /tmp/b.json
 """
 
@@ -27,8 +27,9 @@ from privlab.utils.atomic import atomic_write_text
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--methods", default="mst,mst-estimated,dpvae")
-    ap.add_argument("--repeats", type=int, default=None, help="default: mst 5, dpvae 2")
+    ap.add_argument("--methods", default="mst,mst-estimated,dpvae,dpgan")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="default: mst 5, dpvae 2, dpgan 3")
     ap.add_argument("--rows", type=int, default=30162)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--json", default=None)
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for method in args.methods.split(","):
         base, _, variant = method.partition("-")
-        repeats = args.repeats or (2 if base == "dpvae" else 5)
+        repeats = args.repeats or {"dpvae": 2, "dpgan": 3}.get(base, 5)
         fits, samples = [], []
         for seed in range(repeats):
             synth = make_synthesizer(base, domain=None if variant else "adult", rng=seed)

@@ -1,4 +1,5 @@
-"""`privlab synth`: JSON output, files written, bad input as one-line errors."""
+"""`privlab synth`: JSON output (mst, dpgan), files written, bad input as one-line errors
+(including DP-VAE inputs with a one-value column and missing values)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 
 from privlab.cli.main import main
+from privlab.synth.domain import ADULT_DOMAIN
 
 
 @pytest.fixture()
@@ -47,8 +49,15 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--method", "aim"], "not available"),
-    (["--method", "dpgan"], "not available"),
     (["--method", "gan"], "--method must be one of"),
+    (["--method", "mst", "--epochs", "3"], "--epochs applies to dpvae and dpgan"),
+    (["--method", "dpgan", "--epochs", "0"], "epochs must be an integer >= 1"),
+    # seeded: the refusal reads the noisy row count (a DP value), so it is itself random
+    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
+     "too small for --method dpvae"),
+    (["--method", "dpgan", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
+     "too small for --method dpgan"),
+    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0"], "could not bound column"),
     (["--method", "mst", "--epsilon", "0"], "epsilon"),
     (["--method", "mst", "--holdout", "0.7"], "--holdout"),
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
@@ -60,6 +69,66 @@ def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -
     code = main(base + args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_synth_dpgan_json(tmp_path, adult_csv, capsys) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "gan.csv"
+    code = main(["synth", str(adult_csv), "--method", "dpgan", "--epsilon", "2", "--rows", "300",
+                 "--out", str(out), "--domain", "adult", "--epochs", "2", "--seed", "3",
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    payload = json.loads(captured.out)
+    g = payload["guarantee"]
+    assert payload["method"] == "dpgan" and g["is_dp"] and g["epsilon"] <= 2
+    assert [b["step"].split(" ")[0] for b in payload["budget"]] == ["row", "DP-SGD"]
+    assert payload["details"]["epochs"] == 2 and "last_epoch_stats_not_private" in \
+        payload["details"]
+    table = pd.read_csv(out)
+    assert len(table) == 300 and list(table.columns) == list(pd.read_csv(adult_csv).columns)
+    assert set(table["sex"].dropna()) <= {"Female", "Male"}
+
+
+@pytest.fixture()
+def gaps_csv(tmp_path, adult_small):
+    """A constant column, 20% missing workclass."""
+    frame = adult_small[["age", "sex", "workclass", "salary"]].head(2000).assign(country="US")
+    frame.loc[frame.sample(frac=0.2, random_state=0).index, "workclass"] = None
+    path = tmp_path / "gaps.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("missing", ["value", "drop"])
+def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, missing) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "vae.csv"
+    code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "2000",
+                 "--out", str(out), "--missing", missing, "--epochs", "3", "--seed", "1",
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    payload = json.loads(captured.out)
+    assert any("'country': a single category" in w for w in payload["warnings"])
+    table = pd.read_csv(out)
+    assert table["country"].dropna().isin(["US", "<other>"]).all()
+    if missing == "drop":  # no missing code in the domain: nothing missing in the output
+        assert not table.isna().any().any()
+        assert all(not c["missing_code"] for c in payload["domain"]["columns"])
+    else:  # missingness is a value of its own and is synthesized
+        assert table["workclass"].isna().any()
+
+
+def test_declared_column_without_missing_refuses_missing_values(tmp_path, gaps_csv,
+                                                                capsys) -> None:
+    decl = tmp_path / "domain.json"
+    decl.write_text(json.dumps({"columns": {"workclass": {
+        "categories": ADULT_DOMAIN["columns"]["workclass"]["categories"], "missing": False}}}))
+    code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "10",
+                 "--out", str(tmp_path / "o.csv"), "--domain", str(decl), "--seed", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'workclass' has missing values" in err and err.count("\n") == 1
 
 
 def test_identifier_column_refused(tmp_path, adult_small, capsys) -> None:

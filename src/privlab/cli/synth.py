@@ -1,4 +1,4 @@
-"""`privlab synth DATA --method mst|dpvae --epsilon E --rows N --out OUT.csv`: release a DP
+"""`privlab synth DATA --method mst|dpvae|dpgan --epsilon E --rows N --out OUT.csv`: release a DP
 synthetic table instead of the real one, with its guarantee; optional evaluation and report."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ EVAL_NOTE = ("the evaluation reads the real records and is NOT differentially pr
 def synth_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file with the real records."),
     method: str = typer.Option(..., "--method", "-m",
-                               help="mst (marginal-based) | dpvae (DP-SGD autoencoder). "
-                                    "aim and dpgan are not available."),
+                               help="mst (marginal-based) | dpvae (DP-SGD autoencoder) | "
+                                    "dpgan (GAN, DP-SGD discriminator). aim is not "
+                                    "available."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
     delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
@@ -36,7 +37,8 @@ def synth_cmd(
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
                                      "with a missing value."),
-    epochs: int = typer.Option(20, "--epochs", help="dpvae: training epochs."),
+    epochs: int = typer.Option(None, "--epochs",
+                               help="dpvae / dpgan: training epochs (default 20 / 10)."),
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
@@ -70,8 +72,10 @@ def synth_cmd(
                                 "measured on real rows the synthesizer did not see)")
     options: dict[str, Any] = {"domain": domain, "drop": parse_list(drop, "--drop") or [],
                                "bins": bins, "missing": missing, "rng": seed}
-    if method == "dpvae":
+    if epochs is not None and method in ("dpvae", "dpgan"):
         options["epochs"] = epochs
+    elif epochs is not None and method == "mst":
+        raise InvalidInputError("--epochs applies to dpvae and dpgan, not to --method mst")
     frame = read_table(file, delimiter=delimiter)
     if target is not None and target not in frame.columns:
         raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
