@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -463,39 +464,66 @@ def _loop_dp(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor, index: 
     std = torch.tensor([p.noise_multiplier * p.clip for p in plans]).float()
     denom = torch.tensor([p.expected_batch_size for p in plans]).float()
     q = plans[0].sample_rate
-    noise_buf = np.empty((m, total_size), dtype=np.float32)
+    total_steps = int(cfg.epochs) * plans[0].steps_per_epoch
+    buffers = [np.empty((m, total_size), dtype=np.float32) for _ in range(2)]
+
+    def draw(step: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """One step's batches and noise; per model the same draws, in the same order, as
+        train_one (its batch, then its noise). Runs one step ahead on a helper thread
+        (NumPy releases the GIL while sampling), so drawing 16 x P normals overlaps the
+        stacked gradient: it was half of a DP step."""
+        buf = buffers[step % 2]
+        batches = []
+        for i, g in enumerate(gens):
+            batches.append(poisson_batch(g, n_m, q))
+            flat_noise(g, total_size, out=buf[i])
+        return batches, buf
+
     history = []
-    for epoch in range(int(cfg.epochs)):
-        seen = np.zeros(m)
-        for _ in range(plans[0].steps_per_epoch):
-            batches = [poisson_batch(g, n_m, q) for g in gens]
-            for i, g in enumerate(gens):                        # same draws as train_one
-                flat_noise(g, total_size, out=noise_buf[i])
-            k = max(1, max(len(bt) for bt in batches))
-            local = np.zeros((m, k), dtype=np.int64)
-            mask = np.zeros((m, k), dtype=np.float32)
-            for i, bt in enumerate(batches):
-                local[i, :len(bt)] = bt
-                mask[i, :len(bt)] = 1.0
-                seen[i] += len(bt)
-            rows = torch.gather(index, 1, torch.from_numpy(local))
-            grads, _, _, _ = trainer.clipped(x[rows], y[rows], torch.from_numpy(mask),
-                                             chunk_size)
-            noise = torch.from_numpy(noise_buf)                   # (M, P)
-            offset = 0
-            for name, size in zip(trainer.names, sizes, strict=True):
-                prm = trainer.params[name]
-                chunk = noise[:, offset:offset + size].view_as(prm)
-                shape = (m,) + (1,) * (prm.dim() - 1)
-                noisy = (grads[name] + std.view(shape) * chunk) / denom.view(shape)
-                prm.grad = noisy.contiguous()
-                offset += size
-            opt.step()
-        row = {"epoch": epoch + 1, "mean_examples": float(seen.mean())}
-        history.append(row)
-        if progress:
-            progress(epoch + 1, int(cfg.epochs), row)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(draw, 0) if total_steps > 0 else None
+        step = 0
+        for epoch in range(int(cfg.epochs)):
+            seen = np.zeros(m)
+            for _ in range(plans[0].steps_per_epoch):
+                batches, noise_buf = pending.result()
+                step += 1
+                # the buffer drawn next is the other one: this step's noise stays intact
+                pending = pool.submit(draw, step) if step < total_steps else None
+                _dp_step(trainer, x, y, index, batches, noise_buf, seen, sizes, std, denom,
+                         opt, chunk_size)
+            row = {"epoch": epoch + 1, "mean_examples": float(seen.mean())}
+            history.append(row)
+            if progress:
+                progress(epoch + 1, int(cfg.epochs), row)
     return history
+
+
+def _dp_step(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor,
+             batches: list[np.ndarray], noise_buf: np.ndarray, seen: np.ndarray,
+             sizes: list[int], std: torch.Tensor, denom: torch.Tensor, opt: Any,
+             chunk_size: int | None) -> None:
+    """One DP-SGD step of all models: clipped stacked gradients + each model's noise."""
+    m = index.shape[0]
+    k = max(1, max(len(bt) for bt in batches))
+    local = np.zeros((m, k), dtype=np.int64)
+    mask = np.zeros((m, k), dtype=np.float32)
+    for i, bt in enumerate(batches):
+        local[i, :len(bt)] = bt
+        mask[i, :len(bt)] = 1.0
+        seen[i] += len(bt)
+    rows = torch.gather(index, 1, torch.from_numpy(local))
+    grads, _, _, _ = trainer.clipped(x[rows], y[rows], torch.from_numpy(mask), chunk_size)
+    noise = torch.from_numpy(noise_buf)                   # (M, P)
+    offset = 0
+    for name, size in zip(trainer.names, sizes, strict=True):
+        prm = trainer.params[name]
+        chunk = noise[:, offset:offset + size].view_as(prm)
+        shape = (m,) + (1,) * (prm.dim() - 1)
+        noisy = (grads[name] + std.view(shape) * chunk) / denom.view(shape)
+        prm.grad = noisy.contiguous()
+        offset += size
+    opt.step()
 
 
 def shadow_subsets(n: int, models: int, size: int, seed: int = 0) -> list[np.ndarray]:
