@@ -76,12 +76,8 @@ class DPGANSynthesizer(DeepSynthesizer):
     # ------------------------------------------------------------------ fit
     def _fit_torch(self, torch: Any, prep: Prepared) -> None:
         gen = prep.gen
-        plan = self._pre_process(prep)
+        plan, codes, q, steps, torch_gen = self._start(torch, prep)
         assert self.domain is not None
-        codes = self.domain.encode(prep.frame)
-        q, steps = self._schedule(plan.n_hat)
-        torch_gen = torch.Generator().manual_seed(int(gen.integers(0, 2**62)))
-        torch.manual_seed(int(gen.integers(0, 2**62)))
         x_all, _, slices = one_hot(torch, codes, self.domain.sizes)
         dim = x_all.shape[1]
         self._slices = slices

@@ -188,6 +188,18 @@ class DeepSynthesizer(Synthesizer):
     def _fit_torch(self, torch: Any, prep: Prepared) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _start(self, torch: Any, prep: Prepared) -> tuple[PrePlan, Any, float, int, Any]:
+        """What every `_fit_torch` does first, in this order (seeded runs depend on it):
+        private pre-processing, encoding, the sampling schedule, torch's generators.
+        Returns (plan, codes, q, steps, torch_gen)."""
+        plan = self._pre_process(prep)
+        assert self.domain is not None
+        codes = self.domain.encode(prep.frame)
+        q, steps = self._schedule(plan.n_hat)
+        torch_gen = torch.Generator().manual_seed(int(prep.gen.integers(0, 2**62)))
+        torch.manual_seed(int(prep.gen.integers(0, 2**62)))
+        return plan, codes, q, steps, torch_gen
+
     # ------------------------------------------------------------------ privacy steps
     def _pre_process(self, prep: Prepared) -> PrePlan:
         """Domain (undeclared parts) and the noisy row count, in zCDP; the non-private

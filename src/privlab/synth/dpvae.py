@@ -54,12 +54,8 @@ class DPVAESynthesizer(DeepSynthesizer):
     # ------------------------------------------------------------------ fit
     def _fit_torch(self, torch: Any, prep: Prepared) -> None:
         gen = prep.gen
-        plan = self._pre_process(prep)
+        plan, codes, q, steps, torch_gen = self._start(torch, prep)
         assert self.domain is not None
-        codes = self.domain.encode(prep.frame)
-        q, steps = self._schedule(plan.n_hat)
-        torch_gen = torch.Generator().manual_seed(int(gen.integers(0, 2**62)))
-        torch.manual_seed(int(gen.integers(0, 2**62)))
         x_all, y_all, slices = one_hot(torch, codes, self.domain.sizes)
         model = _make_vae(torch, x_all.shape[1], self.hidden, self.latent)
         if prep.private:
