@@ -8,6 +8,11 @@ measurements (it only decides which grid points to train, so answering its reque
 sweep gives exactly the result of training them on demand) with a budget of half the grid.
 
     .venv/bin/python experiments/choose_epsilon_policies.py [--quick] [--out docs/figures]
+        [--only seed004|adult] [--attacks loss,shadow,lira] [--public-adult] [--tag NAME]
+
+`--attacks` (default loss,shadow) names the attacks behind the risk; `--public-adult` encodes
+Adult with its public preprocessing (nothing read from the data, as `privlab choose-epsilon
+adult` does); `--tag` names the results file and figures so a sweep does not overwrite another.
 
 Writes docs/figures/choose_epsilon_<data>_{accuracy,risk,loss}.png and
 experiments/results/choose_epsilon_policies.json, and prints the table for the docs.
@@ -41,15 +46,17 @@ def save_png(uri: str, path: Path) -> None:
     path.write_bytes(base64.b64decode(uri.split(",", 1)[1]))
 
 
-def run(name: str, frame, target: str, cfg: PipelineConfig, out: Path) -> dict:
+def run(name: str, frame, target: str, cfg: PipelineConfig, out: Path, tag: str = "") -> dict:
     t0 = time.perf_counter()
-    prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows)
+    prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows,
+                   public=cfg.public)
     grid, dropped = feasible_epsilons(prep, cfg, GRID)
     base = baseline(prep, cfg)
     evs, details = evaluate_epsilons(prep, cfg, grid)
     sweep_s = time.perf_counter() - t0
     by_eps = {e.epsilon: e for e in evs}
     res: dict = {"data": name, "info": prep.info, "grid": grid, "dropped": dropped,
+                 "attacks": list(cfg.attacks), "public_preprocessing": cfg.public,
                  "baseline_accuracy": base["accuracy"], "baseline_auc": base["auc"],
                  "sweep_seconds": sweep_s, "policies": {}}
     res["per_epsilon"] = [{"epsilon": e.epsilon, "accuracy": e.accuracy_mean,
@@ -80,7 +87,7 @@ def run(name: str, frame, target: str, cfg: PipelineConfig, out: Path) -> dict:
                                [], grid, grid, sweep_s).to_dict()
             for kind, fn in (("accuracy", _accuracy_fig), ("risk", _risk_fig),
                              ("loss", _loss_fig)):
-                save_png(fn(doc), out / f"choose_epsilon_{name}_{kind}.png")
+                save_png(fn(doc), out / f"choose_epsilon_{name}{tag}_{kind}.png")
             res["curves"] = [{k: r[k] for k in ("epsilon", "accuracy", "accuracy_smoothed",
                                                 "risk_mean", "risk_lower", "risk_upper")}
                              for r in doc["per_epsilon"]]
@@ -92,7 +99,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer rows and epochs (smoke run)")
     ap.add_argument("--out", default="docs/figures")
     ap.add_argument("--only", choices=["seed004", "adult"])
+    ap.add_argument("--attacks", default="loss,shadow")
+    ap.add_argument("--public-adult", action="store_true")
+    ap.add_argument("--tag", default="", help="suffix of the results file and figures")
+    ap.add_argument("--epochs", type=int, default=None, help="override the data set's epochs")
+    ap.add_argument("--lr", type=float, default=None, help="override the data set's lr")
     args = ap.parse_args()
+    attacks = tuple(a.strip() for a in args.attacks.split(",") if a.strip())
+    tag = f"_{args.tag}" if args.tag else ""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quick = args.quick
@@ -103,15 +117,22 @@ def main() -> None:
         # min-max scaled features stall Adam at lr 5e-3 without DP, so lr 1e-3 and more epochs
         "seed004": (load_dataset("classification"), "target",
                     PipelineConfig(epochs=3 if quick else 25, lr=1e-3, hidden=(128, 64),
-                                   batch_size=64, shadow_models=2, max_rows=rows, seed=0)),
+                                   batch_size=64, shadow_models=2, max_rows=rows, seed=0,
+                                   attacks=attacks)),
         "adult": (load_dataset("adult", drop_missing=True), "salary",
                   PipelineConfig(epochs=3 if quick else 10, lr=5e-3, hidden=(128, 64),
-                                 batch_size=64, shadow_models=2, max_rows=rows, seed=0)),
+                                 batch_size=64, shadow_models=2, max_rows=rows, seed=0,
+                                 attacks=attacks,
+                                 public="adult" if args.public_adult else None)),
     }
     for name, (frame, target, cfg) in cfgs.items():
         if args.only and name != args.only:
             continue
-        r = run(name, frame, target, cfg, out)
+        if args.epochs is not None:
+            cfg.epochs = args.epochs
+        if args.lr is not None:
+            cfg.lr = args.lr
+        r = run(name, frame, target, cfg, out, tag)
         results.append(r)
         print(f"== {name}: rows {r['info']['rows']}, baseline acc {r['baseline_accuracy']:.3f}, "
               f"AUC {r['baseline_auc']}, sweep {r['sweep_seconds']:.0f}s")
@@ -124,7 +145,7 @@ def main() -> None:
                   f"runs, order {v['adaptive_order']}")
     dest = Path("experiments/results")
     dest.mkdir(parents=True, exist_ok=True)
-    suffix = "_only_" + args.only if args.only else ""
+    suffix = tag + ("_only_" + args.only if args.only else "")
     (dest / f"choose_epsilon_policies{suffix}.json").write_text(json.dumps(results, indent=1))
 
 

@@ -3,6 +3,10 @@ training: the three policies with and without an accuracy floor, and the adaptiv
 replayed on the measurements (it only decides which grid points to train).
 
     .venv/bin/python experiments/choose_epsilon_replay.py [--floor 0.7]
+        [--glob 'choose_epsilon_policies*.json']
+
+Ends with a tally per results file: cases (policy x floor) where the adaptive search (budget
+half the grid) lands within one grid step of the full grid's eps*.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--floor", type=float, default=None,
                     help="accuracy floor (default: non-private accuracy minus 0.05)")
+    ap.add_argument("--glob", default="choose_epsilon_policies*.json",
+                    help="results files in experiments/results")
     args = ap.parse_args()
-    for path in sorted(Path("experiments/results").glob("choose_epsilon_policies_only_*.json")):
+    tally: dict[str, dict[str, list[bool]]] = {}
+    for path in sorted(Path("experiments/results").glob(args.glob)):
         for r in json.loads(path.read_text()):
             evs = {e["epsilon"]: Evaluation(e["epsilon"], {a: tuple(c) for a, c in
                                                            e["counts"].items()},
@@ -53,9 +60,16 @@ def main() -> None:
                             apart = abs(grid.index(a) - grid.index(f))
                             loss = d.risk_averse.loss
                             regret = loss[grid.index(a)] - loss[grid.index(f)]
+                        tally.setdefault(path.name, {}).setdefault(fill, []).append(
+                            a == f or (apart is not None and apart <= 1))
                         print(f"      adaptive ({fill}): {a} with {len(asked)}/{len(grid)} runs "
                               f"{ad.order}; {apart} grid steps apart, loss regret "
                               f"{'n/a' if regret is None else f'{regret:.4f}'}")
+
+    print("== within one grid step of the full grid (adaptive, half the runs)")
+    for name, fills in tally.items():
+        print("   " + name + ": " + ", ".join(f"{fill} {sum(v)}/{len(v)}"
+                                          for fill, v in fills.items()))
 
 
 if __name__ == "__main__":
