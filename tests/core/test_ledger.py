@@ -124,6 +124,15 @@ def test_charge_many_applies_in_order_and_refuses_item_by_item(ledger_url):
     assert len(BudgetLedger(ledger_url).history()) == 4
 
 
+def test_nul_in_a_description_is_stored_as_text(ledger_url):
+    """PostgreSQL text cannot hold NUL: the ledger stores it as the characters \\x00."""
+    book = BudgetLedger(ledger_url)
+    book.set_budget("alice", 1.0)
+    entry = book.charge("alice", 0.1, description="query\x00; DROP")
+    assert entry.description == "query\\x00; DROP"
+    assert [e.description for e in book.history("alice")] == ["query\\x00; DROP"]
+
+
 def test_charge_many_rolls_back_the_whole_batch_on_failure(ledger_url):
     book = BudgetLedger(ledger_url)
     book.set_budget("alice", 1.0)

@@ -16,7 +16,7 @@ in it gets the error, nothing was charged, and nothing is released.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from privlab.core.ledger import BudgetLedger, ChargeRequest, LedgerEntry
@@ -29,7 +29,6 @@ class _Waiting:
     request: ChargeRequest
     done: bool = False
     result: Any = None
-    batch_size: int = field(default=0)
 
 
 class GroupCommitter:
@@ -64,7 +63,7 @@ class GroupCommitter:
                     self._cv.acquire()
                     self._leader = False
                 for waiting, result in zip(batch, results, strict=True):
-                    waiting.result, waiting.done, waiting.batch_size = result, True, len(batch)
+                    waiting.result, waiting.done = result, True
                 self.batches += 1
                 self.charges += len(batch)
                 self._cv.notify_all()

@@ -55,6 +55,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.utils.text import escape_nul
 
 __all__ = [
     "BudgetLedger", "ChargeRequest", "LedgerEntry", "BudgetStatus", "BudgetChange", "LedgerCheck",
@@ -742,6 +743,8 @@ class BudgetLedger:
         # PostgreSQL locks principals' rows: take them in one global order (no deadlock
         # between two batches); stable, so one principal's charges keep their order.
         prepared.sort(key=lambda item: item[1][0])
+        if not prepared:  # every request refused up front: no transaction, no flush
+            return results
         now = _now()
         try:
             with self._transaction() as conn:
@@ -754,8 +757,8 @@ class BudgetLedger:
                 if self._in_transaction_hook is not None:
                     self._in_transaction_hook()
         except IntegrityError as exc:
-            names = sorted({args[0] for _, args in prepared})
-            raise PrivlabError(f"ledger {self._where}: concurrent charge of {names[0]!r} "
+            names = ", ".join(repr(n) for n in sorted({args[0] for _, args in prepared}))
+            raise PrivlabError(f"ledger {self._where}: concurrent charge of {names} "
                                "detected; nothing was charged, try again") from exc
         return results
 
@@ -769,7 +772,8 @@ class BudgetLedger:
         if not isinstance(req.description, str):
             raise InvalidInputError(
                 f"description must be text, got {type(req.description).__name__}")
-        return name, eps, dlt, req.description, _guarantee_json(req.guarantee, eps, dlt)
+        return (name, eps, dlt, escape_nul(req.description),
+                _guarantee_json(req.guarantee, eps, dlt))
 
     def _charge_in(self, conn: Connection, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
                    dlt: Decimal, description: str, guarantee_text: str | None) -> LedgerEntry:

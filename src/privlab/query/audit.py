@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from privlab.errors import InvalidInputError, PrivlabError
+from privlab.utils.text import escape_nul
 
 DECISIONS = ("released", "refused", "denied", "budget_exceeded", "error",
              "charged_outcome_unknown", "unauthenticated")
@@ -97,12 +98,6 @@ class AuditRecord:
             "ledger_entry_id": self.ledger_entry_id, "epsilon_spent": self.epsilon_spent,
             "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
         }
-
-
-def _printable(text: str | None) -> str | None:
-    """NUL cannot be stored in PostgreSQL text (SQLite would keep it): record it as the four
-    characters `\\x00`, on both backends, so a hostile query is audited, not a 500."""
-    return None if text is None else text.replace("\x00", "\\x00")
 
 
 def _row_hash(prev: str, values: dict[str, Any]) -> str:
@@ -215,10 +210,10 @@ class AuditLog:
             raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
         values = {
             "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
-            "analyst": _printable(analyst), "sql": _printable(sql),
+            "analyst": escape_nul(analyst), "sql": escape_nul(sql),
             "epsilon": None if epsilon is None else repr(float(epsilon)),
             "delta": None if delta is None else repr(float(delta)),
-            "decision": decision, "reason": _printable(reason),
+            "decision": decision, "reason": escape_nul(reason),
             "ledger_entry_id": ledger_entry_id,
             "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
             "result": None if result is None else json.dumps(result, default=str,

@@ -174,9 +174,7 @@ class Gateway:
         except InvalidInputError as exc:
             self.audit.record(qid, "refused", reason=str(exc), **common)
             raise QueryRefused(str(exc)) from None
-        # NUL cannot be stored in PostgreSQL text: the ledger keeps it as the characters \x00
-        description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}".replace(
-            "\x00", "\\x00")
+        description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
         entry = None
         try:
             # The charge commits before anything is computed (what BudgetLedger.reserve

@@ -3,19 +3,17 @@
 Start with the ends of the grid and, when the budget allows four or more runs, the points at one
 and two thirds of it (otherwise the middle): the curves are monotone, so these bracket
 everything, and two interior points catch an accuracy jump that interpolation between the ends
-and the middle cannot see (on the measured seed-004 and Adult sweeps the thirds design matched
-the full grid's eps* within one step in 12 of 12 cases at half the runs, the ends-and-middle
-design in 9 of 12: docs/choose_epsilon.md). Then, repeatedly: draw posterior risk curves at the
-evaluated points (Beta draws per attack, weighted, made monotone), carry them and the smoothed
-accuracy to the untrained grid points, and compute eps* for every draw. Two ways to carry them
-(`fill`): "linear" (default: interpolation in log eps) or "envelope" (each untrained point drawn
-uniformly between its trained neighbours' values, sorted so each draw stays monotone: it keeps a
-sudden accuracy jump possible). On the measured seed-004 and Adult sweeps "linear" matched the
-full grid more often (docs/choose_epsilon.md), so it is the default. The next point to train is
-the unevaluated grid point most often named eps* by the draws (evaluating it is the measurement
-most likely to change the answer); when every draw already names an evaluated point, the nearest
-untrained grid point to the modal eps* (the smaller eps on a tie) is trained. Stops when the
-budget is spent or the modal eps* has both grid neighbours evaluated and at least
+and the middle cannot see (replays of the measured sweeps: docs/choose_epsilon.md). Then,
+repeatedly: draw posterior risk curves at the evaluated points (Beta draws per attack, weighted,
+made monotone), carry them and the smoothed accuracy to the untrained grid points, and compute
+eps* for every draw. Two ways to carry them (`fill`): "linear" (default: interpolation in log
+eps) or "envelope" (each untrained point drawn uniformly between its trained neighbours' values,
+sorted so each draw stays monotone: it keeps a sudden accuracy jump possible); with the thirds
+design both matched the full grid equally often on the measured sweeps. The next point to train
+is the unevaluated grid point most often named eps* by the draws (evaluating it is the
+measurement most likely to change the answer); when every draw already names an evaluated point,
+the nearest untrained grid point to the modal eps* (the smaller eps on a tie) is trained. Stops
+when the budget is spent or the modal eps* has both grid neighbours evaluated and at least
 `stop_probability` of the draws. The final answer is chosen among evaluated points only (we
 report only what we measured).
 """
@@ -156,7 +154,7 @@ def adaptive_search(grid: Sequence[float], evaluate: Callable[[float], Evaluatio
         if on_step is not None:
             on_step(float(g[i]), len(evaluated))
 
-    for i in dict.fromkeys(initial_design(g.size, budget)):
+    for i in initial_design(g.size, budget):
         if len(evaluated) < budget:
             run(i)
     while len(evaluated) < budget:

@@ -1,1 +1,1 @@
-"""Small shared utilities (atomic file writes)."""
+"""Small shared utilities (atomic file writes, storable text)."""
