@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from privlab.cli.main import main  # noqa: E402
 
@@ -99,7 +99,7 @@ def test_missing_target_and_duplicates(tmp_path, capsys):
 
 
 def test_lm_audit_quick_json(capsys):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="needs the ml extra: pip install -e '.[ml]'")
     code, out = _run(capsys, ["lm", "--epsilon", "8", "--quick", "--json", "--delta", "1e-4"])
     assert code == 0, out.err
     doc = json.loads(out.out)

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from privlab.audit import threshold_attack  # noqa: E402
 

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
+pytest.importorskip("transformers", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from privlab.audit import lm  # noqa: E402
 from privlab.errors import InvalidInputError  # noqa: E402

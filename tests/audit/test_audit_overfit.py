@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from privlab.audit import TorchTrainer, lira, shadow_attack, threshold_attack  # noqa: E402
 from privlab.audit.epsilon import max_attainable  # noqa: E402

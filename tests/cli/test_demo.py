@@ -39,7 +39,7 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
 
 
 def test_demo_chooses_epsilon_by_default(tmp_path, capsys):
-    pytest.importorskip("opacus")
+    pytest.importorskip("opacus", reason="needs the ml extra: pip install -e '.[ml]'")
     out = tmp_path / "demo"
     # the default grid, shortened to one epsilon to keep the test quick
     code = main(["demo", "--out", str(out), "--seed", "3", "--epsilons", "4", "--json"])

@@ -53,7 +53,7 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, message):
 
 
 def test_serve_and_client_reject_bad_input_before_starting(capsys):
-    pytest.importorskip("flwr")
+    pytest.importorskip("flwr", reason="needs the federated extra")
     assert main(["federated", "serve", "--rounds", "1", "--epsilon", "1",
                  "--num-clients", "0"]) == 2
     assert "num_clients must be >= 1" in capsys.readouterr().err
@@ -195,7 +195,7 @@ def test_file_options_need_ratings(capsys, argv, message):
 
 
 def test_serve_and_client_check_the_ratings_file_before_starting(tmp_path, capsys):
-    pytest.importorskip("flwr")
+    pytest.importorskip("flwr", reason="needs the federated extra")
     bad = _file(tmp_path, "r.csv", RATINGS.replace("2,4,1.0", "2,4,7.0"))
     assert main(["federated", "serve", "--rounds", "1", "--epsilon", "1", "--ratings", bad,
                  "--connect-timeout", "1"]) == 2

@@ -15,7 +15,7 @@ import pytest
 
 from privlab.errors import InvalidInputError
 
-pytest.importorskip("flwr")
+pytest.importorskip("flwr", reason="needs the federated extra")
 
 from privlab.federated.flower import serve  # noqa: E402
 from privlab.federated.simulation import RunConfig, train  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 torch.set_num_threads(1)
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 
 def test_demo_choose_epsilon_step(tmp_path):

@@ -11,7 +11,7 @@ from privlab.errors import InvalidInputError
 from privlab.risk import make_policy
 from privlab.risk import pipeline as P
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 FAST = ["--epochs", "1", "--shadow-models", "1", "--batch-size", "32", "--seed", "3"]
 

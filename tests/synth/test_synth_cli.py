@@ -38,7 +38,6 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
 
 
 def test_synth_report(tmp_path, adult_csv, capsys) -> None:
-    pytest.importorskip("privlab.report")
     report = tmp_path / "r.html"
     code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "1", "--rows", "100",
                  "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2"])
@@ -72,7 +71,7 @@ def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -
 
 
 def test_synth_dpgan_json(tmp_path, adult_csv, capsys) -> None:
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     out = tmp_path / "gan.csv"
     code = main(["synth", str(adult_csv), "--method", "dpgan", "--epsilon", "2", "--rows", "300",
                  "--out", str(out), "--domain", "adult", "--epochs", "2", "--seed", "3",
@@ -102,7 +101,7 @@ def gaps_csv(tmp_path, adult_small):
 
 @pytest.mark.parametrize("missing", ["value", "drop"])
 def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, missing) -> None:
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     out = tmp_path / "vae.csv"
     code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "2000",
                  "--out", str(out), "--missing", missing, "--epochs", "3", "--seed", "1",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent  # noqa: E402
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant  # noqa: E402
@@ -25,7 +25,7 @@ SMALL = {"epochs": 2, "batch_size": 128, "noise_dim": 4, "gen_hidden": 16, "disc
 
 
 def test_discriminator_clipping_matches_opacus_per_sample_gradients() -> None:
-    opacus = pytest.importorskip("opacus")
+    opacus = pytest.importorskip("opacus", reason="needs the ml extra: pip install -e '.[ml]'")
     torch.manual_seed(0)
     d = _make_discriminator(torch, 7, 5)
     x = torch.rand(10, 7)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-torch = pytest.importorskip("torch")
-opacus = pytest.importorskip("opacus")
+torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
+opacus = pytest.importorskip("opacus", reason="needs the ml extra: pip install -e '.[ml]'")
 
 from privlab.core.accounting import dpsgd_epsilon  # noqa: E402
 from privlab.errors import InvalidInputError  # noqa: E402

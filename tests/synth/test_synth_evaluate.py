@@ -71,6 +71,5 @@ def test_evaluate_without_holdout_skips_privacy_and_is_labelled_not_private() ->
 
 
 def test_assess_runs_on_the_synthetic_table() -> None:
-    pytest.importorskip("privlab.assess")
     a = assess_synthetic(_frame(400, 10))
     assert {r["name"] for r in a["attributes"]} == {"x", "y", "g", "k"}
