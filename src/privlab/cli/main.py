@@ -51,6 +51,7 @@ def _register() -> None:
         federated,
         query,
         release,
+        schema,
         serve,
         synth,
         train,
@@ -58,7 +59,7 @@ def _register() -> None:
     )
 
     for module in (anonymize, assess, audit, budget, choose_epsilon, datasets, demo, federated,
-                   query, release, serve, synth, train, trajectory):
+                   query, release, schema, serve, synth, train, trajectory):
         module.register(app)
 
 

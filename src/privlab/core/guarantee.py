@@ -3,6 +3,12 @@
 Modelled on OpenDP's "the privacy claim is data": a frozen record of epsilon, delta, the
 neighbouring relation, the trust model and the accountant, serialisable to JSON. A setting
 that is not differentially private is represented with `is_dp=False` and says so in `notes`.
+
+`covers` names what the (epsilon, delta) claim protects (e.g. "synthetic rows", "model
+weights"); `not_covered` names every released or printed value that was computed from the
+private rows outside it (e.g. "train_accuracy (exact, on the training rows)"). `is_dp` is
+true only when `not_covered` is empty: a release with one exact statistic beside its noisy
+ones is NOT differentially private, and its headline says so (docs/guarantees.md).
 """
 
 from __future__ import annotations
@@ -65,8 +71,15 @@ class PrivacyGuarantee:
     accountant: str = "basic"
     is_dp: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
+    covers: tuple[str, ...] = field(default_factory=tuple)
+    not_covered: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "covers", tuple(str(c) for c in self.covers))
+        object.__setattr__(self, "not_covered", tuple(str(c) for c in self.not_covered))
+        if self.not_covered and self.is_dp:
+            # something data-dependent leaves outside the claim: the release is not DP
+            object.__setattr__(self, "is_dp", False)
         if self.is_dp:
             check_epsilon(self.epsilon)
             check_delta(self.delta)
@@ -96,16 +109,47 @@ class PrivacyGuarantee:
     def with_notes(self, *notes: str) -> PrivacyGuarantee:
         return replace(self, notes=self.notes + tuple(notes))
 
+    def with_covers(self, *items: str) -> PrivacyGuarantee:
+        """The same claim, also naming what it protects."""
+        return replace(self, covers=tuple(dict.fromkeys(self.covers + tuple(items))))
+
+    def with_not_covered(self, *items: str) -> PrivacyGuarantee:
+        """The same mechanism, with values released outside the claim: no longer DP."""
+        if not items:
+            return self
+        return replace(self, not_covered=tuple(dict.fromkeys(self.not_covered + tuple(items))))
+
+    @property
+    def claim(self) -> str:
+        """The (epsilon, delta) claim of the covered parts, e.g. "(1, delta=1e-06)-DP"."""
+        if not math.isfinite(self.epsilon):
+            return "no DP claim"
+        d = f", delta={self.delta:.3g}" if self.delta else ""
+        return f"({self.epsilon:.4g}{d})-DP"
+
+    def headline(self) -> str:
+        """What a CLI prints first: "(eps, delta)-DP" only when the whole release is DP,
+        otherwise "NOT differentially private: <reasons>"."""
+        if self.is_dp:
+            return self.claim
+        reasons = [f"not covered: {', '.join(self.not_covered)}"] if self.not_covered else []
+        reasons += [n.removeprefix("NOT differentially private: ") for n in self.notes
+                    if n.startswith("NOT differentially private")]
+        return "NOT differentially private: " + ("; ".join(reasons) or self.mechanism)
+
     def describe(self) -> str:
         """One human sentence, e.g. for a report or a CLI summary."""
-        if not self.is_dp:
-            return f"{self.mechanism}: " + "; ".join(self.notes)
-        d = f", delta={self.delta:.3g}" if self.delta else ""
-        return (
-            f"({self.epsilon:.4g}{d})-DP, {self.model} model, neighbouring: "
+        if not self.is_dp and (not self.not_covered or not math.isfinite(self.epsilon)):
+            return f"{self.mechanism}: " + "; ".join(self.notes + tuple(
+                f"not covered: {c}" for c in self.not_covered))
+        text = (
+            f"{self.claim}, {self.model} model, neighbouring: "
             f"{NEIGHBOURING[self.neighbouring]}; mechanism {self.mechanism}; "
             f"accountant {self.accountant}"
         )
+        if self.not_covered:
+            text = (f"{self.headline()}. The noisy parts are {text}")
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,5 +161,8 @@ class PrivacyGuarantee:
             "mechanism": self.mechanism,
             "accountant": self.accountant,
             "is_dp": self.is_dp,
+            "headline": self.headline(),
+            "covers": list(self.covers),
+            "not_covered": list(self.not_covered),
             "notes": list(self.notes),
         }

@@ -1,0 +1,191 @@
+"""Fit private rows to a declared schema, so nothing downstream depends on their shape.
+
+`conform(frame, schema)` returns a table whose columns, order and dtypes come from the schema
+alone (categorical -> object strings, integer and numeric -> float64, datetime ->
+datetime64[ns], identifier/text -> object strings), whatever the rows hold. Values that do not
+fit are handled by one of two policies:
+
+- "refuse" (the CLI default; the CLI user is the data's curator): the first column with a
+  value that does not fit raises a one-line `InvalidInputError` naming the column and the fix.
+  Nothing has been written at that point.
+- "coerce": numbers are clamped to the bounds (and rounded in integer columns), unknown
+  categories go to the `<other>` bucket (or missing), unparseable values become missing, and a
+  row whose value has no place at all (missing where none is allowed) is dropped. Dropping
+  one row is itself a neighbouring-dataset change, so it stays inside the DP guarantee.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from privlab.errors import InvalidInputError
+from privlab.schema.model import OTHER, ColumnSchema, Schema
+
+Policy = Literal["refuse", "coerce"]
+POLICIES = ("refuse", "coerce")
+_FIX = "fix the data, widen the schema, or pass --on-invalid coerce"
+
+
+def _refuse(col: ColumnSchema, what: str) -> InvalidInputError:
+    return InvalidInputError(f"column {col.name!r}: {what}; {_FIX}")
+
+
+def _conform_categorical(s: pd.Series, col: ColumnSchema, policy: Policy
+                         ) -> tuple[pd.Series, np.ndarray]:
+    missing = s.isna().to_numpy()
+    text = s.astype(object).where(~missing, None)
+    text = text.map(lambda v: v if v is None else _as_text(v))
+    known = text.isin(col.categories).to_numpy()
+    unknown = ~known & ~missing
+    drop = np.zeros(len(s), dtype=bool)
+    if unknown.any():
+        if policy == "refuse" and not col.other:
+            raise _refuse(col, "a value outside its declared categories")
+        if col.other:
+            text = text.where(~unknown, OTHER)
+        else:
+            text = text.where(~unknown, None)
+            missing = missing | unknown
+    if missing.any() and not col.missing:
+        if policy == "refuse":
+            raise _refuse(col, "a missing value but the schema declares missing: false")
+        drop |= missing
+    out = pd.Series(text.to_numpy(dtype=object), index=s.index, name=col.name, dtype=object)
+    out[missing] = np.nan
+    return out, drop
+
+
+def _as_text(value: object) -> str:
+    """Category text of a value; whole floats read from CSV ('1.0') match declared '1'."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _conform_numeric(s: pd.Series, col: ColumnSchema, policy: Policy
+                     ) -> tuple[pd.Series, np.ndarray]:
+    was_missing = s.isna().to_numpy()
+    if pd.api.types.is_bool_dtype(s.dtype):
+        if policy == "refuse":
+            raise _refuse(col, "true/false values in a numeric column")
+        values = np.full(len(s), np.nan)
+    else:
+        values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    unparsed = np.isnan(values) & ~was_missing
+    if unparsed.any() and policy == "refuse":
+        raise _refuse(col, f"a value that is not a number in a {col.type} column")
+    lo, hi = col.bounds  # type: ignore[misc]
+    finite_or_inf = ~np.isnan(values)
+    if col.type == "integer":
+        fractional = finite_or_inf & np.isfinite(values) & (values != np.round(values))
+        if fractional.any() and policy == "refuse":
+            raise _refuse(col, "a non-integer value in an integer column")
+        values = np.where(np.isfinite(values), np.round(values), values)
+    outside = finite_or_inf & ((values < lo) | (values > hi))
+    if outside.any() and policy == "refuse":
+        raise _refuse(col, f"a value outside its declared bounds [{lo}, {hi}]")
+    values = np.where(finite_or_inf, np.clip(values, lo, hi), np.nan)
+    missing = np.isnan(values)
+    drop = np.zeros(len(s), dtype=bool)
+    if missing.any() and not col.missing:
+        if policy == "refuse":
+            raise _refuse(col, "a missing value but the schema declares missing: false")
+        drop = missing
+    return pd.Series(values, index=s.index, name=col.name, dtype="float64"), drop
+
+
+def _conform_datetime(s: pd.Series, col: ColumnSchema, policy: Policy
+                      ) -> tuple[pd.Series, np.ndarray]:
+    was_missing = s.isna().to_numpy()
+    values = pd.to_datetime(s, errors="coerce", utc=False)
+    if getattr(values.dt, "tz", None) is not None:
+        values = values.dt.tz_convert(None)
+    values = values.astype("datetime64[ns]")
+    unparsed = values.isna().to_numpy() & ~was_missing
+    if unparsed.any() and policy == "refuse":
+        raise _refuse(col, "a value that is not a date/time")
+    lo, hi = (pd.Timestamp(b) for b in col.bounds)  # type: ignore[union-attr]
+    outside = values.notna() & ((values < lo) | (values > hi))
+    if outside.any() and policy == "refuse":
+        raise _refuse(col, f"a date outside its declared bounds [{lo}, {hi}]")
+    values = values.clip(lower=lo, upper=hi)
+    missing = values.isna().to_numpy()
+    drop = np.zeros(len(s), dtype=bool)
+    if missing.any() and not col.missing:
+        if policy == "refuse":
+            raise _refuse(col, "a missing value but the schema declares missing: false")
+        drop = missing
+    return pd.Series(values.to_numpy(), index=s.index, name=col.name), drop
+
+
+def _conform_key(s: pd.Series, col: ColumnSchema, policy: Policy
+                 ) -> tuple[pd.Series, np.ndarray]:
+    missing = s.isna().to_numpy()
+    text = s.astype(object).map(lambda v: v if v is None else _as_text(v))
+    drop = np.zeros(len(s), dtype=bool)
+    if missing.any() and not col.missing:
+        if policy == "refuse":
+            raise _refuse(col, "a missing value but the schema declares missing: false")
+        drop = missing
+    out = pd.Series(text.to_numpy(dtype=object), index=s.index, name=col.name, dtype=object)
+    out[missing] = np.nan
+    return out, drop
+
+
+_CONFORMERS = {"categorical": _conform_categorical, "integer": _conform_numeric,
+               "numeric": _conform_numeric, "datetime": _conform_datetime,
+               "identifier": _conform_key, "text": _conform_key}
+
+
+def check_policy(policy: str) -> Policy:
+    if policy not in POLICIES:
+        raise InvalidInputError(f"--on-invalid must be one of {', '.join(POLICIES)}, got "
+                                f"{policy!r}")
+    return policy  # type: ignore[return-value]
+
+
+def conform(frame: pd.DataFrame, schema: Schema, policy: Policy = "coerce", *,
+            columns: list[str] | None = None) -> pd.DataFrame:
+    """The rows of `frame` in the schema's columns and dtypes (see the module docstring).
+
+    `columns` restricts the output to those schema columns (default: all of them). Columns of
+    the frame that the schema does not declare are refused: an undeclared column would have
+    no public domain.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInputError("expected a table (pandas DataFrame)")
+    check_policy(policy)
+    if schema.draft:
+        raise InvalidInputError(f"schema {schema.name!r} is a draft drawn from the data: review "
+                                "it and drop 'draft: true' before use")
+    names = [str(c) for c in frame.columns]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("the input has duplicate column names; rename them")
+    wanted = schema.names if columns is None else list(columns)
+    for name in wanted:
+        schema.column(name)
+    absent = [c for c in wanted if c not in names]
+    if absent:
+        raise InvalidInputError(f"the data has no column {absent[0]!r} that schema "
+                                f"{schema.name!r} declares; add it or use a schema without it")
+    undeclared = [c for c in names if schema.get(c) is None]
+    if undeclared:
+        raise InvalidInputError(f"column {undeclared[0]!r} is not in schema {schema.name!r}; "
+                                "declare it (type and domain) or drop it from the data")
+    parts: dict[str, pd.Series] = {}
+    drop = np.zeros(len(frame), dtype=bool)
+    for name in wanted:
+        col = schema.column(name)
+        series, bad = _CONFORMERS[col.type](frame[name], col, policy)
+        parts[name] = series
+        drop |= bad
+    out = pd.DataFrame(parts, index=frame.index)
+    if drop.any():
+        out = out.loc[~drop]
+    return out.reset_index(drop=True)
+
+
+__all__ = ["POLICIES", "Policy", "check_policy", "conform"]

@@ -1,0 +1,90 @@
+"""`draft_schema`: suggest a schema from data, marked as a draft that must be reviewed.
+
+A draft is computed from the private rows (their categories, minima and maxima), so it is
+itself private: it is written with `draft: true`, which every loader refuses, and a header that
+says so. A person must review it (widen bounds to public limits, replace observed category
+lists with documented ones), treat it as public, and delete the draft line before use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.errors import InvalidInputError
+from privlab.schema.model import MAX_CATEGORIES, Schema, parse_schema
+
+#: Text columns with more distinct values than this share of their rows (and at least
+#: IDENTIFIER_MIN_DISTINCT of them) are drafted as identifiers.
+IDENTIFIER_SHARE = 0.5
+IDENTIFIER_MIN_DISTINCT = 20
+
+DRAFT_HEADER = """\
+# DRAFT SCHEMA, DRAWN FROM THE DATA: it reveals the data's categories and ranges.
+# Review every column before use: replace observed categories and bounds with public,
+# documented ones (a code book, legal limits), decide which column is the privacy unit,
+# then treat the file as public and delete the line 'draft: true'. privlab refuses drafts.
+"""
+
+
+def _column_draft(s: pd.Series) -> dict[str, Any]:
+    missing = bool(s.isna().any())
+    values = s.dropna()
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return {"type": "categorical", "categories": ["False", "True"], "missing": missing}
+    if pd.api.types.is_datetime64_any_dtype(s.dtype):
+        if values.empty:
+            return {"type": "text", "missing": True}
+        lo, hi = values.min(), values.max()
+        if lo == hi:
+            hi = lo + pd.Timedelta(days=1)
+        return {"type": "datetime", "bounds": [lo.isoformat(), hi.isoformat()],
+                "missing": missing}
+    numeric = pd.to_numeric(values, errors="coerce") if not pd.api.types.is_numeric_dtype(
+        s.dtype) else values.astype(np.float64)
+    if len(values) and not numeric.isna().any():
+        x = numeric.to_numpy(dtype=np.float64)
+        x = x[np.isfinite(x)]
+        if x.size == 0:
+            return {"type": "text", "missing": True}
+        integer = bool(np.all(x == np.round(x)))
+        lo, hi = float(x.min()), float(x.max())
+        if integer and len(values) >= IDENTIFIER_MIN_DISTINCT and \
+                values.nunique() == len(values) and not pd.api.types.is_float_dtype(s.dtype):
+            return {"type": "identifier", "missing": missing}
+        if integer:
+            lo_i, hi_i = math.floor(lo), math.ceil(hi)
+            return {"type": "integer", "bounds": [lo_i, hi_i if hi_i > lo_i else lo_i + 1],
+                    "missing": missing}
+        return {"type": "numeric", "bounds": [lo, hi if hi > lo else lo + 1.0],
+                "missing": missing}
+    text = values.astype(str)
+    distinct = int(text.nunique())
+    if (distinct >= IDENTIFIER_MIN_DISTINCT and distinct > IDENTIFIER_SHARE * len(text)) or \
+            distinct > MAX_CATEGORIES:
+        return {"type": "identifier", "missing": missing}
+    if distinct == 0:
+        return {"type": "text", "missing": True}
+    return {"type": "categorical", "categories": sorted(text.unique().tolist()),
+            "missing": missing}
+
+
+def draft_schema(frame: pd.DataFrame, name: str = "draft") -> Schema:
+    """A draft schema (`draft=True`) from the data; see the module docstring."""
+    if not isinstance(frame, pd.DataFrame) or frame.shape[1] == 0:
+        raise InvalidInputError("cannot draft a schema from a table without columns")
+    names = [str(c) for c in frame.columns]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("the input has duplicate column names; rename them")
+    columns = {str(c): _column_draft(frame[c]) for c in frame.columns}
+    spec = {"name": name, "draft": True, "privacy_unit": "row", "columns": columns,
+            "description": "drafted from the data by `privlab schema draft`; NOT public until "
+                           "reviewed"}
+    return parse_schema(spec, name=name, allow_draft=True)
+
+
+def draft_yaml(schema: Schema) -> str:
+    return DRAFT_HEADER + schema.to_yaml()

@@ -1,0 +1,122 @@
+"""The neighbouring-dataset harness: one-row edits of a table, and the structural comparison.
+
+A release path is sound when, run on D and on D' (one row added, removed or changed) with the
+same seed, everything outside its noised values is identical: columns, dtypes, schema,
+metadata keys and non-noised values, exit status, error text, charge. Every test in
+tests/soundness builds D' with `one_row_edits` and compares with `assert_same_structure`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.schema import Schema
+
+HOSTILE = "x\\%_'\"; DROP--é漢\U0001F600\\"
+
+
+def _first(schema: Schema, types: Iterable[str]) -> str | None:
+    for c in schema.columns:
+        if c.type in types:
+            return c.name
+    return None
+
+
+def one_row_edits(frame: pd.DataFrame, schema: Schema, row: int = 0) -> dict[str, pd.DataFrame]:
+    """D' for each edit in the battery (those that apply to the schema's column types).
+
+    Edits: add a new row, remove one, change a categorical to its rarest declared category and
+    to a new category, a missing value, a non-integer in an integer column, text in a numeric
+    column, an extreme value, a hostile string (backslash, percent, quote, unicode), a
+    duplicate person.
+    """
+    base = frame.reset_index(drop=True)
+    edits: dict[str, pd.DataFrame] = {}
+    edits["remove"] = base.drop(index=row).reset_index(drop=True)
+    edits["add"] = pd.concat([base, base.iloc[[row]]], ignore_index=True)
+    edits["duplicate_person"] = pd.concat([base, base.iloc[[len(base) - 1]]], ignore_index=True)
+
+    def changed(col: str, value: Any) -> pd.DataFrame:
+        out = base.copy()
+        out[col] = out[col].astype(object)
+        out.at[row, col] = value
+        return out
+
+    cat = _first(schema, ["categorical"])
+    if cat is not None:
+        declared = schema.column(cat).categories
+        observed = base[cat].astype(str).value_counts()
+        rare = min(declared, key=lambda c: (int(observed.get(c, 0)), c))
+        edits["rare_category"] = changed(cat, rare)
+        edits["new_category"] = changed(cat, "Atlantis-新")
+        edits["hostile_string"] = changed(cat, HOSTILE)
+        edits["missing_categorical"] = changed(cat, None)
+    integer = _first(schema, ["integer"])
+    if integer is not None:
+        edits["non_integer"] = changed(integer, float(schema.column(integer).bounds[0]) + 0.5)
+    num = _first(schema, ["integer", "numeric"])
+    if num is not None:
+        edits["text_in_numeric"] = changed(num, "unknown")
+        edits["extreme_value"] = changed(num, 1e12)
+        edits["missing_numeric"] = changed(num, np.nan)
+    return edits
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def assert_same_structure(a: Any, b: Any, noised: Iterable[str] = (), path: str = "$") -> None:
+    """Recursively: same keys, same types, same lengths, same values except at keys whose
+    name is in `noised` (there only the type and shape must agree)."""
+    noised = set(noised)
+    if isinstance(a, Mapping):
+        assert isinstance(b, Mapping), f"{path}: mapping vs {type(b).__name__}"
+        assert list(a.keys()) == list(b.keys()), f"{path}: keys differ {list(a)} vs {list(b)}"
+        for k in a:
+            sub = f"{path}.{k}"
+            if k in noised:
+                _same_shape(a[k], b[k], sub)
+            else:
+                assert_same_structure(a[k], b[k], noised, sub)
+        return
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)), f"{path}: list vs {type(b).__name__}"
+        assert len(a) == len(b), f"{path}: lengths differ {len(a)} vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_structure(x, y, noised, f"{path}[{i}]")
+        return
+    assert type(a) is type(b), f"{path}: {type(a).__name__} vs {type(b).__name__}"
+    assert _close(a, b), f"{path}: {a!r} != {b!r} (not a noised value, must not depend on data)"
+
+
+def _same_shape(a: Any, b: Any, path: str) -> None:
+    if isinstance(a, Mapping):
+        assert isinstance(b, Mapping) and list(a) == list(b), f"{path}: keys differ"
+        for k in a:
+            _same_shape(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), f"{path}: lengths differ"
+    else:
+        assert (a is None) == (b is None), f"{path}: None vs value"
+        if a is not None:
+            assert isinstance(a, (int, float)) == isinstance(b, (int, float)), \
+                f"{path}: {type(a).__name__} vs {type(b).__name__}"
+
+
+def assert_same_frame_structure(a: pd.DataFrame, b: pd.DataFrame, *,
+                                same_length: bool = True) -> None:
+    """Published tables: same columns, order and dtypes (and length when it is public)."""
+    assert list(a.columns) == list(b.columns), f"columns differ: {list(a.columns)} vs " \
+        f"{list(b.columns)}"
+    assert [str(t) for t in a.dtypes] == [str(t) for t in b.dtypes], \
+        f"dtypes differ: {dict(a.dtypes)} vs {dict(b.dtypes)}"
+    if same_length:
+        assert len(a) == len(b), f"row counts differ: {len(a)} vs {len(b)}"
