@@ -19,6 +19,8 @@ import pandas as pd
 
 from privlab.data.io import require_columns
 from privlab.errors import InvalidInputError
+from privlab.schema.model import OTHER as OTHER_LABEL
+from privlab.schema.model import Schema
 
 # --------------------------------------------------------------------------- input checks
 
@@ -44,11 +46,30 @@ def split_target(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, pd.Ser
     return features, y
 
 
-def encode_labels(y: Sequence[Any] | np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Map labels to 0..k-1; returns (codes, classes). The class list is treated as public."""
+def encode_labels(y: Sequence[Any] | np.ndarray | pd.Series,
+                  classes: Sequence[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Map labels to 0..k-1; returns (codes, classes).
+
+    With `classes` (a declared, public list: e.g. a schema's categories) the class list and
+    the model's output size come from that list alone, even when some class has no row;
+    without it they are read from `y` (the caller must treat them as public or say not).
+    """
     arr = np.asarray(y)
     if arr.ndim != 1:
         raise InvalidInputError(f"y must be one-dimensional, got shape {arr.shape}")
+    if classes is not None:
+        declared = np.asarray(list(classes), dtype=object)
+        if len(declared) < 2 or len(set(declared.tolist())) != len(declared):
+            raise InvalidInputError(f"classes must be at least two distinct labels, got "
+                                    f"{list(classes)!r}")
+        lookup = {c: i for i, c in enumerate(declared.tolist())}
+        try:
+            codes = np.fromiter((lookup[v] for v in arr.tolist()), dtype=np.int64,
+                                count=arr.size)
+        except (KeyError, TypeError):
+            raise InvalidInputError(f"y has a label outside the declared classes "
+                                    f"{declared.tolist()}") from None
+        return codes, declared
     if arr.size == 0:
         raise InvalidInputError("y is empty: training needs at least one row per class")
     if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
@@ -187,6 +208,152 @@ class TablePreprocessor:
 
     def fit_transform(self, frame: pd.DataFrame) -> np.ndarray:
         return self.fit(frame).transform(frame)
+
+
+# --------------------------------------------------------------------------- schema encoding
+
+#: Column types a model can take as features (identifier and text columns never are).
+FEATURE_TYPES = ("categorical", "integer", "numeric", "datetime")
+MISSING = "<missing>"
+
+
+@dataclass(frozen=True)
+class SchemaEncoder:
+    """Feature encoding from a declared public schema alone: the feature count, the feature
+    names and the scaling never depend on the rows.
+
+    - categorical: one-hot over the declared categories, then `<other>` when the schema
+      declares an other bucket, then `<missing>` when missing values are allowed;
+    - integer / numeric / datetime: (x - LO) / (HI - LO) with the declared bounds, clamped to
+      [0, 1] (`scale: log` maps through log1p first); a `<missing>` indicator follows when
+      missing values are allowed (a missing value encodes as 0 plus the indicator).
+
+    Each column adds at most 1 to a row's squared L2 norm, so sqrt(#columns) is a public norm
+    bound. Input must be `privlab.schema.conform`ed first (values inside the schema).
+    """
+
+    schema: Schema
+    columns: tuple[str, ...]
+
+    @classmethod
+    def for_target(cls, schema: Schema, target: str,
+                   exclude: Sequence[str] = ()) -> SchemaEncoder:
+        """Every declared feature-type column except the target and `exclude`."""
+        schema.column(target)
+        for name in exclude:
+            schema.column(name)
+        cols = tuple(c.name for c in schema.columns
+                     if c.name != target and c.name not in exclude and c.type in FEATURE_TYPES)
+        if not cols:
+            raise InvalidInputError(f"schema {schema.name!r} declares no feature column besides "
+                                    f"{target!r} (categorical, integer, numeric or datetime)")
+        return cls(schema, cols)
+
+    def _blocks(self) -> list[tuple[Any, list[str]]]:
+        out = []
+        for name in self.columns:
+            col = self.schema.column(name)
+            if col.type == "categorical":
+                levels = list(col.categories) + ([OTHER_LABEL] if col.other else [])
+                names = [f"{name}={v}" for v in levels]
+            else:
+                names = [name]
+            if col.missing:
+                names.append(f"{name}={MISSING}")
+            out.append((col, names))
+        return out
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [n for _, names in self._blocks() for n in names]
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    @property
+    def row_norm_bound(self) -> float:
+        return math.sqrt(len(self.columns))
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        """The (n, n_features) float32 matrix of conformed rows."""
+        require_columns(frame, list(self.columns), "feature column")
+        parts = []
+        for col, _names in self._blocks():
+            series = frame[col.name]
+            missing = series.isna().to_numpy()
+            if col.type == "categorical":
+                levels = list(col.categories) + ([OTHER_LABEL] if col.other else [])
+                codes = pd.Categorical(series, categories=levels).codes
+                block = np.zeros((len(frame), len(levels)))
+                rows = np.flatnonzero(codes >= 0)
+                block[rows, codes[rows]] = 1.0
+            else:
+                block = _scaled(series, col)[:, None]
+            if col.missing:
+                block = np.hstack([block, missing[:, None].astype(np.float64)])
+            parts.append(block)
+        return np.hstack(parts).astype(np.float32)
+
+    def describe(self) -> dict[str, Any]:
+        return {"schema": self.schema.name, "fingerprint": self.schema.fingerprint(),
+                "columns": list(self.columns), "features": self.n_features,
+                "row_norm_bound": self.row_norm_bound}
+
+
+def _scaled(series: pd.Series, col: Any) -> np.ndarray:
+    lo, hi = col.bounds
+    if col.type == "datetime":
+        values = pd.to_datetime(series).astype("int64").to_numpy(dtype=np.float64)
+        values[series.isna().to_numpy()] = np.nan
+        lo, hi = float(pd.Timestamp(lo).value), float(pd.Timestamp(hi).value)
+    else:
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+        lo, hi = float(lo), float(hi)
+    values = np.clip(values, lo, hi)
+    if col.scale == "log":
+        out = (np.log1p(values) - math.log1p(lo)) / (math.log1p(hi) - math.log1p(lo))
+    else:
+        out = (values - lo) / (hi - lo)
+    return np.nan_to_num(np.clip(out, 0.0, 1.0), nan=0.0)
+
+
+def schema_classes(schema: Schema, target: str) -> list[str]:
+    """The target's classes as the schema declares them (a categorical column)."""
+    col = schema.column(target)
+    if col.type != "categorical":
+        raise InvalidInputError(f"target column {target!r} is declared {col.type} in schema "
+                                f"{schema.name!r}; a classifier needs a categorical target with "
+                                "declared categories (the classes)")
+    return list(col.categories) + ([OTHER_LABEL] if col.other else [])
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective avalanche mix of 64-bit words."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def row_test_mask(frame: pd.DataFrame, test_size: float, key: int) -> np.ndarray:
+    """Which rows are held out: a keyed hash of each row's OWN values, compared with
+    `test_size`.
+
+    Why not a permutation of n: a seeded permutation of n rows reshuffles every row when one
+    row is added or removed, so the training sets of two neighbouring tables would differ in
+    many rows and DP-SGD's add/remove guarantee would not apply to the table. Here a row's side
+    depends on that row alone, so a neighbour changes one training row or one test row.
+    """
+    if not (0 < test_size < 1):
+        raise InvalidInputError(f"test_size must be in (0, 1), got {test_size}")
+    hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy(dtype=np.uint64)
+    mixed = _mix64(hashed ^ np.uint64(int(key) & _MASK64))
+    uniform = (mixed >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return uniform < test_size
 
 
 # Public category lists of UCI Adult (from the dataset's documentation, adult.names) and

@@ -47,6 +47,12 @@ class TrainConfig:
 
     For DP-SGD give either `epsilon` (sigma is calibrated) or `noise_multiplier` (epsilon is
     computed). `batch_size` is the expected Poisson batch size.
+
+    `sample_rate`: a PUBLIC Poisson rate q (from a declared public size, an explicit option,
+    or a DP estimate of n). The accountant assumes q does not depend on the data; the default
+    q = batch_size / n reads the exact n. With `sample_rate` set, steps per epoch are
+    ceil(1 / q) and `batch_size` is the public expected batch size that normalises the noisy
+    sum, so nothing in the plan depends on the exact row count.
     """
 
     method: str = "dpsgd"
@@ -61,6 +67,7 @@ class TrainConfig:
     noise_multiplier: float | None = None
     accountant: str = "pld"
     engine: str = "auto"
+    sample_rate: float | None = None
 
     def validate(self, n: int) -> None:
         if self.method not in ("dpsgd", "none"):
@@ -68,7 +75,13 @@ class TrainConfig:
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, (int, np.integer)) \
                 or self.epochs < 1:
             raise InvalidInputError(f"epochs must be a whole number >= 1, got {self.epochs!r}")
-        check_batch_size(self.batch_size, n)
+        if self.sample_rate is None:
+            check_batch_size(self.batch_size, n)
+        else:
+            check_batch_size(self.batch_size, self.batch_size)
+            q = self.sample_rate
+            if isinstance(q, bool) or not isinstance(q, (int, float)) or not (0 < q <= 1):
+                raise InvalidInputError(f"sample_rate must be in (0, 1], got {q!r}")
         if not (self.lr > 0):
             raise InvalidInputError(f"lr must be > 0, got {self.lr!r}")
         if self.optimizer not in ("adam", "sgd"):
@@ -83,9 +96,12 @@ class TrainConfig:
         check_delta(self.delta)
         if self.delta <= 0:
             raise InvalidInputError("delta must be > 0 for DP-SGD (e.g. 1e-5, below 1/n)")
-        if self.delta >= 1.0 / n:
-            raise InvalidInputError(f"delta={self.delta:g} is not below 1/n = {1 / n:.3g}; "
-                                    "such a delta allows releasing a record outright")
+        size = n if self.sample_rate is None else self.batch_size / self.sample_rate
+        if self.delta >= 1.0 / size:
+            what = "1/n" if self.sample_rate is None else "1/(batch size / sample rate)"
+            raise InvalidInputError(f"delta={self.delta:g} is not below {what} = "
+                                    f"{1 / size:.3g}; such a delta allows releasing a record "
+                                    "outright")
         if (self.epsilon is None) == (self.noise_multiplier is None):
             raise InvalidInputError("DP-SGD needs exactly one of epsilon (target) or "
                                     "noise_multiplier")
@@ -119,8 +135,15 @@ def plan_dpsgd(n: int, config: TrainConfig) -> DPSGDPlan:
     from privlab.core import accounting
 
     config.validate(n)
-    q = config.batch_size / n
-    per_epoch = math.ceil(n / config.batch_size)
+    if config.sample_rate is None:
+        q = config.batch_size / n
+        per_epoch = math.ceil(n / config.batch_size)
+        expected = q * n
+    else:  # public rate: the plan does not read n
+        q = float(config.sample_rate)
+        per_epoch = math.ceil(1.0 / q - 1e-9)
+        expected = float(config.batch_size)
+    rows = f"on {n} rows" if config.sample_rate is None else f"at sample rate {q:.4g}"
     steps = per_epoch * int(config.epochs)
     started = time.perf_counter()
     if config.noise_multiplier is None:
@@ -130,7 +153,7 @@ def plan_dpsgd(n: int, config: TrainConfig) -> DPSGDPlan:
                                                               steps, accountant=config.accountant)
         except InvalidInputError as exc:
             raise InvalidInputError(
-                f"epsilon={config.epsilon:g} is too small for useful training on {n} rows "
+                f"epsilon={config.epsilon:g} is too small for useful training {rows} "
                 f"({steps} steps at batch {config.batch_size}): {exc}") from None
     else:
         sigma = float(config.noise_multiplier)
@@ -140,14 +163,14 @@ def plan_dpsgd(n: int, config: TrainConfig) -> DPSGDPlan:
     # clipped batch mean has norm <= clip): nothing useful can be learnt.
     if config.epsilon is not None and sigma >= config.batch_size:
         raise InvalidInputError(
-            f"epsilon={config.epsilon:g} is too small for useful training on {n} rows: it needs "
+            f"epsilon={config.epsilon:g} is too small for useful training {rows}: it needs "
             f"noise multiplier {sigma:.3g} >= the batch size {config.batch_size}, so noise "
             "swamps every update; raise epsilon, the batch size or the number of rows, or "
             "train fewer epochs")
     eps_pld = accounting.dpsgd_epsilon(sigma, q, steps, config.delta, "pld")
     with quiet_rdp_warnings():
         eps_rdp = accounting.dpsgd_epsilon(sigma, q, steps, config.delta, "rdp")
-    return DPSGDPlan(sigma, q, steps, per_epoch, q * n, config.delta, float(config.clip),
+    return DPSGDPlan(sigma, q, steps, per_epoch, expected, config.delta, float(config.clip),
                      eps_pld, eps_rdp, seconds)
 
 

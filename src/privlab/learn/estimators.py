@@ -12,8 +12,11 @@ audits): its guarantee says NOT private and a `NotPrivateWarning` is raised.
   with `image_shape`.
 
 The class labels seen in `y` become `classes_`; like the model architecture they are treated
-as public. `random_state` seeds initialisation, batches AND the DP noise (for tests only;
-the guarantee notes it); None draws the noise from a CSPRNG.
+as public. Pass `classes` (e.g. a schema's declared categories) to make them public in fact:
+the output layer then has one unit per declared class whatever the rows hold. `sample_rate`
+(DP-SGD) is a public Poisson rate (see `privlab.learn.dpsgd.TrainConfig`). `random_state`
+seeds initialisation, batches AND the DP noise (for tests only; the guarantee notes it);
+None draws the noise from a CSPRNG.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
             noise_multiplier=self.noise_multiplier if private else None,
             delta=self.delta, clip=self.clip, epochs=self.epochs, batch_size=self.batch_size,
             lr=self.lr, optimizer=self.optimizer, weight_decay=getattr(self, "alpha", 0.0) or 0.0,
-            accountant=self.accountant, engine=self.engine)
+            accountant=self.accountant, engine=self.engine,
+            sample_rate=getattr(self, "sample_rate", None) if private else None)
 
     def fit(self, X: Any, y: Any, progress: Any = None) -> _TorchClassifier:  # noqa: N803
         """Train; `progress(epoch, epochs, metrics)` is called after each epoch if given."""
@@ -84,7 +88,7 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
         from privlab.learn.dpsgd import train_classifier
 
         x = self._prepare(X)
-        codes, classes = encode_labels(y)
+        codes, classes = encode_labels(y, getattr(self, "classes", None))
         if len(codes) != x.shape[0]:
             raise InvalidInputError(f"X has {x.shape[0]} rows but y has {len(codes)}")
         config = self._config()
@@ -157,7 +161,10 @@ class DPMLPClassifier(_TorchClassifier):
                  method: str = "dpsgd", clip: float = 1.0, epochs: int = 10,
                  batch_size: int = 256, lr: float = 1e-3, optimizer: str = "adam",
                  noise_multiplier: float | None = None, accountant: str = "pld",
-                 engine: str = "auto", random_state: int | None = None) -> None:
+                 engine: str = "auto", random_state: int | None = None,
+                 classes: Any = None, sample_rate: float | None = None) -> None:
+        self.classes = classes
+        self.sample_rate = sample_rate
         self.hidden_layer_sizes = hidden_layer_sizes
         self.dropout = dropout
         self.layer_norm = layer_norm
@@ -195,7 +202,10 @@ class DPCNNClassifier(_TorchClassifier):
                  epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
                  optimizer: str = "adam", noise_multiplier: float | None = None,
                  accountant: str = "pld", engine: str = "auto",
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None, classes: Any = None,
+                 sample_rate: float | None = None) -> None:
+        self.classes = classes
+        self.sample_rate = sample_rate
         self.channels = channels
         self.image_shape = image_shape
         self.epsilon = epsilon
@@ -247,7 +257,10 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
                  method: str = "objective", alpha: float = 1e-4, data_norm: float = 1.0,
                  fit_intercept: bool = True, clip: float = 1.0, epochs: int = 10,
                  batch_size: int = 256, lr: float = 0.01, accountant: str = "pld",
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None, classes: Any = None,
+                 sample_rate: float | None = None) -> None:
+        self.classes = classes
+        self.sample_rate = sample_rate
         self.epsilon = epsilon
         self.delta = delta
         self.method = method
@@ -275,7 +288,8 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.method == "none":
             _warn_plain("DPLogisticRegression")
             lin = objective.logistic_plain(x, y, l2=self.alpha, data_norm=self.data_norm,
-                                           fit_intercept=self.fit_intercept)
+                                           fit_intercept=self.fit_intercept,
+                                           classes=self.classes)
         else:
             if self.epsilon is None:
                 raise InvalidInputError(f"method={self.method!r} needs epsilon; use "
@@ -283,7 +297,8 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
             fn = (objective.logistic_objective_perturbation if self.method == "objective"
                   else objective.logistic_output_perturbation)
             lin = fn(x, y, self.epsilon, self.delta, l2=self.alpha, data_norm=self.data_norm,
-                     fit_intercept=self.fit_intercept, rng=self.random_state)
+                     fit_intercept=self.fit_intercept, rng=self.random_state,
+                     classes=self.classes)
         self.linear_ = lin
         self.classes_ = lin.classes
         self.coef_ = lin.coef
@@ -297,7 +312,8 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
         mlp = _LogisticDPSGD(epsilon=self.epsilon, delta=self.delta, clip=self.clip,
                              epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                              alpha=self.alpha, accountant=self.accountant,
-                             random_state=self.random_state)
+                             random_state=self.random_state, classes=self.classes,
+                             sample_rate=self.sample_rate)
         if self.delta <= 0:
             raise InvalidInputError("method='dpsgd' needs delta > 0 (e.g. 1e-5)")
         mlp.fit(x, y, progress=progress)
@@ -347,7 +363,10 @@ class _LogisticDPSGD(_TorchClassifier):
     def __init__(self, epsilon: float | None = 1.0, delta: float = 1e-5, clip: float = 1.0,
                  epochs: int = 10, batch_size: int = 256, lr: float = 0.01,
                  alpha: float = 0.0, accountant: str = "pld",
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None, classes: Any = None,
+                 sample_rate: float | None = None) -> None:
+        self.classes = classes
+        self.sample_rate = sample_rate
         self.epsilon = epsilon
         self.delta = delta
         self.clip = clip

@@ -141,14 +141,14 @@ def _gaussian_objective_sigma(eps_b: float, delta: float) -> float:
     return ZETA / t
 
 
-def _check_inputs(x: Any, y: Any, data_norm: float, l2: float) -> tuple[np.ndarray, np.ndarray,
-                                                                         np.ndarray]:
+def _check_inputs(x: Any, y: Any, data_norm: float, l2: float, classes: Any = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from privlab.learn.data import as_feature_matrix, encode_labels
 
     xa = as_feature_matrix(x).astype(np.float64)
     if xa.ndim != 2:
         raise InvalidInputError(f"X must be 2-D (rows x features), got shape {xa.shape}")
-    codes, classes = encode_labels(y)
+    codes, classes = encode_labels(y, classes)
     if len(codes) != xa.shape[0]:
         raise InvalidInputError(f"X has {xa.shape[0]} rows but y has {len(codes)}")
     if not (isinstance(data_norm, (int, float)) and math.isfinite(data_norm) and data_norm > 0):
@@ -176,11 +176,12 @@ def _to_original(w: np.ndarray, data_norm: float, fit_intercept: bool) -> tuple[
 def logistic_objective_perturbation(x: Any, y: Any, epsilon: float, delta: float = 0.0, *,
                                     l2: float = 1e-3, data_norm: float = 1.0,
                                     fit_intercept: bool = True,
-                                    rng: RngLike = None) -> LinearModel:
-    """(epsilon[, delta])-DP logistic regression by objective perturbation (replace-one)."""
+                                    rng: RngLike = None, classes: Any = None) -> LinearModel:
+    """(epsilon[, delta])-DP logistic regression by objective perturbation (replace-one).
+    `classes`: a declared (public) class list; default: the labels present in y."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    xa, codes, classes = _check_inputs(x, y, data_norm, l2)
+    xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes)
     n = xa.shape[0]
     z = _unit_rows(xa, data_norm, fit_intercept)
     d = z.shape[1]
@@ -243,13 +244,14 @@ def logistic_objective_perturbation(x: Any, y: Any, epsilon: float, delta: float
 
 def logistic_output_perturbation(x: Any, y: Any, epsilon: float, delta: float = 0.0, *,
                                  l2: float = 1e-3, data_norm: float = 1.0,
-                                 fit_intercept: bool = True, rng: RngLike = None) -> LinearModel:
+                                 fit_intercept: bool = True, rng: RngLike = None,
+                                 classes: Any = None) -> LinearModel:
     """Baseline: exact non-private minimiser + noise at its L2 sensitivity 2/(n Lambda)."""
     from privlab.core.mechanisms import gaussian_mechanism, laplace_mechanism
 
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    xa, codes, classes = _check_inputs(x, y, data_norm, l2)
+    xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes)
     n = xa.shape[0]
     z = _unit_rows(xa, data_norm, fit_intercept)
     d = z.shape[1]
@@ -295,9 +297,9 @@ def logistic_output_perturbation(x: Any, y: Any, epsilon: float, delta: float = 
 
 
 def logistic_plain(x: Any, y: Any, *, l2: float = 1e-3, data_norm: float = 1.0,
-                   fit_intercept: bool = True) -> LinearModel:
+                   fit_intercept: bool = True, classes: Any = None) -> LinearModel:
     """The same regularised model without noise (baseline; NOT private)."""
-    xa, codes, classes = _check_inputs(x, y, data_norm, l2)
+    xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes)
     z = _unit_rows(xa, data_norm, fit_intercept)
     tasks = [1] if len(classes) == 2 else list(range(len(classes)))
     rows = [_fit(z, np.where(codes == c, 1.0, -1.0), l2) for c in tasks]

@@ -1,0 +1,415 @@
+"""Train a classifier on a private table and release it with ONE honest guarantee
+(what `privlab train` runs).
+
+Everything in the output is either public (from the declared schema and the options),
+protected by noise charged to the same epsilon, or named in the guarantee's `not_covered`:
+
+- encoding: `privlab.schema.conform` then `SchemaEncoder` (feature count, feature scaling and
+  classes come from the schema alone). Without a schema only the explicit data-fitted path
+  (`unsafe_encoding`) remains, and the guarantee lists the encoder as not covered.
+- split: each row's side (train or test) is a keyed hash of that row's own values
+  (`row_test_mask`), so a neighbouring table changes one training row or one test row. For
+  objective/output perturbation (replace-one neighbours, n public by that relation) the split
+  is a seeded permutation of the n positions instead.
+- DP-SGD's Poisson sampling rate q must not depend on the exact n: it comes from an explicit
+  public `sample_rate`, from the schema's `public_size`, or from a geometric-noise estimate of
+  the training rows charged to the budget.
+- counts and accuracies: the vector (train rows, test rows, correct on train, correct on test)
+  gets two-sided geometric noise (L1 sensitivity 2 under add/remove: one row is in one part
+  and changes its part's size and correct count by at most 1 each), charged `metrics_share`
+  of epsilon. Accuracies are ratios of noisy counts (post-processing).
+- the guarantee: basic sequential composition of the model's (eps_model, delta) and the pure
+  epsilons of the counts; its epsilon is the requested total, an upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.core.guarantee import PrivacyGuarantee
+from privlab.errors import InvalidInputError
+
+DEFAULT_METRICS_SHARE = 0.1
+DEFAULT_BATCH = 256
+
+
+@dataclass
+class TableTrainSpec:
+    """The options of one `privlab train` run (all public)."""
+
+    target: str
+    model: str = "mlp"
+    method: str = "dpsgd"
+    epsilon: float | None = None
+    delta: float = 1e-5
+    clip: float = 1.0
+    epochs: int = 10
+    batch_size: int | None = None
+    lr: float | None = None
+    alpha: float = 1e-4
+    test_size: float = 0.2
+    accountant: str = "pld"
+    seed: int | None = None
+    sample_rate: float | None = None
+    metrics_share: float = DEFAULT_METRICS_SHARE
+    on_invalid: str = "refuse"
+    exclude: Sequence[str] = ()
+    image_shape: Callable[[int], tuple[int, int, int]] | None = None
+
+    def validate(self) -> None:
+        if not (0 < self.test_size < 1):
+            raise InvalidInputError(f"--test-size must be in (0, 1), got {self.test_size}")
+        if self.accountant not in ("pld", "rdp"):
+            raise InvalidInputError(f"--accountant must be pld or rdp, got {self.accountant!r}")
+        if not (0 <= self.metrics_share < 1):
+            raise InvalidInputError(f"--metrics-share must be in [0, 1), got "
+                                    f"{self.metrics_share}")
+        if self.sample_rate is not None:
+            if self.method != "dpsgd":
+                raise InvalidInputError("--sample-rate applies to --method dpsgd only")
+            if not (0 < self.sample_rate <= 1):
+                raise InvalidInputError(f"--sample-rate must be in (0, 1], got "
+                                        f"{self.sample_rate}")
+            if self.batch_size is None:
+                raise InvalidInputError("--sample-rate needs --batch-size too: the public "
+                                        "expected batch size (about sample rate x training "
+                                        "rows) that normalises each noisy update")
+
+
+@dataclass
+class Encoded:
+    """A table encoded for training: matrix, labels, and what the encoding read."""
+
+    x: np.ndarray
+    y: np.ndarray
+    classes: list[Any] | None          # declared (public) classes, or None: read from y
+    split_frame: pd.DataFrame          # the rows whose own values decide train/test
+    encoder: Any
+    row_norm_bound: float
+    not_covered: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+    schema: Any = None
+
+
+def encode_with_schema(frame: pd.DataFrame, schema: Any, target: str, policy: str,
+                       exclude: Sequence[str] = ()) -> Encoded:
+    """conform -> SchemaEncoder; a missing label is refused or (coerce) its row dropped."""
+    from privlab.learn.data import SchemaEncoder, schema_classes
+    from privlab.schema import check_policy, conform
+
+    check_policy(policy)
+    classes = schema_classes(schema, target)
+    encoder = SchemaEncoder.for_target(schema, target, exclude)
+    rows = conform(frame, schema, policy, columns=list(encoder.columns) + [target])
+    labels = rows[target]
+    if labels.isna().any():
+        if policy == "refuse":
+            raise InvalidInputError(f"column {target!r}: a missing label (the target of "
+                                    "training); fix the data or pass --on-invalid coerce "
+                                    "(drops such rows)")
+        rows = rows.loc[labels.notna().to_numpy()].reset_index(drop=True)
+    x = encoder.transform(rows)
+    return Encoded(x, rows[target].astype(str).to_numpy(dtype=object), classes, rows, encoder,
+                   encoder.row_norm_bound, schema=schema)
+
+
+def encode_fitted(frame: pd.DataFrame, target: str, one_hot: bool,
+                  bounds: dict[str, tuple[float, float]],
+                  train_mask: Callable[[pd.DataFrame], np.ndarray]) -> Encoded:
+    """The old data-fitted path: scaling and categories read from the training rows. Its
+    guarantee names the encoder (and the class list) as not covered."""
+    from privlab.learn.data import TablePreprocessor, split_target
+
+    features, labels = split_target(frame, target)
+    prep = TablePreprocessor(one_hot=one_hot, bounds=bounds)
+    train = train_mask(frame)
+    prep.fit(features.loc[train])
+    x = prep.transform(features)
+    not_covered = [f"feature encoding ({'; '.join(prep.leaks)})"] if prep.leaks else []
+    not_covered.append("classes (read from the target column)")
+    return Encoded(x, labels.to_numpy(), None, frame, prep,
+                   math.sqrt(len(prep.numeric_) + len(prep.categorical_)),
+                   not_covered=not_covered, leaks=list(prep.leaks))
+
+
+def split_key(seed: int | None) -> int:
+    """The key of the train/test hash: derived from --seed (reproducible), else random."""
+    if seed is None:
+        return secrets.randbits(64)
+    return int(np.random.default_rng([int(seed), 0x5EED]).integers(0, 2**63))
+
+
+def train_mask_for(method: str, test_size: float, seed: int | None
+                   ) -> Callable[[pd.DataFrame], np.ndarray]:
+    """Row -> is-training mask: a per-row hash (add/remove), or a seeded permutation of the
+    positions (objective/output: replace-one neighbours keep n and every position)."""
+    from privlab.learn.data import row_test_mask
+
+    key = split_key(seed)
+    if method in ("objective", "output"):
+        def by_position(frame: pd.DataFrame) -> np.ndarray:
+            n = len(frame)
+            gen = np.random.default_rng(key)
+            cut = int(round(n * (1 - test_size)))
+            mask = np.zeros(n, dtype=bool)
+            mask[gen.permutation(n)[:cut]] = True
+            return mask
+        return by_position
+    return lambda frame: ~row_test_mask(frame, test_size, key)
+
+
+def _count_rng(seed: int | None, stream: int) -> Any:
+    from privlab.core.rng import make_rng
+
+    return make_rng(None if seed is None else np.random.default_rng([int(seed), stream]))
+
+
+def noisy_counts(values: Sequence[int], sensitivity: int, epsilon: float, seed: int | None,
+                 stream: int) -> tuple[np.ndarray, PrivacyGuarantee]:
+    """Two-sided geometric noise on integer counts (L1 `sensitivity`), clamped at 0."""
+    from privlab.core.mechanisms import geometric_mechanism
+
+    rel = geometric_mechanism(np.asarray(values, dtype=np.int64), sensitivity, epsilon,
+                              rng=_count_rng(seed, stream),
+                              changed_coordinates=min(sensitivity, len(values)))
+    return np.maximum(np.asarray(rel.value, dtype=np.int64), 0), rel.guarantee
+
+
+def _ratio(num: int, den: int) -> float:
+    return float(min(1.0, max(0.0, num / den))) if den > 0 else 0.0
+
+
+def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None,
+                unsafe_encoding: bool = False, one_hot: bool = False,
+                bounds: dict[str, tuple[float, float]] | None = None,
+                progress: Callable[[int, int, dict], None] | None = None
+                ) -> tuple[dict[str, Any], Any, Encoded, PrivacyGuarantee]:
+    """Encode, split, train, measure under DP; return (payload, estimator, encoding,
+    guarantee). The payload's `noised` lists the keys whose values carry noise (or derive
+    from noisy values; for objective/output perturbation also those that are functions of n,
+    which their replace-one neighbouring holds fixed): everything else must be identical on
+    neighbouring tables with the same seed (tests/soundness)."""
+    spec.validate()
+    meth = spec.method
+    private = meth != "none"
+    if private and spec.epsilon is None:
+        raise InvalidInputError("--epsilon is required (or --method none for a non-private "
+                                "baseline)")
+    mask_fn = train_mask_for(meth, spec.test_size, spec.seed)
+    if schema is not None:
+        enc = encode_with_schema(frame, schema, spec.target, spec.on_invalid, spec.exclude)
+    elif unsafe_encoding:
+        enc = encode_fitted(frame, spec.target, one_hot, dict(bounds or {}), mask_fn)
+    else:
+        raise InvalidInputError("no public schema: pass --schema NAME|FILE (draft one with "
+                                "`privlab schema draft DATA > schema.yaml` and review it), or "
+                                "--unsafe-encoding to fit the encoding on the data (NOT DP)")
+    train = mask_fn(enc.split_frame)
+    tr, te = np.flatnonzero(train), np.flatnonzero(~train)
+    x_tr, x_te, y_tr, y_te = enc.x[tr], enc.x[te], enc.y[tr], enc.y[te]
+    if len(tr) < 2:
+        raise InvalidInputError(f"the training part has {len(tr)} rows: too few to train; use "
+                                "more rows or a smaller --test-size")
+    if enc.classes is None and len(pd.unique(y_tr)) < 2:
+        raise InvalidInputError(f"the training part has only one class of {spec.target!r}; "
+                                "use more rows or a different --test-size")
+    replace = meth in ("objective", "output")
+    share = spec.metrics_share if private else 0.0
+    eps_total = spec.epsilon if private else None
+    eps_metrics = eps_total * share if private else 0.0
+    eps_size = 0.0
+    n_ref: float | None = None
+    sample_source = None
+    batch = spec.batch_size
+    noised: list[str] = []
+    if meth == "dpsgd":
+        if spec.sample_rate is not None:
+            q, sample_source = float(spec.sample_rate), "--sample-rate (public)"
+        else:
+            if schema is not None and schema.public_size is not None:
+                n_ref = schema.public_size * (1 - spec.test_size)
+                sample_source = (f"schema public_size {schema.public_size} x (1 - test size) "
+                                 "(public)")
+            else:
+                if share == 0:
+                    raise InvalidInputError(
+                        "DP-SGD needs a public sampling rate: pass --sample-rate Q (with "
+                        "--batch-size), declare public_size in the schema, or keep "
+                        "--metrics-share > 0 to estimate the training rows under DP")
+                eps_size = eps_metrics / 2
+                eps_metrics -= eps_size
+                (est_n,), _ = noisy_counts([len(tr)], 1, eps_size, spec.seed, 1)
+                if est_n < 2:
+                    raise InvalidInputError("the noisy estimate of the training rows is below "
+                                            "2: too few rows for DP-SGD at this epsilon")
+                n_ref = float(est_n)
+                sample_source = ("batch size / a geometric-noise estimate of the training "
+                                 f"rows (epsilon {eps_size:.4g} of the budget)")
+                noised += ["sample_rate", "noise_multiplier", "steps", "epsilon_pld",
+                           "epsilon_rdp", "expected_batch_size", "training_rows_estimate",
+                           "model_guarantee"]
+            batch = batch if batch is not None else int(min(DEFAULT_BATCH,
+                                                            max(1, math.floor(n_ref))))
+            q = min(1.0, batch / n_ref)
+    else:
+        batch = batch if batch is not None else min(DEFAULT_BATCH, len(tr))
+        if spec.model != "logreg":
+            from privlab.learn.data import check_batch_size
+
+            check_batch_size(batch, len(tr), "--batch-size")
+        q = None
+    eps_model = eps_total - eps_metrics - eps_size if private else None
+
+    est = build_estimator(spec, meth, eps_model, batch, enc, q)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(x_tr, y_tr, progress=progress)
+    model_g: PrivacyGuarantee = est.guarantee_
+
+    # counts and accuracies
+    correct_tr = int(np.sum(est.predict(x_tr) == y_tr))
+    correct_te = int(np.sum(est.predict(x_te) == y_te)) if len(te) else 0
+    exact = {"train_rows": len(tr), "test_rows": len(te)}
+    metrics: dict[str, Any]
+    counts_g = None
+    if not private:
+        metrics = {"rows": len(tr) + len(te), **exact,
+                   "train_accuracy": _ratio(correct_tr, len(tr)),
+                   "test_accuracy": _ratio(correct_te, len(te))}
+    elif share == 0:
+        metrics = {"rows": None, "train_rows": None, "test_rows": None,
+                   "train_accuracy": None, "test_accuracy": None}
+    elif replace:  # n and the part sizes are public under replace-one neighbours
+        (c_tr, c_te), counts_g = noisy_counts([correct_tr, correct_te], 1, eps_metrics,
+                                              spec.seed, 2)
+        metrics = {"rows": len(tr) + len(te), **exact,
+                   "train_accuracy": _ratio(int(c_tr), len(tr)),
+                   "test_accuracy": _ratio(int(c_te), len(te))}
+        noised += ["train_accuracy", "test_accuracy"]
+    else:
+        (n_tr, n_te, c_tr, c_te), counts_g = noisy_counts(
+            [len(tr), len(te), correct_tr, correct_te], 2, eps_metrics, spec.seed, 2)
+        metrics = {"rows": int(n_tr + n_te), "train_rows": int(n_tr), "test_rows": int(n_te),
+                   "train_accuracy": _ratio(int(c_tr), int(n_tr)),
+                   "test_accuracy": _ratio(int(c_te), int(n_te))}
+        noised += ["rows", "train_rows", "test_rows", "train_accuracy", "test_accuracy"]
+
+    guarantee = _guarantee(spec, meth, model_g, eps_model, eps_metrics, eps_size,
+                           sample_source, enc, counts_g is not None, replace)
+    payload: dict[str, Any] = {
+        "headline": guarantee.headline(),
+        "target": spec.target, "model": spec.model, "method": meth,
+        "schema": None if enc.schema is None else {
+            "name": enc.schema.name, "fingerprint": enc.schema.fingerprint()},
+        "on_invalid": spec.on_invalid if enc.schema is not None else None,
+        "features": int(enc.x.shape[1]),
+        "feature_columns": list(getattr(enc.encoder, "columns", ()) or []),
+        "classes": [str(c) for c in est.classes_],
+        **metrics,
+        "epsilon_split": None if not private else {
+            "model": eps_model, "training_rows_estimate": eps_size, "metrics": eps_metrics},
+        "guarantee": guarantee.to_dict(),
+        "model_guarantee": model_g.to_dict(),
+        "preprocessing": {"encoding": "schema" if enc.schema is not None else "data-fitted",
+                          "data_dependent": list(enc.leaks),
+                          "row_norm_bound": enc.row_norm_bound},
+        "warnings": sorted({str(w.message) for w in caught}),
+    }
+    training = getattr(est, "training_", None) or getattr(getattr(est, "torch_", None),
+                                                          "training_", None)
+    if training is not None and training.plan is not None:
+        plan = training.plan
+        payload.update({
+            "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
+            "sample_rate_source": sample_source,
+            "training_rows_estimate": None if n_ref is None else n_ref,
+            "steps": plan.steps, "epochs": spec.epochs, "clip": plan.clip, "delta": plan.delta,
+            "expected_batch_size": plan.expected_batch_size,
+            "epsilon_pld": plan.epsilon_pld, "epsilon_rdp": plan.epsilon_rdp,
+            "accountant": spec.accountant, "engine": training.engine})
+    elif getattr(est, "linear_", None) is not None:
+        payload["mechanism_details"] = {k: v for k, v in est.linear_.details.items()
+                                        if k != "noise_norms"}
+        if replace:  # functions of n, which replace-one neighbouring holds fixed (public)
+            noised += ["mechanism_details", "model_guarantee"]
+    payload["noised"] = sorted(set(noised))
+    return payload, est, enc, guarantee
+
+
+def build_estimator(spec: TableTrainSpec, meth: str, eps_model: float | None, batch: int,
+                    enc: Encoded, sample_rate: float | None) -> Any:
+    from privlab.learn.estimators import DPCNNClassifier, DPLogisticRegression, DPMLPClassifier
+
+    common = dict(epsilon=eps_model, delta=spec.delta, method=meth, clip=spec.clip,
+                  epochs=spec.epochs, batch_size=batch, accountant=spec.accountant,
+                  random_state=spec.seed, classes=enc.classes,
+                  sample_rate=sample_rate if meth == "dpsgd" else None)
+    lr = spec.lr
+    if spec.model == "logreg":
+        return DPLogisticRegression(alpha=spec.alpha, data_norm=enc.row_norm_bound,
+                                    lr=lr if lr is not None else 1e-2, **common)
+    if spec.model == "mlp":
+        return DPMLPClassifier(lr=lr if lr is not None else 1e-3, **common)
+    shape = spec.image_shape(enc.x.shape[1]) if spec.image_shape else None
+    return DPCNNClassifier(image_shape=shape, lr=lr if lr is not None else 1e-3, **common)
+
+
+def _guarantee(spec: TableTrainSpec, meth: str, model_g: PrivacyGuarantee,
+               eps_model: float | None, eps_metrics: float, eps_size: float,
+               sample_source: str | None, enc: Encoded, counted: bool,
+               replace: bool) -> PrivacyGuarantee:
+    """One guarantee for everything the run outputs; nothing in it reads the rows."""
+    from privlab.core.rng import SEEDED_NOTE
+    from privlab.learn.dpsgd import FLOAT_NOTE
+
+    covers = ["model weights (and the --save file)"]
+    if enc.schema is not None:
+        covers.append(f"features and classes (from schema {enc.schema.name!r}, public)")
+    if meth == "none":
+        g = model_g.with_not_covered("model weights (plain training)", "rows", "train_rows",
+                                     "test_rows", "train_accuracy", "test_accuracy")
+        return g.with_not_covered(*enc.not_covered)
+    if counted:
+        covers.append("rows, train_rows, test_rows, train_accuracy, test_accuracy (geometric "
+                      "noise on counts)" if not replace else
+                      "train_accuracy, test_accuracy (geometric noise on correct counts)")
+    if replace:
+        covers.append("rows, train_rows, test_rows: exact, public under replace-one "
+                      "neighbouring (n is fixed)")
+    if meth == "dpsgd":
+        covers.append("sample_rate, noise_multiplier, steps, epsilon_pld, epsilon_rdp "
+                      f"(sample rate from {sample_source})")
+    parts = [f"model {eps_model:.4g}" + (f" (delta {spec.delta:g})" if model_g.delta else "")]
+    if eps_size:
+        parts.append(f"training-rows estimate {eps_size:.4g}")
+    if counted:
+        parts.append(f"counts {eps_metrics:.4g}")
+    acc = {"dpsgd": f"DP-SGD calibrated to epsilon <= {eps_model:.4g} by the "
+                    f"{spec.accountant.upper()} accountant",
+           "objective": "objective perturbation (analytic bound)",
+           "output": "output perturbation (mechanism calibration)"}[meth]
+    notes = [f"epsilon split: {', '.join(parts)}; total {spec.epsilon:g} by sequential "
+             "composition (an upper bound)"]
+    if meth == "dpsgd":
+        notes.append(FLOAT_NOTE)
+    if spec.seed is not None:
+        notes.append(SEEDED_NOTE + " (split key, sampling, noise)")
+    mech = model_g.mechanism.split(" (")[0] if meth == "dpsgd" else model_g.mechanism
+    mech = ("DP-SGD (Poisson-subsampled Gaussian, per-example L2 clipping)"
+            if meth == "dpsgd" else mech)
+    g = PrivacyGuarantee(
+        epsilon=float(spec.epsilon), delta=float(model_g.delta),
+        neighbouring=model_g.neighbouring, model="central",
+        mechanism=mech + (" + geometric noise on counts" if counted or eps_size else ""),
+        accountant=f"sequential composition: {acc}"
+                   + ("; geometric counts exact" if counted or eps_size else ""),
+        notes=tuple(notes), covers=tuple(covers))
+    return g.with_not_covered(*enc.not_covered)
