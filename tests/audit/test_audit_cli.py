@@ -21,9 +21,19 @@ def table(tmp_path_factory):
     frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(12)])
     frame["colour"] = np.where(x[:, 0] > 0, "red", "blue")
     frame["label"] = np.where(y == 1, "yes", "no")
-    path = tmp_path_factory.mktemp("audit") / "t.csv"
+    folder = tmp_path_factory.mktemp("audit")
+    path = folder / "t.csv"
     frame.to_csv(path, index=False)
+    cols = {f"f{i}": {"type": "numeric", "bounds": [-50, 50], "missing": False}
+            for i in range(12)}
+    cols["colour"] = {"type": "categorical", "categories": ["red", "blue", "green"]}
+    cols["label"] = {"type": "categorical", "categories": ["no", "yes"], "missing": False}
+    (folder / "t.json").write_text(json.dumps({"name": "t", "columns": cols}))
     return path
+
+
+def _schema(table):
+    return ["--schema", str(table.with_suffix(".json"))]
 
 
 BASE = ["--target", "label", "--members", "150", "--epochs", "4", "--batch-size", "32",
@@ -38,7 +48,7 @@ def _run(capsys, args):
 
 def test_non_private_audit_json(table, capsys, tmp_path):
     html = tmp_path / "r.html"
-    code, out = _run(capsys, [str(table), *BASE, "--no-dp",
+    code, out = _run(capsys, [str(table), *_schema(table), *BASE, "--no-dp",
                               "--attacks", "loss,confidence,mentr,shadow,lira",
                               "--report", str(html)])
     assert code == 0, out.err
@@ -55,16 +65,20 @@ def test_non_private_audit_json(table, capsys, tmp_path):
         assert e["lower"] == e["clopper_pearson"][0] and len(e["bayesian"]) == 2
     assert doc["summary"]["accounted_epsilon"] is None
     assert doc["data"]["members"] == 150 and doc["data"]["nonmembers"] == 150
+    # the audit is labelled as no release; features from the schema: 12 + 3 colours + missing
+    assert doc["release"] is False and "summary" in doc["audit_guarantee"]["not_covered"]
+    assert doc["data"]["features"] == 16 and doc["data"]["classes"] == ["no", "yes"]
     assert "<html" in html.read_text().lower() and "ROC" in html.read_text()
 
 
 def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys):
-    code, out = _run(capsys, [str(table), *BASE, "--epsilon", "1", "--attacks", "loss",
-                              "--fprs", "0.01,0.1"])
+    code, out = _run(capsys, [str(table), *_schema(table), *BASE, "--epsilon", "1",
+                              "--attacks", "loss", "--fprs", "0.01,0.1"])
     assert code == 0, out.err
     doc = json.loads(out.out)
     g = doc["guarantee"]
     assert g["is_dp"] and g["epsilon"] <= 1.0 * 1.001 and g["delta"] == 1e-5
+    assert g["not_covered"] == [] and "target model weights" in g["covers"]
     s = doc["summary"]
     assert s["accounted_epsilon"] == g["epsilon"]
     assert s["consistent"] is True and s["empirical_epsilon_lower"] <= g["epsilon"]
@@ -80,8 +94,8 @@ def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys
     (["--no-dp", "--members", "400"], "--members must be in"),
 ])
 def test_bad_input_gives_one_line_errors(table, capsys, args, needle):
-    argv = [str(table), "--target", "label", "--members", "150", "--epochs", "1", "--json",
-            *args]
+    argv = [str(table), *_schema(table), "--target", "label", "--members", "150", "--epochs",
+            "1", "--json", *args]
     code, out = _run(capsys, argv)
     assert code == 2
     lines = [ln for ln in out.err.strip().splitlines() if ln.startswith("error:")]
@@ -95,7 +109,21 @@ def test_missing_target_and_duplicates(tmp_path, capsys):
     code, out = _run(capsys, [str(path), "--no-dp", "--json"])
     assert code == 2 and "--target is required" in out.err
     code, out = _run(capsys, [str(path), "--target", "y", "--no-dp", "--json"])
+    assert code == 2 and "privlab schema draft" in out.err
+    code, out = _run(capsys, [str(path), "--target", "y", "--no-dp", "--json",
+                              "--unsafe-encoding"])
     assert code == 2 and "only 2 distinct rows" in out.err
+
+
+def test_unsafe_encoding_and_data_sized_members_are_not_covered(table, capsys):
+    code, out = _run(capsys, [str(table), "--unsafe-encoding", "--target", "label",
+                              "--epochs", "2", "--batch-size", "32", "--attacks", "loss",
+                              "--epsilon", "2", "--json"])
+    assert code == 0, out.err
+    g = json.loads(out.out)["guarantee"]
+    assert g["is_dp"] is False and g["headline"].startswith("NOT differentially private")
+    assert any(c.startswith("feature encoding") for c in g["not_covered"])
+    assert any(c.startswith("sample_rate") for c in g["not_covered"])
 
 
 def test_lm_audit_quick_json(capsys):

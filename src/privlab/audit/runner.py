@@ -13,7 +13,11 @@
    Clopper-Pearson and Bayesian intervals (`privlab.audit.epsilon`).
 
 The audit's own figures are computed from the training records and are NOT differentially
-private (`audit_guarantee` says so): share them with the data owner, not publicly.
+private (`audit_guarantee` says so, naming every such field in `not_covered`; the report
+carries `"release": false`): share them with the data owner, not publicly. The TARGET's
+guarantee (`guarantee`) is honest on its own: its features and classes come from the declared
+schema; with the data-fitted encoding (`unsafe_encoding`) or a member count read from the
+data (no `--members`), it names those in `not_covered`.
 """
 
 from __future__ import annotations
@@ -69,6 +73,10 @@ class TableAuditConfig:
     eps_method: str = "holdout"
     seed: int = 0
     adult_pipeline: bool = False
+    schema: Any = None
+    on_invalid: str = "refuse"
+    exclude: Sequence[str] = ()
+    unsafe_encoding: bool = False
     notes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -103,20 +111,47 @@ def _model_fn(model: str, d: int, k: int, hidden: tuple[int, ...], dropout: floa
 
 
 def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed: int, *,
-                    adult: bool = False) -> dict[str, Any]:
-    """Deduplicate, shuffle, split; preprocess with statistics of the MEMBERS only (or, for
-    Adult, with the public, data-independent pipeline of privlab.learn.data)."""
+                    adult: bool = False, schema: Any = None, on_invalid: str = "refuse",
+                    exclude: Sequence[str] = (), unsafe_encoding: bool = False
+                    ) -> dict[str, Any]:
+    """Conform to the schema, deduplicate, shuffle, split, encode from the schema alone
+    (`adult=True`: the bundled Adult schema without fnlwgt). Without a schema only the
+    data-fitted encoding (`unsafe_encoding`, statistics of the MEMBERS) remains; `leaks`
+    names what it read."""
     from privlab.learn.data import (
+        SchemaEncoder,
         TablePreprocessor,
-        adult_features,
-        adult_preprocessor,
         encode_labels,
+        schema_classes,
         split_target,
     )
 
-    features, y = split_target(frame, target)
-    if adult:
-        features = adult_features(features)  # drops fnlwgt (a sampling weight)
+    if adult and schema is None:
+        from privlab.schema import bundled_schema
+
+        schema, exclude = bundled_schema("adult"), tuple(exclude) or ("fnlwgt",)
+    declared: list[str] | None = None
+    encoder = None
+    if schema is not None:
+        from privlab.schema import check_policy, conform
+
+        check_policy(on_invalid)
+        declared = schema_classes(schema, target)
+        encoder = SchemaEncoder.for_target(schema, target, exclude)
+        rows = conform(frame, schema, on_invalid, columns=list(encoder.columns) + [target])
+        if rows[target].isna().any():
+            if on_invalid == "refuse":
+                raise InvalidInputError(f"column {target!r}: a missing label; fix the data or "
+                                        "pass --on-invalid coerce (drops such rows)")
+            rows = rows.loc[rows[target].notna().to_numpy()].reset_index(drop=True)
+        features, y = rows[list(encoder.columns)], rows[target].astype(str)
+    elif unsafe_encoding:
+        features, y = split_target(frame, target)
+    else:
+        raise InvalidInputError("no public schema: pass --schema NAME|FILE (draft one with "
+                                "`privlab schema draft DATA > schema.yaml` and review it), or "
+                                "--unsafe-encoding to fit the encoding on the members (the "
+                                "target's guarantee then says NOT DP)")
     full = features.assign(**{"\0y": y.to_numpy()})
     dup = full.duplicated()
     removed = int(dup.sum())
@@ -129,15 +164,18 @@ def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed:
     if not (2 <= m <= (n - 4) // 3):
         raise InvalidInputError(f"--members must be in 2..{(n - 4) // 3} for {n} distinct rows "
                                 "(members, as many non-members, and a pool of at least as many)")
-    codes, classes = encode_labels(y.to_numpy())
+    codes, classes = encode_labels(y.to_numpy(), declared)
     order = np.random.default_rng(seed).permutation(n)
     mi, ni, pi = order[:m], order[m:2 * m], order[2 * m:]
-    prep = (adult_preprocessor() if adult else TablePreprocessor(one_hot=True)
-            ).fit(features.iloc[mi])
-    x = prep.transform(features)
+    if encoder is not None:
+        x, leaks = encoder.transform(features), []
+    else:
+        prep = TablePreprocessor(one_hot=True).fit(features.iloc[mi])
+        x, leaks = prep.transform(features), list(prep.leaks) + ["classes read from the data"]
     return {"x_mem": x[mi], "y_mem": codes[mi], "x_non": x[ni], "y_non": codes[ni],
             "x_pool": x[pi], "y_pool": codes[pi], "classes": classes, "removed": removed,
-            "rows": n, "features": x.shape[1], "leaks": list(prep.leaks)}
+            "rows": n, "features": x.shape[1], "leaks": leaks,
+            "schema": None if schema is None else schema.name}
 
 
 def _roc_points(res: AttackResult, points: int = 60) -> dict[str, list[float]]:
@@ -160,7 +198,9 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
     say = stage or (lambda _s: None)
     started = time.perf_counter()
     data = split_for_audit(frame, config.target, config.members, config.seed,
-                           adult=config.adult_pipeline)
+                           adult=config.adult_pipeline, schema=config.schema,
+                           on_invalid=config.on_invalid, exclude=config.exclude,
+                           unsafe_encoding=config.unsafe_encoding)
     m, k = len(data["y_mem"]), len(data["classes"])
     fprs = check_fprs(config.fprs, m, explicit=config.fprs is not None)
     if config.epsilon is None:
@@ -178,11 +218,15 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         # an initialisation seed no shadow model uses (TorchTrainer seeds seed*1000 + m)
         target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg,
                                 seed=TARGET_SEED_OFFSET + config.seed)
-    guarantee: PrivacyGuarantee = res.guarantee
+    guarantee: PrivacyGuarantee = res.guarantee.with_covers("target model weights")
     if data["leaks"]:
-        guarantee = guarantee.with_notes(
-            "preprocessing read statistics of the training rows (" + "; ".join(data["leaks"][:3])
-            + (" ..." if len(data["leaks"]) > 3 else "") + "), not covered by the guarantee")
+        guarantee = guarantee.with_not_covered(
+            "feature encoding (" + "; ".join(data["leaks"][:3])
+            + (" ..." if len(data["leaks"]) > 3 else "") + ")")
+    if config.members is None and config.epsilon is not None:
+        guarantee = guarantee.with_not_covered(
+            "sample_rate (batch size / members, and members = a quarter of the distinct rows: "
+            "pass --members to make it public)")
     delta = guarantee.delta if guarantee.is_dp else config.delta
     mem = (data["x_mem"], data["y_mem"])
     non = (data["x_non"], data["y_non"])
@@ -248,20 +292,34 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         "data": {"rows": data["rows"], "duplicates_removed": data["removed"], "members": m,
                  "nonmembers": len(data["y_non"]), "pool": len(data["y_pool"]),
                  "features": data["features"], "classes": [str(c) for c in data["classes"]],
+                 "schema": data["schema"],
                  "target": config.target, "seed": config.seed},
         "model": {"kind": config.model, "epochs": config.epochs, "batch_size":
                   config.batch_size, "lr": config.lr,
                   "train_accuracy": accuracy(target, *mem),
                   "test_accuracy": accuracy(target, *non),
                   "torch_threads": torch.get_num_threads()},
+        "release": False,
         "guarantee": guarantee.to_dict(),
-        "audit_guarantee": PrivacyGuarantee.not_private(
-            "membership-inference audit", "attack scores and rates are computed from the "
-            "training records; share the audit with the data owner only").to_dict(),
+        "audit_guarantee": audit_guarantee().to_dict(),
         "attacks": attacks,
         "summary": summary,
         "seconds": time.perf_counter() - started,
     }
+
+
+#: Every audit output computed from the rows (none is protected: the audit is not a release).
+AUDIT_FIELDS = ("data.rows", "data.duplicates_removed", "data.members", "data.nonmembers",
+                "data.pool", "model.train_accuracy", "model.test_accuracy", "attacks",
+                "summary")
+
+
+def audit_guarantee() -> PrivacyGuarantee:
+    """The audit report's own label: NOT DP, every row-derived field named."""
+    return PrivacyGuarantee.not_private(
+        "membership-inference audit", "an evaluation, not a release: attack scores, rates, "
+        "counts and accuracies are computed exactly from the training records; share the "
+        "audit with the data owner only").with_not_covered(*AUDIT_FIELDS)
 
 
 def write_audit_html(path: str, report: dict[str, Any]) -> None:

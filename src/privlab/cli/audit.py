@@ -2,8 +2,12 @@
 `privlab audit lm`: secret extraction from a small language model (seed 004, section 2.3).
 
 Exactly one of --epsilon E (DP-SGD to the accounted (E, delta)) or --no-dp (a deliberately
-non-private target) is required. JSON holds, per attack, auc, advantage, tpr_at_fpr, counts
-and empirical_epsilon (lower bound and intervals) next to the run's accounted `guarantee`.
+non-private target) is required. Features and classes come from the declared schema
+(`--schema`, bundled for adult and classification; `--on-invalid refuse|coerce`). JSON holds,
+per attack, auc, advantage, tpr_at_fpr, counts and empirical_epsilon (lower bound and
+intervals) next to the target's accounted `guarantee`. The audit is an evaluation, NOT a
+release: `"release": false` and `audit_guarantee` (not DP, every row-derived field named)
+say so, and the console's first line says it.
 """
 
 from __future__ import annotations
@@ -23,15 +27,14 @@ from privlab.errors import InvalidInputError
 _BUNDLED = {"adult": "salary", "classification": "target"}
 
 
-def _load(data: str, delimiter: str | None) -> tuple[Any, str, bool]:
+def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
     from privlab.data.datasets import load_dataset
     from privlab.data.io import read_table
 
     path = Path(data)
     if not path.exists() and data in _BUNDLED:
-        opts = {"drop_missing": True} if data == "adult" else {}
-        return load_dataset(data, **opts), f"bundled dataset {data!r}", data == "adult"
-    return read_table(path, delimiter=delimiter), str(path), False
+        return load_dataset(data), f"bundled dataset {data!r}", data
+    return read_table(path, delimiter=delimiter), str(path), None
 
 
 def _fmt(v: Any) -> str:
@@ -47,6 +50,15 @@ def audit_cmd(
                                          "classification), or `lm` for the language-model "
                                          "secret-extraction audit."),
     target: str = typer.Option(None, "--target", "-t", help="Label column (tables)."),
+    schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
+                               "or YAML/JSON file); bundled datasets use theirs."),
+    on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce values "
+                                   "outside the schema."),
+    exclude: str = typer.Option(None, "--exclude", help="Declared columns not used as "
+                                "features (adult: fnlwgt by default)."),
+    unsafe_encoding: bool = typer.Option(False, "--unsafe-encoding", help="Without a schema: "
+                                         "fit the encoding on the members (the target's "
+                                         "guarantee then says NOT DP)."),
     model: str = typer.Option("mlp", "--model", "-m", help="mlp | logreg (tables)."),
     epsilon: float = typer.Option(None, "--epsilon", "-e",
                                   help="Train the target by DP-SGD to this epsilon."),
@@ -94,18 +106,25 @@ def audit_cmd(
         _audit_lm(epsilon, delta, seed, quick, as_json, show)
         return
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
+    from privlab.cli.train import _DEFAULT_EXCLUDE, resolve_schema
 
-    frame, source, adult = _load(data, delimiter)
+    frame, source, bundled = _load(data, delimiter)
+    declared = resolve_schema(schema, bundled)
+    if declared is not None and unsafe_encoding:
+        raise InvalidInputError("--unsafe-encoding is for data without a schema; the schema "
+                                "already declares the encoding")
     if target is None:
-        target = _BUNDLED.get(data) if not Path(data).exists() else None
+        target = _BUNDLED.get(bundled or "")
         if target is None:
             raise InvalidInputError("--target is required: the label column of DATA")
+    drop = (parse_list(exclude, "--exclude") if exclude
+            else _DEFAULT_EXCLUDE.get(bundled or "", []))
     config = TableAuditConfig(
         target=target, model=model, epsilon=epsilon, delta=delta,
         attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,
         lira_models=lira_models, members=members, epochs=epochs, batch_size=batch_size, lr=lr,
         fprs=parse_floats(fprs, "--fprs"), level=level, eps_method=eps_method, seed=seed,
-        adult_pipeline=adult)
+        schema=declared, on_invalid=on_invalid, exclude=drop, unsafe_encoding=unsafe_encoding)
     status = err_console.status("auditing", spinner="dots") if show else nullcontext()
     with status as live:
         def stage(msg: str) -> None:
@@ -114,7 +133,7 @@ def audit_cmd(
 
         result = audit_table(frame, config, stage=stage)
     result["data"]["source"] = source
-    if not result["guarantee"]["is_dp"]:
+    if epsilon is None:
         warnings.warn("the audited model was trained WITHOUT differential privacy (--no-dp)",
                       stacklevel=1)
     if report is not None:
@@ -130,6 +149,9 @@ def _print_table(result: dict[str, Any]) -> None:
     g = result["guarantee"]
     s = result["summary"]
     m = result["model"]
+    console.print("[bold]audit (an evaluation, not a release):[/bold] "
+                  f"{result['audit_guarantee']['headline']}")
+    console.print(f"[bold]target model:[/bold] {g['headline']}")
     console.print(f"[bold]target[/bold] {m['kind']}: train accuracy {m['train_accuracy']:.3f}, "
                   f"test accuracy {m['test_accuracy']:.3f} ({result['data']['members']} members, "
                   f"{result['data']['nonmembers']} non-members, pool {result['data']['pool']})")
