@@ -133,3 +133,21 @@ def test_bad_configuration(blobs, kwargs, match):
     cfg = TrainConfig(**{**dict(epsilon=1.0, batch_size=32, epochs=1), **kwargs})
     with pytest.raises(InvalidInputError, match=match):
         train_classifier(SeedMLP(6, (8,), 2), x, y, cfg, rng=0)
+
+
+def test_public_sample_rate_plan_does_not_read_n():
+    """With a public q the plan (sigma, steps, normaliser) is the same for any n."""
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, epochs=3, batch_size=50, sample_rate=0.05)
+    plans = [plan_dpsgd(n, cfg) for n in (900, 1000, 1001, 5000)]
+    assert {(p.noise_multiplier, p.sample_rate, p.steps, p.expected_batch_size)
+            for p in plans} == {(plans[0].noise_multiplier, 0.05, 3 * 20, 50.0)}
+    # the default reads n: q = batch / n
+    assert plan_dpsgd(1000, TrainConfig(epsilon=2.0, epochs=3, batch_size=50)).sample_rate \
+        == 0.05
+    assert plan_dpsgd(1001, TrainConfig(epsilon=2.0, epochs=3, batch_size=50)).sample_rate \
+        != 0.05
+    with pytest.raises(InvalidInputError, match="sample_rate must be in"):
+        TrainConfig(epsilon=1.0, sample_rate=1.5).validate(100)
+    # delta is checked against the public size batch / q, not n
+    with pytest.raises(InvalidInputError, match="batch size / sample rate"):
+        TrainConfig(epsilon=1.0, delta=0.01, batch_size=50, sample_rate=0.05).validate(10**6)

@@ -108,3 +108,20 @@ def test_no_warning_in_private_mode(blobs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", NotPrivateWarning)
         DPLogisticRegression(epsilon=1.0, data_norm=4.0, random_state=0).fit(x, y)
+
+
+def test_declared_classes_set_the_output_layer(blobs):
+    """A class with no row still gets its output unit: the model's shape is public."""
+    from privlab.learn.estimators import DPLogisticRegression, DPMLPClassifier
+
+    x, y = blobs
+    labels = np.where(y == 1, "b", "a")
+    mlp = DPMLPClassifier(method="dpsgd", epsilon=4.0, delta=1e-4, epochs=1, batch_size=32,
+                          sample_rate=0.1, classes=["a", "b", "c"], random_state=0)
+    mlp.fit(x, labels)
+    assert mlp.classes_.tolist() == ["a", "b", "c"]
+    assert mlp.predict_proba(x).shape == (len(x), 3)
+    assert mlp.training_.plan.sample_rate == 0.1
+    lr = DPLogisticRegression(epsilon=1.0, classes=["a", "b", "c"], random_state=0)
+    lr.fit(x, labels)
+    assert lr.coef_.shape == (3, x.shape[1])

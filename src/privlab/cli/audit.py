@@ -106,7 +106,7 @@ def audit_cmd(
         _audit_lm(epsilon, delta, seed, quick, as_json, show)
         return
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
-    from privlab.cli.train import _DEFAULT_EXCLUDE, resolve_schema
+    from privlab.cli.train import DEFAULT_EXCLUDE, resolve_schema
 
     frame, source, bundled = _load(data, delimiter)
     declared = resolve_schema(schema, bundled)
@@ -118,7 +118,7 @@ def audit_cmd(
         if target is None:
             raise InvalidInputError("--target is required: the label column of DATA")
     drop = (parse_list(exclude, "--exclude") if exclude
-            else _DEFAULT_EXCLUDE.get(bundled or "", []))
+            else DEFAULT_EXCLUDE.get(bundled or "", []))
     config = TableAuditConfig(
         target=target, model=model, epsilon=epsilon, delta=delta,
         attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,

@@ -70,7 +70,7 @@ def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
 
 
 #: Columns of a bundled dataset that are not features by default (public choice).
-_DEFAULT_EXCLUDE = {"adult": ["fnlwgt"]}  # a survey sampling weight, not a trait
+DEFAULT_EXCLUDE = {"adult": ["fnlwgt"]}  # a survey sampling weight, not a trait
 
 
 def resolve_schema(schema: str | None, bundled: str | None) -> Any:
@@ -179,7 +179,7 @@ def train_cmd(
     if declared is not None and (one_hot or bounds or unsafe_encoding):
         raise InvalidInputError("--one-hot/--bounds/--unsafe-encoding are for data without a "
                                 "schema; the schema already declares the encoding")
-    drop = parse_list(exclude, "--exclude") if exclude else _DEFAULT_EXCLUDE.get(bundled or "",
+    drop = parse_list(exclude, "--exclude") if exclude else DEFAULT_EXCLUDE.get(bundled or "",
                                                                                  [])
     spec = TableTrainSpec(
         target=target, model=kind, method=meth, epsilon=epsilon, delta=delta, clip=clip,
