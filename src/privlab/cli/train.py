@@ -188,8 +188,6 @@ def train_cmd(
         on_invalid=on_invalid, exclude=drop,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
     public = _parse_bounds(bounds)
-    if bundled == "digits" and unsafe_encoding and not public:
-        public = {f"pixel_{i}": (0.0, 16.0) for i in range(64)}
     show = not as_json and err_console.is_terminal
     from rich.progress import Progress
 

@@ -273,6 +273,7 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
         warnings.simplefilter("always")
         est.fit(x_tr, y_tr, progress=progress)
     model_g: PrivacyGuarantee = est.guarantee_
+    scrub(est)
 
     # counts and accuracies
     correct_tr = int(np.sum(est.predict(x_tr) == y_tr))
@@ -342,6 +343,20 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
             noised += ["mechanism_details", "model_guarantee"]
     payload["noised"] = sorted(set(noised))
     return payload, est, enc, guarantee
+
+
+def scrub(est: Any) -> None:
+    """Drop what a fitted estimator holds beyond the DP release, so the --save file is only
+    the model: the per-epoch history (exact loss, accuracy, batch sizes and clipped fraction
+    on the private rows) and, for objective / output perturbation, the drawn noise norms
+    (knowing them would help remove the noise)."""
+    for obj in (est, getattr(est, "torch_", None)):
+        training = getattr(obj, "training_", None)
+        if training is not None:
+            training.history = []
+    linear = getattr(est, "linear_", None)
+    if linear is not None:
+        linear.details.pop("noise_norms", None)
 
 
 def build_estimator(spec: TableTrainSpec, meth: str, eps_model: float | None, batch: int,
