@@ -118,3 +118,32 @@ def test_every_one_row_edit(sample, tmp_path, capsys, policy):
         assert set(refused) >= OUTSIDE
         assert not {"add", "remove", "duplicate_person", "rare_category",
                     "missing_categorical"} & set(refused)
+
+
+def test_public_sample_rate_keeps_the_model_plan_identical(sample, tmp_path, capsys):
+    """With --sample-rate the whole DP-SGD plan (sigma, steps, the model's own guarantee) is
+    the same on D and D' = D minus one row: only the counts and accuracies are noised."""
+    code, a, err = _train(capsys, sample, tmp_path, "--sample-rate", "0.2")
+    assert code == 0, err
+    code, b, err = _train(capsys, sample.iloc[1:], tmp_path, "--sample-rate", "0.2")
+    assert code == 0, err
+    assert set(a["noised"]) == {"rows", "train_rows", "test_rows", "train_accuracy",
+                                "test_accuracy"}
+    assert_same_structure(a, b, noised=a["noised"])
+    assert a["model_guarantee"] == b["model_guarantee"]
+
+
+def test_objective_perturbation_under_replace_one_edits(sample, tmp_path, capsys):
+    """logreg by objective perturbation claims replace-one DP: on every edit that replaces a
+    row inside the schema, only the noisy accuracies may move (n and the parts are public)."""
+    args = ("--model", "logreg", "--delta", "0")
+    code, base, err = _train(capsys, sample, tmp_path, *args)
+    assert code == 0, err
+    assert base["guarantee"]["neighbouring"] == "replace_record" and base["guarantee"]["is_dp"]
+    replaced = {k: v for k, v in one_row_edits(sample, bundled_schema("adult")).items()
+                if k in ("rare_category", "missing_categorical")}
+    assert len(replaced) == 2
+    for name, edited in replaced.items():
+        code, doc, err = _train(capsys, edited, tmp_path, *args)
+        assert code == 0, f"{name}: {err}"
+        assert_same_structure(base, doc, noised=base["noised"])
