@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from privlab.errors import InvalidInputError
-from privlab.schema import bundled_schema
+from privlab.schema import bundled_schema, load_schema
 from privlab.synth import MSTSynthesizer
 from privlab.synth.domain import (
     ADULT_DOMAIN,
@@ -153,3 +153,38 @@ def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> 
     with pytest.raises(InvalidInputError, match="--drop"):
         MSTSynthesizer(drop=["nope"]).fit(adult_small, 1.0)
     assert ADULT_DOMAIN["columns"]["sex"]["categories"] == ["Female", "Male"]
+
+
+def test_schema_translation_and_what_synth_refuses_to_synthesize() -> None:
+    from privlab.synth.domain import declaration_from_schema
+
+    spec = {"name": "t", "privacy_unit": "row", "columns": {
+        "id": {"type": "identifier"}, "memo": {"type": "text"},
+        "n": {"type": "integer", "bounds": [0, 10], "scale": "log", "bins": 4},
+        "x": {"type": "numeric", "bounds": [-1.5, 2.5], "missing": False},
+        "c": {"type": "categorical", "categories": ["a", "b"], "other": True},
+        "when": {"type": "datetime", "bounds": ["2020-01-01", "2021-01-01"]}}}
+    with pytest.raises(InvalidInputError, match="does not synthesize it; --drop when"):
+        declaration_from_schema(load_schema(spec))
+    decl = declaration_from_schema(load_schema(spec), drop=["when"])
+    assert decl.drop == ["id", "memo", "when"]
+    n, x, c = decl.columns["n"], decl.columns["x"], decl.columns["c"]
+    assert (n.kind, n.integer, n.bounds, n.scale, n.bins, n.missing) == \
+        ("numeric", True, (0.0, 10.0), "log", 4, True)
+    assert (x.kind, x.integer, x.bounds, x.missing) == ("numeric", False, (-1.5, 2.5), False)
+    assert (c.kind, c.categories, c.other) == ("categorical", ["a", "b"], True)
+    spec["privacy_unit"] = "id"
+    with pytest.raises(InvalidInputError, match="privacy unit 'id'"):
+        declaration_from_schema(load_schema(spec), drop=["when"])
+
+
+def test_coerce_and_refuse_policies_in_the_library(adult_small: pd.DataFrame) -> None:
+    frame = adult_small.head(400).copy()
+    frame["age"] = frame["age"].astype(object)
+    frame.at[0, "age"] = "unknown"
+    with pytest.raises(InvalidInputError, match="column 'age': a value that is not a number"):
+        MSTSynthesizer(schema="adult", on_invalid="refuse", rng=0).fit(frame, 8.0)
+    # coerce (the library default): "unknown" has no place (age: missing false): row dropped
+    s = MSTSynthesizer(schema="adult", rng=0).fit(frame, 8.0)
+    assert len(s.conform(frame)) == len(frame) - 1
+    assert str(s.sample(20)["age"].dtype) == "int64"
