@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from privlab.cli.common import console, emit_json, err_console, parse_list
 from privlab.data.io import read_table
@@ -147,7 +148,7 @@ def synth_cmd(
         emit_json(payload)
         return
     g = guarantee
-    console.print(f"[bold]{g.headline()}[/bold]")
+    console.print(f"[bold]{escape(g.headline())}[/bold]")
     console.print(f"{method}: {rows:,} synthetic rows written to {out}")
     console.print(f"  guarantee: {g.describe()}")
     for b in synth.budget_lines():
