@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     results = [floor(train, holdout)]
     for method in args.methods.split(","):
         base, _, variant = method.partition("-")
-        domain = None if variant == "estimated" else "adult"
+        # estimated: column types declared, categories and bounds estimated under DP
+        domain = "adult-types" if variant == "estimated" else "adult"
         for eps_text in args.epsilons.split(","):
             eps = math.inf if eps_text == "inf" else float(eps_text)
             seeds = {"dpvae": args.vae_seeds, "dpgan": args.gan_seeds}.get(base, args.seeds)

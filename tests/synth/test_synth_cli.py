@@ -1,5 +1,6 @@
 """`privlab synth`: JSON output (mst, dpgan), files written, bad input as one-line errors
-(including DP-VAE inputs with a one-value column and missing values)."""
+(including DP-VAE inputs with a one-value column and missing values), schemas (identifier
+columns dropped by declaration, values outside the schema refused or coerced)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 import pytest
 
 from privlab.cli.main import main
+from privlab.cli.synth import EVAL_NOT_COVERED
 from privlab.synth.domain import ADULT_DOMAIN
 
 
@@ -27,8 +29,10 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
     captured = capsys.readouterr()
     assert code == 0, captured.err
     payload = json.loads(captured.out)
-    assert payload["guarantee"]["is_dp"] and payload["guarantee"]["epsilon"] <= 2
-    assert payload["rows_fitted"] == 1600
+    g = payload["guarantee"]
+    # the synthetic table is (2, 1e-6)-DP, but the printed evaluation is exact: not covered
+    assert g["epsilon"] <= 2 and not g["is_dp"] and "rows_fitted" not in payload
+    assert g["not_covered"] == [EVAL_NOT_COVERED] and "synthetic rows" in g["covers"][0]
     table = pd.read_csv(out)
     assert len(table) == 700 and list(table.columns) == list(pd.read_csv(adult_csv).columns)
     ev = payload["evaluation"]
@@ -40,7 +44,8 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
 def test_synth_report(tmp_path, adult_csv, capsys) -> None:
     report = tmp_path / "r.html"
     code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "1", "--rows", "100",
-                 "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2"])
+                 "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2",
+                 "--schema", "adult"])
     assert code == 0, capsys.readouterr().err
     html = report.read_text()
     assert "Privacy budget" in html and "spanning-tree selection" in html
@@ -56,7 +61,12 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
      "too small for --method dpvae"),
     (["--method", "dpgan", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
      "too small for --method dpgan"),
-    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0"], "could not bound column"),
+    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult-types"],
+     "could not bound column"),
+    (["--method", "mst"], "privlab schema draft"),
+    (["--method", "mst", "--schema", "adult", "--domain", "adult"], "alternatives"),
+    (["--method", "mst", "--schema", "nope"], "neither a file nor a bundled schema"),
+    (["--method", "mst", "--schema", "adult", "--on-invalid", "clamp"], "--on-invalid"),
     (["--method", "mst", "--epsilon", "0"], "epsilon"),
     (["--method", "mst", "--holdout", "0.7"], "--holdout"),
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
@@ -82,11 +92,17 @@ def test_synth_dpgan_json(tmp_path, adult_csv, capsys) -> None:
     g = payload["guarantee"]
     assert payload["method"] == "dpgan" and g["is_dp"] and g["epsilon"] <= 2
     assert [b["step"].split(" ")[0] for b in payload["budget"]] == ["row", "DP-SGD"]
-    assert payload["details"]["epochs"] == 2 and "last_epoch_stats_not_private" in \
-        payload["details"]
+    # exact losses on real rows are not released
+    assert payload["details"]["epochs"] == 2 and "last_epoch_stats_not_private" not in \
+        payload["details"] and "history" not in payload["details"]
     table = pd.read_csv(out)
     assert len(table) == 300 and list(table.columns) == list(pd.read_csv(adult_csv).columns)
     assert set(table["sex"].dropna()) <= {"Female", "Male"}
+
+
+GAPS_TYPES = {"columns": {"age": {"type": "numeric", "integer": True},
+                          **{c: {"type": "categorical"}
+                             for c in ("sex", "workclass", "salary", "country")}}}
 
 
 @pytest.fixture()
@@ -103,13 +119,16 @@ def gaps_csv(tmp_path, adult_small):
 def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, missing) -> None:
     pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     out = tmp_path / "vae.csv"
+    types = tmp_path / "types.json"  # types declared, categories and bounds estimated
+    types.write_text(json.dumps(GAPS_TYPES))
     code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "2000",
                  "--out", str(out), "--missing", missing, "--epochs", "3", "--seed", "1",
-                 "--json"])
+                 "--domain", str(types), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     payload = json.loads(captured.out)
     assert any("'country': a single category" in w for w in payload["warnings"])
+    assert any("estimated under DP" in n for n in payload["guarantee"]["notes"])
     table = pd.read_csv(out)
     assert table["country"].dropna().isin(["US", "<other>"]).all()
     if missing == "drop":  # no missing code in the domain: nothing missing in the output
@@ -122,19 +141,41 @@ def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, m
 def test_declared_column_without_missing_refuses_missing_values(tmp_path, gaps_csv,
                                                                 capsys) -> None:
     decl = tmp_path / "domain.json"
-    decl.write_text(json.dumps({"columns": {"workclass": {
-        "categories": ADULT_DOMAIN["columns"]["workclass"]["categories"], "missing": False}}}))
+    spec = json.loads(json.dumps(GAPS_TYPES))
+    spec["columns"]["workclass"] = {
+        "categories": ADULT_DOMAIN["columns"]["workclass"]["categories"], "missing": False}
+    decl.write_text(json.dumps(spec))
+    out = tmp_path / "o.csv"
     code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "10",
-                 "--out", str(tmp_path / "o.csv"), "--domain", str(decl), "--seed", "1"])
+                 "--out", str(out), "--domain", str(decl), "--seed", "1"])
     err = capsys.readouterr().err
-    assert code == 2 and "'workclass' has missing values" in err and err.count("\n") == 1
+    assert code == 2 and "'workclass': a missing value" in err and err.count("\n") == 1
+    assert not out.exists()
 
 
-def test_identifier_column_refused(tmp_path, adult_small, capsys) -> None:
+def test_identifier_columns_are_dropped_by_declaration(tmp_path, adult_small, capsys) -> None:
+    """Identifiers are declared in the schema (never detected by reading the data): the
+    declared one is never synthesized; an undeclared column is refused by name."""
+    from privlab.schema import bundled_schema
+
     frame = adult_small.head(300).copy()
     frame["tckno"] = [f"{10000000000 + 7 * i}" for i in range(len(frame))]
     path = tmp_path / "people.csv"
     frame.to_csv(path, index=False)
-    code = main(["synth", str(path), "--method", "mst", "--epsilon", "1", "--rows", "10",
-                 "--out", str(tmp_path / "o.csv")])
-    assert code == 2 and "--drop tckno" in capsys.readouterr().err
+    spec = bundled_schema("adult").to_dict()
+    spec["columns"]["tckno"] = {"type": "identifier", "missing": False}
+    schema = tmp_path / "people.json"
+    schema.write_text(json.dumps(spec))
+    out = tmp_path / "o.parquet"
+    base = ["synth", str(path), "--method", "mst", "--epsilon", "4", "--rows", "10", "--out",
+            str(out)]
+    assert main(base + ["--schema", str(schema)]) == 0, capsys.readouterr().err
+    table = pd.read_parquet(out)
+    assert list(table.columns) == bundled_schema("adult").names  # schema order, no tckno
+    assert str(table["age"].dtype) == "int64" and str(table["workclass"].dtype) == "str"
+    capsys.readouterr()
+    out.unlink()
+    assert main(base + ["--schema", "adult"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'tckno' is not in schema 'adult'" in err and not out.exists()
+    assert main(base + ["--schema", "adult", "--drop", "tckno"]) == 0

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from privlab.errors import InvalidInputError
+from privlab.schema import bundled_schema, load_schema
 from privlab.synth import MSTSynthesizer
 from privlab.synth.domain import (
     ADULT_DOMAIN,
@@ -96,15 +97,21 @@ def test_estimated_bounds_bracket_the_bulk() -> None:
     assert estimate_bounds(np.array([3.0]), sigma=50.0, integer=True, gen=gen) is None
 
 
-def test_identifier_columns_are_refused_with_the_fix(adult_small: pd.DataFrame) -> None:
+def test_columns_without_a_declared_type_are_refused(adult_small: pd.DataFrame) -> None:
+    """Kinds are never read from the data: an untyped column is refused by name (whatever
+    its values), and identifiers are dropped by declaration, not detected."""
     frame = adult_small.head(500).copy()
     frame.insert(0, "customer_id", [f"C{i:06d}" for i in range(len(frame))])
-    with pytest.raises(InvalidInputError, match="--drop customer_id"):
+    with pytest.raises(InvalidInputError, match="privlab schema draft"):
         MSTSynthesizer(rng=0).fit(frame, 1.0)
-    frame["customer_id"] = np.arange(len(frame))  # numeric identifiers too
-    with pytest.raises(InvalidInputError, match="looks like an identifier"):
-        MSTSynthesizer(rng=0).fit(frame, 1.0)
+    with pytest.raises(InvalidInputError, match="'customer_id' has no declared type"):
+        MSTSynthesizer(domain="adult", rng=0).fit(frame, 1.0)
     s = MSTSynthesizer(domain="adult", drop=["customer_id"], rng=0).fit(frame, 8.0)
+    assert "customer_id" not in s.sample(10).columns
+    spec = bundled_schema("adult").to_dict()
+    spec["columns"]["customer_id"] = {"type": "identifier"}
+    s = MSTSynthesizer(schema=spec, rng=0).fit(frame, 8.0)
+    assert s.domain.names == bundled_schema("adult").names
     assert "customer_id" not in s.sample(10).columns
 
 
@@ -113,22 +120,30 @@ def test_constant_column_and_missing_values(adult_small: pd.DataFrame) -> None:
     frame["country"] = "TR"
     frame["hours"] = 40
     frame.loc[frame.index[:600], "sex"] = None  # 20% missing
-    s = MSTSynthesizer(rng=3).fit(frame, 4.0)
+    types = {"columns": {"age": {"type": "numeric", "integer": True},
+                         "hours": {"type": "numeric", "integer": True},
+                         **{c: {"type": "categorical"} for c in ("sex", "salary", "country")}}}
+    s = MSTSynthesizer(domain=types, rng=3).fit(frame, 4.0)
     out = s.sample(3000)
     assert set(out["country"].dropna()) <= {"TR", OTHER}
     assert (out["country"] == "TR").mean() > 0.95
     assert any("single category" in w for w in s.warnings)
     assert out["hours"].dropna().between(40, 50).all()
     assert abs(out["sex"].isna().mean() - 0.2) < 0.05  # missing is a value of its own
-    dropped = MSTSynthesizer(rng=3, missing="drop").fit(frame, 4.0).sample(500)
+    dropped = MSTSynthesizer(domain=types, rng=3, missing="drop").fit(frame, 4.0).sample(500)
     assert dropped["sex"].notna().all()
 
 
-def test_bool_columns_use_their_public_domain() -> None:
-    frame = pd.DataFrame({"flag": [True, False] * 400, "g": ["a", "b", "b", "a"] * 200})
-    s = MSTSynthesizer(rng=0).fit(frame, 2.0)
-    spec = s.domain.columns[0]
-    assert spec.categories == ("False", "True") and spec.source == "declared"
+def test_kinds_and_dtypes_come_from_the_declaration_not_the_data() -> None:
+    frame = pd.DataFrame({"flag": [True, False] * 400, "n": np.arange(800) % 50})
+    domain = {"columns": {"flag": {"categories": ["False", "True"], "missing": False},
+                          "n": {"type": "numeric", "bounds": [0, 49], "missing": False}}}
+    s = MSTSynthesizer(domain=domain, rng=0).fit(frame, 2.0)
+    out = s.sample(200)
+    # int64 data, but integer was not declared: a float column; bools as declared labels
+    assert [str(t) for t in out.dtypes] == ["str", "float64"]
+    assert set(out["flag"]) <= {"False", "True"} and not s.domain.columns[1].integer
+    assert s.domain.columns[0].source == "declared"
 
 
 def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> None:
@@ -138,3 +153,38 @@ def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> 
     with pytest.raises(InvalidInputError, match="--drop"):
         MSTSynthesizer(drop=["nope"]).fit(adult_small, 1.0)
     assert ADULT_DOMAIN["columns"]["sex"]["categories"] == ["Female", "Male"]
+
+
+def test_schema_translation_and_what_synth_refuses_to_synthesize() -> None:
+    from privlab.synth.domain import declaration_from_schema
+
+    spec = {"name": "t", "privacy_unit": "row", "columns": {
+        "id": {"type": "identifier"}, "memo": {"type": "text"},
+        "n": {"type": "integer", "bounds": [0, 10], "scale": "log", "bins": 4},
+        "x": {"type": "numeric", "bounds": [-1.5, 2.5], "missing": False},
+        "c": {"type": "categorical", "categories": ["a", "b"], "other": True},
+        "when": {"type": "datetime", "bounds": ["2020-01-01", "2021-01-01"]}}}
+    with pytest.raises(InvalidInputError, match="does not synthesize it; --drop when"):
+        declaration_from_schema(load_schema(spec))
+    decl = declaration_from_schema(load_schema(spec), drop=["when"])
+    assert decl.drop == ["id", "memo", "when"]
+    n, x, c = decl.columns["n"], decl.columns["x"], decl.columns["c"]
+    assert (n.kind, n.integer, n.bounds, n.scale, n.bins, n.missing) == \
+        ("numeric", True, (0.0, 10.0), "log", 4, True)
+    assert (x.kind, x.integer, x.bounds, x.missing) == ("numeric", False, (-1.5, 2.5), False)
+    assert (c.kind, c.categories, c.other) == ("categorical", ["a", "b"], True)
+    spec["privacy_unit"] = "id"
+    with pytest.raises(InvalidInputError, match="privacy unit 'id'"):
+        declaration_from_schema(load_schema(spec), drop=["when"])
+
+
+def test_coerce_and_refuse_policies_in_the_library(adult_small: pd.DataFrame) -> None:
+    frame = adult_small.head(400).copy()
+    frame["age"] = frame["age"].astype(object)
+    frame.at[0, "age"] = "unknown"
+    with pytest.raises(InvalidInputError, match="column 'age': a value that is not a number"):
+        MSTSynthesizer(schema="adult", on_invalid="refuse", rng=0).fit(frame, 8.0)
+    # coerce (the library default): "unknown" has no place (age: missing false): row dropped
+    s = MSTSynthesizer(schema="adult", rng=0).fit(frame, 8.0)
+    assert len(s.conform(frame)) == len(frame) - 1
+    assert str(s.sample(20)["age"].dtype) == "int64"

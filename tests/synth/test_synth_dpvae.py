@@ -104,8 +104,9 @@ def test_dpvae_samples_the_declared_domain(small_fit) -> None:
 
 def test_dpvae_estimates_the_domain_when_not_declared(adult_small) -> None:
     frame = adult_small[["age", "sex", "race", "salary"]].head(1200)
-    s = DPVAESynthesizer(epochs=1, batch_size=200, hidden=16, latent=2, rng=5).fit(
-        frame, 4.0, 1e-6)
+    types = {"columns": {k: v for k, v in TYPES["columns"].items() if k in frame}}
+    s = DPVAESynthesizer(domain=types, epochs=1, batch_size=200, hidden=16, latent=2,
+                         rng=5).fit(frame, 4.0, 1e-6)
     steps = [b["step"].split(" ")[0] for b in s.budget_lines()]
     assert steps[:2] == ["numeric", "categories"] and "row" in steps
     assert s.guarantee.epsilon <= 4.0
@@ -118,6 +119,12 @@ def test_dpvae_epsilon_too_small_is_refused_with_one_line(adult_small) -> None:
         DPVAESynthesizer(domain="adult", epochs=1, hidden=8, latent=2, rng=0).fit(
             adult_small.head(300), 0.05)
     assert "noisy row count" in str(err.value) and "\n" not in str(err.value)
+
+
+#: Column types only (categories and bounds estimated under DP).
+TYPES = {"columns": {"age": {"type": "numeric", "integer": True},
+                     **{c: {"type": "categorical"} for c in ("sex", "race", "salary",
+                                                             "country")}}}
 
 
 def _with_gaps(adult_small: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +141,8 @@ def _with_gaps(adult_small: pd.DataFrame) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def gaps_fit(adult_small):
     frame = _with_gaps(adult_small)
-    s = DPVAESynthesizer(epochs=20, batch_size=128, hidden=16, latent=2, rng=1).fit(frame, 4.0)
+    s = DPVAESynthesizer(domain=TYPES, epochs=20, batch_size=128, hidden=16, latent=2,
+                         rng=1).fit(frame, 4.0)
     return s, frame, s.sample(4000)
 
 
@@ -168,8 +176,8 @@ def test_dpvae_synthesizes_missing_values_at_their_rate(gaps_fit) -> None:
 
 def test_dpvae_missing_drop_fits_complete_rows_only(adult_small) -> None:
     frame = _with_gaps(adult_small).head(2000)
-    s = DPVAESynthesizer(epochs=1, batch_size=128, hidden=8, latent=2, missing="drop",
-                         rng=3).fit(frame, 4.0)
+    s = DPVAESynthesizer(domain=TYPES, epochs=1, batch_size=128, hidden=8, latent=2,
+                         missing="drop", rng=3).fit(frame, 4.0)
     assert all(spec.missing_code is None for spec in s.domain.columns)
     assert not s.sample(1000).isna().any().any()
 

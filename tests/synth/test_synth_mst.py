@@ -18,7 +18,8 @@ from privlab.synth.evaluate import fidelity, rare_copies
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
 def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) -> None:
     delta = 1e-6
-    s = MSTSynthesizer(rng=1).fit(adult_small, epsilon, delta)  # domain estimated privately
+    # column types declared, categories and bounds estimated privately
+    s = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, epsilon, delta)
     g = s.guarantee
     steps = {b["step"].split(" ")[0] for b in s.budget_lines()}
     assert {"numeric", "categories", "1-way", "spanning-tree", "2-way"} <= steps
@@ -83,15 +84,22 @@ def test_epsilon_too_small_for_the_marginals_is_refused(adult_small) -> None:
 
 def test_bad_parameters() -> None:
     frame = _structured(100, 1)
+    types = {"columns": {k: {"type": "categorical"} for k in frame}}
     with pytest.raises(InvalidInputError, match="delta must be > 0"):
-        MSTSynthesizer().fit(frame, 1.0, 0.0)
+        MSTSynthesizer(domain=types).fit(frame, 1.0, 0.0)
     with pytest.raises(InvalidInputError, match="epsilon"):
-        MSTSynthesizer().fit(frame, -1.0)
+        MSTSynthesizer(domain=types).fit(frame, -1.0)
     with pytest.raises(InvalidInputError, match="fit"):
-        MSTSynthesizer().sample(10)
+        MSTSynthesizer(domain=types).sample(10)
     with pytest.raises(InvalidInputError, match="no rows"):
-        MSTSynthesizer().fit(frame.head(0), 1.0)
-    s = MSTSynthesizer(rng=0).fit(frame, 8.0)
+        MSTSynthesizer(domain=types).fit(frame.head(0), 1.0)
+    with pytest.raises(InvalidInputError, match="privlab schema draft"):
+        MSTSynthesizer().fit(frame, 1.0)
+    with pytest.raises(InvalidInputError, match="not both"):
+        MSTSynthesizer(domain=types, schema="adult")
+    with pytest.raises(InvalidInputError, match="--on-invalid"):
+        MSTSynthesizer(domain=types, on_invalid="ignore")
+    s = MSTSynthesizer(domain=types, rng=0).fit(frame, 8.0)
     with pytest.raises(InvalidInputError, match="rows"):
         s.sample(0)
     for method, reason in NOT_AVAILABLE.items():

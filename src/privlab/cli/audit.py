@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
@@ -150,8 +151,8 @@ def _print_table(result: dict[str, Any]) -> None:
     s = result["summary"]
     m = result["model"]
     console.print("[bold]audit (an evaluation, not a release):[/bold] "
-                  f"{result['audit_guarantee']['headline']}")
-    console.print(f"[bold]target model:[/bold] {g['headline']}")
+                  f"{escape(result['audit_guarantee']['headline'])}")
+    console.print(f"[bold]target model:[/bold] {escape(g['headline'])}")
     console.print(f"[bold]target[/bold] {m['kind']}: train accuracy {m['train_accuracy']:.3f}, "
                   f"test accuracy {m['test_accuracy']:.3f} ({result['data']['members']} members, "
                   f"{result['data']['nonmembers']} non-members, pool {result['data']['pool']})")

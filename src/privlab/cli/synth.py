@@ -1,5 +1,10 @@
-"""`privlab synth DATA --method mst|dpvae|dpgan --epsilon E --rows N --out OUT.csv`: release a DP
-synthetic table instead of the real one, with its guarantee; optional evaluation and report."""
+"""`privlab synth DATA --schema NAME|FILE --method mst|dpvae|dpgan --epsilon E --rows N --out
+OUT.csv`: release a DP synthetic table instead of the real one, with its guarantee; optional
+evaluation (not private, listed in the guarantee's `not_covered`) and report.
+
+Column kinds and domains come from the declared schema (or a `--domain` declaration typing
+every column), never from the data; `--rows` is required (a default equal to the input's row
+count would publish that exact count); no exact count of the input is printed."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from privlab.cli.common import console, emit_json, err_console, parse_list
 from privlab.data.io import read_table
@@ -16,6 +22,8 @@ from privlab.errors import InvalidInputError
 
 EVAL_NOTE = ("the evaluation reads the real records and is NOT differentially private: keep it "
              "with the data controller")
+EVAL_NOT_COVERED = ("evaluation (fidelity, train-on-synthetic accuracy and privacy checks "
+                    "computed exactly on the real rows)")
 
 
 def synth_cmd(
@@ -28,10 +36,17 @@ def synth_cmd(
     delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
     out: Path = typer.Option(..., "--out", "-o", help="Output CSV (or .parquet)."),
+    schema: str = typer.Option(None, "--schema",
+                               help="Public schema: a bundled name (privlab schema list) or a "
+                                    "YAML/JSON file (draft: privlab schema draft DATA)."),
+    on_invalid: str = typer.Option("refuse", "--on-invalid",
+                                   help="Values outside the schema: refuse (exit 2, nothing "
+                                        "written) | coerce (clamp, round, <other>/missing)."),
     domain: str = typer.Option(None, "--domain",
-                               help="Public domain: 'adult' or a JSON file {\"columns\": {...}}. "
-                                    "Undeclared categories and bounds are estimated with part "
-                                    "of the budget."),
+                               help="Instead of --schema: 'adult', 'adult-types' or a JSON "
+                                    "file {\"columns\": {...}} typing every column; undeclared "
+                                    "categories and bounds are estimated with part of the "
+                                    "budget."),
     drop: str = typer.Option(None, "--drop", help="Columns to leave out A,B (identifiers)."),
     bins: int = typer.Option(32, "--bins", help="Bins per numeric column (default 32)."),
     missing: str = typer.Option("value", "--missing",
@@ -55,6 +70,7 @@ def synth_cmd(
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
     from privlab.core.guarantee import check_delta, check_epsilon
     from privlab.core.rng import make_rng
+    from privlab.schema import check_policy
     from privlab.synth import make_synthesizer
     from privlab.utils.atomic import atomic_write_frame
 
@@ -70,15 +86,22 @@ def synth_cmd(
     if target is not None and holdout == 0:
         raise InvalidInputError("--target needs --holdout FRAC (train-on-synthetic accuracy is "
                                 "measured on real rows the synthesizer did not see)")
-    options: dict[str, Any] = {"domain": domain, "drop": parse_list(drop, "--drop") or [],
+    check_policy(on_invalid)
+    if schema is not None and domain is not None:
+        raise InvalidInputError("--schema and --domain are alternatives: pass one")
+    options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
+                               "drop": parse_list(drop, "--drop") or [],
                                "bins": bins, "missing": missing, "rng": seed}
     if epochs is not None and method in ("dpvae", "dpgan"):
         options["epochs"] = epochs
     elif epochs is not None and method == "mst":
         raise InvalidInputError("--epochs applies to dpvae and dpgan, not to --method mst")
+    synth = make_synthesizer(method, **options)
     frame = read_table(file, delimiter=delimiter)
     if target is not None and target not in frame.columns:
         raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
+    # schema's columns and dtypes; refused (exit 2, nothing written) or coerced here
+    frame = synth.conform(frame)
     train, hold = frame, None
     if holdout > 0:
         order = make_rng(seed).permutation(len(frame))
@@ -95,9 +118,12 @@ def synth_cmd(
             if live is not None:
                 live.update(f"{method}: {stage} {done}/{total}")
 
-        synth = make_synthesizer(method, progress=progress, **options)
+        synth.progress = progress
         synth.fit(train, epsilon, delta)
         table = synth.sample(rows)
+        guarantee = synth.guarantee
+        if evaluate or report is not None:
+            guarantee = guarantee.with_not_covered(EVAL_NOT_COVERED)
         atomic_write_frame(table, out)
         evaluation = None
         if evaluate or report is not None:
@@ -109,8 +135,10 @@ def synth_cmd(
         if report is not None:
             from privlab.synth.report import write_synth_report
 
-            write_synth_report(report, synth, rows=rows, out=str(out), evaluation=evaluation)
-    payload = {"out": str(out), "rows": rows, "rows_fitted": len(train), **synth.to_dict()}
+            write_synth_report(report, synth, rows=rows, out=str(out), evaluation=evaluation,
+                               guarantee=guarantee)
+    payload = {"out": str(out), "rows": rows, **synth.to_dict(),
+               "guarantee": guarantee.to_dict()}
     if evaluation is not None:
         payload["evaluation"] = evaluation
         payload["warnings"] = payload["warnings"] + [EVAL_NOTE]
@@ -119,9 +147,9 @@ def synth_cmd(
     if as_json:
         emit_json(payload)
         return
-    g = synth.guarantee
-    console.print(f"[bold]{method}[/bold]: {rows:,} synthetic rows written to {out} "
-                  f"(fitted on {len(train):,} rows in {synth.fit_seconds:.1f}s)")
+    g = guarantee
+    console.print(f"[bold]{escape(g.headline())}[/bold]")
+    console.print(f"{method}: {rows:,} synthetic rows written to {out}")
     console.print(f"  guarantee: {g.describe()}")
     for b in synth.budget_lines():
         cost = f"rho={b['rho']:.4g}" if "rho" in b else f"epsilon={b['epsilon']:.4g}"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from privlab.cli.common import console, emit_json, err_console
 from privlab.errors import InvalidInputError
@@ -206,7 +207,7 @@ def train_cmd(
     if as_json:
         emit_json(payload)
         return
-    console.print(f"[bold]{guarantee.headline()}[/bold]")
+    console.print(f"[bold]{escape(guarantee.headline())}[/bold]")
     acc = payload["test_accuracy"]
     noisy = "noisy " if "test_accuracy" in payload["noised"] else ""
     console.print(f"{kind} ({meth}) on {source}: "

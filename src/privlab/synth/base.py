@@ -1,5 +1,11 @@
 """The synthesizer interface shared by every method: `fit(df, epsilon, delta)`, `sample(n)`,
-`guarantee`; plus input checks and the domain step both methods share."""
+`guarantee`; plus input checks and the domain step every method shares.
+
+Column kinds and domains come from a declaration, never from the data: a public
+`privlab.schema.Schema` (`schema=`) or a domain declaration that types every column
+(`domain=`). The rows are conformed to it first (`privlab.schema.conform`, policy
+`on_invalid`), so nothing the synthesizer publishes (columns, dtypes, domain) depends on
+whether some row holds an odd value."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import pandas as pd
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
+from privlab.schema import Schema, check_policy, conform, load_schema
 from privlab.synth.budget import ZCDPAccount
 from privlab.synth.domain import (
     DEFAULT_BINS,
@@ -24,7 +31,8 @@ from privlab.synth.domain import (
     DomainBudget,
     DomainDeclaration,
     build_domain,
-    check_identifiers,
+    declaration_from_schema,
+    declared_schema,
     load_declaration,
     plan_columns,
 )
@@ -39,6 +47,12 @@ Progress = Callable[[str, int, int], None]
 
 NON_PRIVATE_REASON = ("epsilon=inf: the model is fitted on exact marginals / without gradient "
                       "noise; a baseline for comparison, never for release")
+#: What every synthesizer's (epsilon, delta) claim protects (methods add their model's parts).
+COVERS = ("synthetic rows (sample(n): post-processing of the DP model)",
+          "domain: categories and bounds estimated under DP (declared ones are public)",
+          "warnings (computed from DP values and the declaration only)")
+
+SchemaLike = str | Path | Mapping[str, Any] | Schema
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -61,11 +75,18 @@ class Synthesizer:
     method = "base"
     mechanism = ""
 
+    covers: tuple[str, ...] = ()
+
     def __init__(self, *, domain: str | Path | Mapping[str, Any] | DomainDeclaration | None
-                 = None, drop: Sequence[str] = (), bins: int = DEFAULT_BINS,
+                 = None, schema: SchemaLike | None = None, on_invalid: str = "coerce",
+                 drop: Sequence[str] = (), bins: int = DEFAULT_BINS,
                  missing: str = "value", bounds_share: float = 0.1,
                  categories_share: float = 0.1, rng: RngLike = None,
                  progress: Progress | None = None) -> None:
+        """`schema`: the public schema (a bundled name, a YAML/JSON path, a mapping or a
+        `Schema`); or `domain`: a declaration typing every column (categories / bounds may be
+        left to DP estimation). `on_invalid`: "coerce" (clamp, round, map to `<other>` /
+        missing, drop rows with no place) or "refuse" (raise naming the column)."""
         if missing not in ("value", "drop"):
             raise InvalidInputError(f"missing must be \"value\" (a code of its own) or \"drop\" "
                                     f"(drop rows with a missing value), got {missing!r}")
@@ -73,9 +94,15 @@ class Synthesizer:
                             ("categories_share", categories_share)):
             if not (isinstance(share, (int, float)) and 0 < share < 0.5):
                 raise InvalidInputError(f"{name} must be in (0, 0.5), got {share!r}")
+        if schema is not None and domain is not None:
+            raise InvalidInputError("pass a schema or a domain declaration, not both")
+        self.on_invalid = check_policy(on_invalid)
+        self.drop = list(drop)
+        self.schema: Schema | None = None
         self.declaration = (domain if isinstance(domain, DomainDeclaration)
                             else load_declaration(domain))
-        self.drop = list(drop)
+        if schema is not None:
+            self._set_schema(schema)
         self.bins = bins
         self.missing = missing
         self.bounds_share = float(bounds_share)
@@ -86,15 +113,26 @@ class Synthesizer:
         self._guarantee: PrivacyGuarantee | None = None
         self.domain: Domain | None = None
         self.warnings: list[str] = []
+        #: wall-clock seconds of the last fit: depends on the number of rows, so it is NOT
+        #: released (not in to_dict, the CLI output or the report); for benchmarks only
         self.fit_seconds = 0.0
-        self.rows_in = 0
         self._gen: np.random.Generator | None = None
 
+    def _set_schema(self, schema: SchemaLike) -> None:
+        self.schema = load_schema(schema)
+        self.declaration = declaration_from_schema(self.schema, self.drop)
+
     # ---------------------------------------------------------------- public interface
-    def fit(self, data: pd.DataFrame, epsilon: float | None, delta: float = DEFAULT_DELTA
+    def fit(self, data: pd.DataFrame, epsilon: float | None, delta: float = DEFAULT_DELTA,
+            *, schema: SchemaLike | None = None, on_invalid: str | None = None
             ) -> Synthesizer:
-        """Fit privately at (epsilon, delta); epsilon=None or inf fits a NON-private baseline."""
+        """Fit privately at (epsilon, delta); epsilon=None or inf fits a NON-private baseline.
+        `schema` / `on_invalid` replace the constructor's."""
         started = time.perf_counter()
+        if schema is not None:
+            self._set_schema(schema)
+        if on_invalid is not None:
+            self.on_invalid = check_policy(on_invalid)
         self.account = ZCDPAccount()
         self.warnings = []
         prep = self._prepare(data, epsilon, delta)
@@ -103,10 +141,39 @@ class Synthesizer:
         if not prep.private:
             self._guarantee = PrivacyGuarantee.not_private(self.mechanism, NON_PRIVATE_REASON)
             self.warnings.append("NOT differentially private: " + NON_PRIVATE_REASON)
-        elif is_seeded(self.rng):
-            self._guarantee = self._guarantee.with_notes(SEEDED_NOTE)  # type: ignore[union-attr]
+        else:
+            g = self._guarantee.with_covers(*COVERS, *self.covers)  # type: ignore[union-attr]
+            estimated = [p.name for p in prep.plans if p.needs_bounds or p.needs_categories]
+            if estimated:
+                g = g.with_notes("domain of " + ", ".join(estimated) + " estimated under DP "
+                                 "(charged, see the budget); the rest is declared (public)")
+            if is_seeded(self.rng):
+                g = g.with_notes(SEEDED_NOTE)
+            self._guarantee = g
         self.fit_seconds = time.perf_counter() - started
         return self
+
+    def conform(self, data: pd.DataFrame) -> pd.DataFrame:
+        """The rows fitted: `data` in the declared columns and dtypes, invalid values refused
+        or coerced (`on_invalid`). Reads no value to decide any column's kind."""
+        if not isinstance(data, pd.DataFrame):
+            raise InvalidInputError("data must be a pandas DataFrame")
+        return self._conform(data)[1]
+
+    def _conform(self, data: pd.DataFrame) -> tuple[list[ColumnPlan], pd.DataFrame]:
+        names = [str(c) for c in data.columns]
+        if self.schema is not None:
+            # --drop may name undeclared columns of the data (conform refuses any left) and
+            # declared ones (not synthesized); conforming twice (CLI, then fit) is a no-op
+            kept = [c.name for c in self.schema.columns if c.name not in self.declaration.drop]
+            plans = plan_columns(kept, self.declaration)
+            frame = conform(data.drop(columns=[c for c in self.drop if c in names]),
+                            self.schema, self.on_invalid, columns=kept)
+        else:
+            plans = plan_columns(names, self.declaration, self.drop)
+            frame = conform(data[[p.name for p in plans]], declared_schema(plans),
+                            self.on_invalid)
+        return plans, frame
 
     def sample(self, n: int) -> pd.DataFrame:
         """n synthetic rows: post-processing of the DP model, so no further privacy cost."""
@@ -132,8 +199,10 @@ class Synthesizer:
             "budget": self.budget_lines(),
             "domain": self.domain.to_dict() if self.domain else None,
             "domain_declaration": self.declaration.name,
+            "schema": None if self.schema is None else {
+                "name": self.schema.name, "fingerprint": self.schema.fingerprint()},
+            "on_invalid": self.on_invalid,
             "warnings": list(self.warnings),
-            "fit_seconds": self.fit_seconds,
             "details": self.details(),
         }
 
@@ -160,17 +229,14 @@ class Synthesizer:
                                         "noise (zCDP), which is never (epsilon, 0)-DP")
         else:
             epsilon, delta = math.inf, 0.0
-        plans = plan_columns(data, self.declaration, self.drop)
-        frame = data[[p.name for p in plans]]
+        plans, frame = self._conform(data)
         if self.missing == "drop":
             frame = frame.dropna()
         frame = frame.reset_index(drop=True)
-        self.rows_in = len(data)
         if len(frame) == 0:
             raise InvalidInputError("the input has no rows" + (
                 " left after dropping rows with missing values" if self.missing == "drop"
                 else ""))
-        check_identifiers(frame, plans)
         return Prepared(frame, plans, private, float(epsilon), float(delta), make_rng(self.rng))
 
     def _build_domain(self, prep: Prepared, rho_bounds: float, rho_categories: float,

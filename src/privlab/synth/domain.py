@@ -15,7 +15,12 @@ and bounds come from matters for privacy, so each column says so in `source`:
   right edge of the last one);
 - observed: read from the data without noise (only in the non-private baseline mode).
 
-Which columns are numeric is decided by the dtype (schema), never by looking at the values.
+Which columns exist, their kind (categorical / numeric, integer or not) and whether they may be
+missing come from a declaration, never from the data: a `privlab.schema.Schema`
+(`declaration_from_schema`; identifier and text columns are dropped by declaration) or a
+domain declaration that states every column's type. The rows are first conformed to that
+declaration (`privlab.schema.conform`), so their dtypes, and the output's dtypes, do not
+depend on the values.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import pandas as pd
 
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
+from privlab.schema.model import ColumnSchema, Schema
 from privlab.synth.budget import ZCDPAccount
 
 OTHER = "<other>"
@@ -42,11 +48,6 @@ DEFAULT_BINS = 32
 UNIT_BINS_MAX = 128
 MAX_BINS = 1024
 MAX_CATEGORIES = 5000
-
-#: A column whose distinct values cover more than this share of its rows (and number at least
-#: IDENTIFIER_MIN_DISTINCT) is refused as an identifier: see `check_identifiers`.
-IDENTIFIER_SHARE = 0.5
-IDENTIFIER_MIN_DISTINCT = 20
 
 Kind = Literal["categorical", "numeric"]
 
@@ -135,7 +136,11 @@ class ColumnSpec:
         return codes
 
     def decode(self, codes: np.ndarray, gen: np.random.Generator) -> pd.Series:
-        """Values for codes: a category, or a uniform draw inside the bin (post-processing)."""
+        """Values for codes: a category, or a uniform draw inside the bin (post-processing).
+
+        The dtype depends on the spec alone, never on which codes were drawn: categorical
+        -> str; integer -> Int64 when the column has a missing code (even if no missing value
+        was drawn), int64 otherwise; numeric -> float64."""
         codes = np.asarray(codes, dtype=np.int64)
         miss = codes == self.missing_code if self.missing else np.zeros(codes.size, bool)
         if self.kind == "categorical":
@@ -153,7 +158,7 @@ class ColumnSpec:
             span = np.maximum(hi - lo, 1).astype(np.int64)
             vals = lo.astype(np.int64) + (gen.random(codes.size) * span).astype(np.int64)
             vals = np.minimum(vals, hi.astype(np.int64) - 1)
-            if miss.any():
+            if self.missing:
                 series = pd.Series(vals, name=self.name, dtype="Int64")
                 series[miss] = pd.NA
                 return series
@@ -220,7 +225,9 @@ def numeric_values(series: pd.Series, name: str) -> np.ndarray:
 
 @dataclass
 class ColumnDeclaration:
-    """What the publisher states about a column; unset fields are estimated privately."""
+    """What the publisher states about a column; unset categories / bounds are estimated
+    privately. `kind` must be stated (a column without it is refused); a numeric column is
+    integer only when `integer` is stated true."""
 
     kind: Kind | None = None
     categories: list[str] | None = None
@@ -386,7 +393,23 @@ ADULT_DOMAIN: dict[str, Any] = {
     },
 }
 
-BUILTIN_DOMAINS = {"adult": ADULT_DOMAIN}
+
+
+def types_only(spec: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The same declaration with only each column's type (and integer flag) kept: categories
+    and bounds are then estimated under DP (`mst-estimated` in docs/synth.md)."""
+    return {"name": name, "columns": {
+        col: {k: v for k, v in (("type", raw.get("type") or (
+            "categorical" if "categories" in raw else "numeric")),
+                                ("integer", raw.get("integer"))) if v is not None}
+        for col, raw in spec["columns"].items()}}
+
+
+#: Adult's column types only: every category list and bound estimated under DP.
+ADULT_TYPES = types_only(ADULT_DOMAIN, "adult-types (column types of adult.names; categories "
+                         "and bounds estimated under DP)")
+
+BUILTIN_DOMAINS = {"adult": ADULT_DOMAIN, "adult-types": ADULT_TYPES}
 
 
 def load_declaration(source: str | Path | Mapping[str, Any] | None) -> DomainDeclaration:
@@ -428,22 +451,24 @@ class ColumnPlan:
         return self.kind == "categorical" and self.decl.categories is None
 
 
-def _kind_from_dtype(series: pd.Series) -> tuple[Kind, bool]:
-    if pd.api.types.is_bool_dtype(series.dtype):
-        return "categorical", False
-    if pd.api.types.is_numeric_dtype(series.dtype):
-        return "numeric", pd.api.types.is_integer_dtype(series.dtype)
-    return "categorical", False
+NO_SCHEMA = ("privlab synth reads column types from a declaration, never from the data: pass "
+             "--schema NAME|FILE (draft one with `privlab schema draft DATA > schema.yaml` "
+             "and review it)")
 
 
-def plan_columns(frame: pd.DataFrame, decl: DomainDeclaration,
+def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
                  drop: Sequence[str] = ()) -> list[ColumnPlan]:
-    """Columns to synthesize, their kind (from the declaration or the dtype) and declarations."""
-    names = [str(c) for c in frame.columns]
+    """Columns to synthesize (in `columns` order), each with the kind its declaration states.
+
+    `columns` are the input's column names. The kind of a column is never read from its
+    values or dtype: a column the declaration does not type is refused, naming `privlab
+    schema draft` (a type guessed from the dtype would let one row, e.g. an age of 40.5 or
+    the text "unknown", change the published table's shape)."""
+    names = [str(c) for c in columns]
     if len(set(names)) != len(names):
         raise InvalidInputError("the input has duplicate column names; rename them")
     dropping = list(dict.fromkeys(list(drop) + decl.drop))
-    missing = [c for c in dropping if c not in names]
+    missing = [c for c in drop if c not in names]
     if missing:
         raise InvalidInputError(f"--drop names columns that are not in the data: {missing}")
     absent = [c for c in decl.columns if c not in names and c not in dropping]
@@ -454,48 +479,75 @@ def plan_columns(frame: pd.DataFrame, decl: DomainDeclaration,
     for name in names:
         if name in dropping:
             continue
-        d = decl.columns.get(name, ColumnDeclaration())
-        kind, integer = _kind_from_dtype(frame[name])
-        if pd.api.types.is_bool_dtype(frame[name].dtype) and d.categories is None:
-            d = ColumnDeclaration(kind="categorical", categories=["False", "True"],
-                                  other=False, missing=d.missing)
-        kind = d.kind or kind
-        if d.integer is not None:
-            integer = d.integer
-        plans.append(ColumnPlan(name, kind, d, integer and kind == "numeric"))
+        d = decl.columns.get(name)
+        if d is None or d.kind is None:
+            if decl.name == "none":
+                raise InvalidInputError(NO_SCHEMA)
+            raise InvalidInputError(f"column {name!r} has no declared type in domain "
+                                    f"{decl.name!r}: declare its \"type\" there, --drop it, "
+                                    "or pass --schema (`privlab schema draft DATA` drafts one)")
+        plans.append(ColumnPlan(name, d.kind, d, bool(d.integer) and d.kind == "numeric"))
     if not plans:
         raise InvalidInputError("no columns left to synthesize; drop fewer columns")
     return plans
 
 
-def check_identifiers(frame: pd.DataFrame, plans: Sequence[ColumnPlan]) -> None:
-    """Refuse columns that look like identifiers (the curator must drop or declare them).
-
-    Identifiers (ids, names, national numbers) carry no statistical signal a synthesizer can
-    keep, and their values are not public. privlab REFUSES rather than silently dropping: a
-    silent drop would make the released schema depend on the data. Only columns whose domain
-    is estimated are checked; a declared domain is the publisher's explicit decision.
-    This check reads the raw data but releases nothing: its only effect is this error.
-    """
-    for p in plans:
-        if p.kind == "categorical" and p.decl.categories is not None:
-            continue
-        if p.kind == "numeric" and not p.needs_bounds:
-            continue
-        s = frame[p.name].dropna()
-        n = len(s)
-        if n < IDENTIFIER_MIN_DISTINCT:
-            continue
-        distinct = int(s.nunique())
-        if p.kind == "categorical":
-            flagged = distinct >= IDENTIFIER_MIN_DISTINCT and distinct > IDENTIFIER_SHARE * n
+def declaration_from_schema(schema: Schema, drop: Sequence[str] = ()) -> DomainDeclaration:
+    """The synthesizer's declaration of a public `Schema`: categorical -> categories (+
+    `<other>` if declared), integer -> integer numeric over its bounds, numeric -> bounds;
+    scale and bins hints kept. Identifier and text columns are dropped by declaration (no
+    synthesizer releases them); datetime columns are refused (not synthesized) unless
+    dropped. The schema's privacy unit must be the row: the synthesizers' guarantees are for
+    add/remove one record."""
+    if schema.privacy_unit != "row":
+        raise InvalidInputError(
+            f"schema {schema.name!r} has privacy unit {schema.privacy_unit!r} (several rows per "
+            "person): privlab synth protects one row; aggregate to one row per person first")
+    out = DomainDeclaration(name=f"schema {schema.name}")
+    for c in schema.columns:
+        if not c.is_released or c.name in drop:
+            out.drop.append(c.name)
+        elif c.type == "categorical":
+            out.columns[c.name] = ColumnDeclaration(
+                kind="categorical", categories=list(c.categories), other=c.other,
+                missing=c.missing)
+        elif c.type in ("integer", "numeric"):
+            lo, hi = c.bounds  # type: ignore[misc]
+            out.columns[c.name] = ColumnDeclaration(
+                kind="numeric", bounds=(float(lo), float(hi)), bins=c.bins,
+                integer=c.type == "integer", scale=c.scale, missing=c.missing)
         else:
-            flagged = p.integer and distinct == n
-        if flagged:
-            raise InvalidInputError(
-                f"column {p.name!r} looks like an identifier ({distinct} distinct values in "
-                f"{n} rows): drop it with --drop {p.name}, or declare its domain if it is not "
-                "one")
+            raise InvalidInputError(f"column {c.name!r} is a {c.type} column in schema "
+                                    f"{schema.name!r}: privlab synth does not synthesize it; "
+                                    f"--drop {c.name}")
+    return out
+
+
+def declared_schema(plans: Sequence[ColumnPlan]) -> Schema:
+    """A `Schema` for conforming rows to a domain declaration (not a public schema: columns
+    whose categories or bounds are left to DP estimation get no list / infinite bounds).
+
+    Categorical columns without declared categories are conformed as text; numeric columns
+    without bounds over (-inf, inf); edges give the bounds of their outer bins."""
+    cols = []
+    for p in plans:
+        d = p.decl
+        if p.kind == "categorical":
+            if d.categories is None:
+                cols.append(ColumnSchema(p.name, "text", missing=d.missing))
+            else:
+                cols.append(ColumnSchema(p.name, "categorical", tuple(d.categories),
+                                         other=bool(d.other), missing=d.missing))
+            continue
+        if d.bounds is not None:
+            bounds: tuple[float, float] = d.bounds
+        elif d.edges is not None:
+            bounds = (d.edges[0], d.edges[-1] - (1 if p.integer else 0))
+        else:
+            bounds = (-math.inf, math.inf)
+        cols.append(ColumnSchema(p.name, "integer" if p.integer else "numeric",
+                                 bounds=bounds, missing=d.missing))
+    return Schema(tuple(cols), name="domain declaration")
 
 
 # --------------------------------------------------------------------------------------------

@@ -163,6 +163,9 @@ class DeepSynthesizer(Synthesizer):
     """Base of the DP-SGD synthesizers: options, pre-processing, calibration, guarantee."""
 
     sgd_mechanism = "DP-SGD"
+    covers = ("model weights (DP-SGD)",
+              "noisy row count and the training schedule derived from it (details: "
+              "sample_rate, steps, expected_batch, noise_multiplier)")
 
     def __init__(self, *, epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
                  clip: float = 1.0, accountant: str = "pld", **kw: Any) -> None:
@@ -283,13 +286,11 @@ class DeepSynthesizer(Synthesizer):
         return lines
 
     def details(self) -> dict[str, Any]:
-        """Training facts for the JSON output. The last epoch's losses and clipped fraction
-        are computed on real rows WITHOUT noise: labelled not private (data controller)."""
+        """Training facts for the JSON output: public settings and values derived from the
+        noisy row count (sample rate, steps, batch sizes, noise multiplier). The per-epoch
+        losses and clipped fractions (`train_info["history"]`) are computed on real rows
+        WITHOUT noise, so they are not released (library attribute only)."""
         info = {k: v for k, v in self.train_info.items() if k != "history"}
-        hist = self.train_info.get("history") or []
-        if hist:
-            info["last_epoch_stats_not_private"] = {k: v for k, v in hist[-1].items()
-                                                    if k not in ("step", "epoch")}
         info.update(self._model_details())
         return info
 

@@ -95,6 +95,8 @@ class MSTSynthesizer(Synthesizer):
     """Marginal-based DP synthesizer (MST): tree of 2-way marginals, zCDP accounting."""
 
     method = "mst"
+    covers = ("MST model: noisy 1-way and tree 2-way marginals, tree edges, compressed sizes "
+              "and the estimated row count (details)",)
     mechanism = ("MST (McKenna, Miklau & Sheldon 2021): noisy 1-way marginals, exponential-"
                  "mechanism spanning tree of 2-way marginals, discrete Gaussian noise")
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+from privlab.core.guarantee import PrivacyGuarantee
 from privlab.synth.base import Synthesizer
 
 
@@ -21,17 +23,20 @@ def _domain_rows(synth: Synthesizer) -> list[list[Any]]:
 
 
 def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: str,
-                       evaluation: dict[str, Any] | None = None) -> Path:
-    """Write the report with `privlab.report.write_page` (atomic)."""
+                       evaluation: dict[str, Any] | None = None,
+                       guarantee: PrivacyGuarantee | None = None) -> Path:
+    """Write the report with `privlab.report.write_page` (atomic). `guarantee`: the release's
+    (the synthesizer's, plus what the caller adds to `not_covered`, e.g. the evaluation).
+    The fit time is not shown: it grows with the number of private rows."""
     from privlab.report import Section, Table, fmt, write_page
 
-    g = synth.guarantee
+    g = guarantee or synth.guarantee
     sections = [Section(
         "Release",
-        paragraphs=[g.describe(), f"{rows:,} synthetic rows written to {out}."],
-        facts={"method": synth.method, "epsilon": fmt(g.epsilon, 4) if g.is_dp else "inf",
-               "delta": fmt(g.delta, 3) if g.is_dp else "-",
-               "fit seconds": fmt(synth.fit_seconds, 2),
+        paragraphs=[g.headline(), g.describe(), f"{rows:,} synthetic rows written to {out}."],
+        facts={"method": synth.method,
+               "epsilon": fmt(g.epsilon, 4) if math.isfinite(g.epsilon) else "inf",
+               "delta": fmt(g.delta, 3) if math.isfinite(g.epsilon) else "-",
                "domain": synth.declaration.name},
         items=list(g.notes),
     )]
