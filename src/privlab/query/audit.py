@@ -33,7 +33,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from privlab.errors import InvalidInputError, PrivlabError
 from privlab.utils.text import escape_nul
 
-DECISIONS = ("released", "refused", "denied", "budget_exceeded", "error",
+DECISIONS = ("released", "released_fallback", "refused", "denied", "budget_exceeded", "error",
              "charged_outcome_unknown", "unauthenticated")
 _LOCK_ID = 7275829177
 
@@ -98,6 +98,16 @@ class AuditRecord:
             "ledger_entry_id": self.ledger_entry_id, "epsilon_spent": self.epsilon_spent,
             "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
         }
+
+    def to_analyst_dict(self) -> dict[str, Any]:
+        """What the analyst who sent the query may see. A `released_fallback` row (the
+        engine failed after the charge and the mechanism ran on the empty result) reads as
+        `released` without a reason: whether the engine failed must not be observable,
+        since a failure could in principle depend on the data (see privlab.query.gateway)."""
+        out = self.to_dict()
+        if self.decision == "released_fallback":
+            out["decision"], out["reason"] = "released", None
+        return out
 
 
 def _row_hash(prev: str, values: dict[str, Any]) -> str:

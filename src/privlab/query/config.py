@@ -20,6 +20,13 @@ from typing import Any
 from privlab.errors import InvalidInputError
 
 COLUMN_TYPES = ("int", "float", "text", "bool")
+#: Largest magnitude allowed for declared bounds. A sum of clamped values then stays below
+#: 2^63 rows x 1e15 ~ 1e34, far inside DOUBLE / NUMERIC range on both engines, so SUM cannot
+#: overflow whatever the data (an overflow error would itself reveal the data).
+MAX_BOUND = 1e15
+#: Default `tables.<name>.min_epsilon_per_query`: a query cheaper than this is refused, so a
+#: flood of near-free probes cannot map the data for almost no budget.
+DEFAULT_MIN_EPSILON = 0.01
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,62}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -75,6 +82,8 @@ class TableSpec:
     max_rows: int = 1
     public: bool = False  # a public (non-personal) table: only usable through a declared join
     description: str = ""
+    #: a query reading this table must spend at least this epsilon (400 below it)
+    min_epsilon_per_query: float = DEFAULT_MIN_EPSILON
 
     def column(self, name: str) -> ColumnSpec | None:
         """Look a column up: exact name first, then case-insensitively."""
@@ -92,6 +101,7 @@ class TableSpec:
             "max_rows_per_unit": None if self.public else self.max_rows,
             "neighbouring": ("none (public table)" if self.public else
                              "user" if self.privacy_unit else "add_remove_record"),
+            "min_epsilon_per_query": None if self.public else self.min_epsilon_per_query,
             "columns": {k: v.public() for k, v in self.columns.items()},
         }
 
@@ -234,6 +244,9 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
         if not isinstance(b, (list, tuple)) or len(b) != 2:
             raise _fail(f"{where}.bounds", f"must be [LO, HI], got {b!r}")
         lo, hi = (_number(x, f"{where}.bounds") for x in b)
+        if max(abs(lo), abs(hi)) > MAX_BOUND:
+            raise _fail(f"{where}.bounds", f"magnitudes above {MAX_BOUND:g} are refused (a sum "
+                        "of clamped values must not be able to overflow); rescale the column")
         if lo >= hi:
             raise _fail(f"{where}.bounds", f"LO={lo:g} must be < HI={hi:g}")
         if ctype == "int" and not (lo.is_integer() and hi.is_integer()):
@@ -269,10 +282,10 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
 def _table(name: str, raw: Any, where: str) -> TableSpec:
     raw = _mapping(raw, where)
     unknown = set(raw) - {"source", "columns", "privacy_unit", "max_rows", "public",
-                          "description"}
+                          "description", "min_epsilon_per_query"}
     if unknown:
         raise _fail(where, f"unknown keys {sorted(unknown)}; allowed: source, columns, "
-                    "privacy_unit, max_rows, public, description")
+                    "privacy_unit, max_rows, public, description, min_epsilon_per_query")
     source = _name(raw.get("source", name), f"{where}.source")
     cols_raw = _mapping(raw.get("columns"), f"{where}.columns")
     if not cols_raw:
@@ -301,8 +314,11 @@ def _table(name: str, raw: Any, where: str) -> TableSpec:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "must be text")
+    min_eps = _number(raw.get("min_epsilon_per_query", DEFAULT_MIN_EPSILON),
+                      f"{where}.min_epsilon_per_query", positive=True)
     return TableSpec(name=name, source=source, columns=columns, privacy_unit=unit,
-                     max_rows=max_rows, public=public, description=description)
+                     max_rows=max_rows, public=public, description=description,
+                     min_epsilon_per_query=min_eps)
 
 
 def _join(raw: Any, where: str, tables: dict[str, TableSpec]) -> JoinSpec:
@@ -446,10 +462,16 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
     principals = [a.principal for a in analysts.values()]
     if len(set(principals)) != len(principals):
         raise _fail("analysts", "two analysts share one ledger principal")
+    limits = _limits(raw.get("limits"))
+    for t in tables.values():
+        if not t.public and t.min_epsilon_per_query > limits.max_epsilon_per_query:
+            raise _fail(f"tables.{t.name}.min_epsilon_per_query",
+                        f"{t.min_epsilon_per_query:g} is above limits.max_epsilon_per_query "
+                        f"{limits.max_epsilon_per_query:g}: no query could be answered")
     return GatewayConfig(
         database=_resolve(url, base), tables=tables, analysts=analysts,
         ledger=_resolve(ledger, base), audit=None if audit is None else _resolve(audit, base),
-        schema=schema, joins=joins, limits=_limits(raw.get("limits")), base_dir=base,
+        schema=schema, joins=joins, limits=limits, base_dir=base,
         threads=threads,
     )
 

@@ -214,6 +214,35 @@ def _check_text(sql: Any, max_chars: int) -> str:
     return sql
 
 
+def like_pattern(pattern: str, escape: str = "\\") -> str:
+    """Rewrite a LIKE pattern read with escape character `escape` into the equivalent
+    pattern for `ESCAPE '!'` in which only `%`, `_` and `!` are escaped (each by `!`).
+
+    Refuses (`QueryRefused`) a pattern that ends in an unpaired escape character: the
+    engines raise an error for it only when a value matches the prefix.
+    """
+    out = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == escape:
+            if i + 1 == n:
+                raise _refuse(f"a LIKE pattern must not end with its escape character "
+                              f"{escape!r}; write {escape * 2!r} for a literal {escape!r}")
+            literal = pattern[i + 1]
+            out.append("!" + literal if literal in "%_!" else literal)
+            i += 2
+            continue
+        if ch in "%_":
+            out.append(ch)
+        elif ch == "!":
+            out.append("!!")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _depth(node: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse absurdly nested trees before walking them recursively."""
     stack = [(node, 0)]
@@ -635,20 +664,46 @@ class Planner:
                 raise _refuse(f"BETWEEN bounds must match the type of column {col.name!r}")
             return (f"({tbl.alias}.{quote_ident(col.name)} BETWEEN {st.param(lo)} AND "
                     f"{st.param(hi)})")
-        if t in (exp.Like, exp.ILike):
+        if t is exp.Escape and type(node.this) in (exp.Like, exp.ILike):
             self._plain(node, {"this", "expression"})
-            tbl, col = self._column_only(st, node.this, "LIKE")
-            if col.type != "text":
-                raise _refuse(f"LIKE applies to text columns; {col.name!r} is {col.type}")
-            kind, pattern = self._literal(node.expression)
-            if kind != "text":
-                raise _refuse("LIKE needs a quoted pattern")
-            op = "LIKE" if t is exp.Like else "ILIKE"
-            return f"({tbl.alias}.{quote_ident(col.name)} {op} {st.param(pattern)})"
+            kind, escape = self._literal(node.expression)
+            if kind != "text" or len(escape) != 1:
+                raise _refuse("ESCAPE takes one character in quotes, e.g. ESCAPE '!'")
+            return self._like(st, node.this, escape)
+        if t in (exp.Like, exp.ILike):
+            return self._like(st, node, "\\")
         if t in (exp.Subquery, exp.Select, exp.Exists, exp.Union):
             raise _refuse("sub-queries are not accepted")
         raise _refuse(f"{node.key.upper()} is not supported in WHERE: use comparisons, IN, "
                       "BETWEEN, IS NULL, LIKE, AND, OR, NOT")
+
+    def _like(self, st: _State, node: Any, escape: str) -> str:
+        """`col [NOT] [I]LIKE pattern`, with the pattern rewritten into a canonical form.
+
+        PostgreSQL (backslash by default) and DuckDB (with ESCAPE) raise an error for a
+        pattern that ends in its escape character, and PostgreSQL does so only when some
+        value matches the prefix, even while planning, from its statistics: the error
+        itself would say whether a row exists. So the pattern is read here with `escape`
+        (backslash unless the query says ESCAPE 'c'; the same meaning on both engines),
+        a dangling escape is refused before anything runs, and the engine receives an
+        equivalent pattern in which only `%`, `_` and `!` are escaped, with `ESCAPE '!'`
+        written by us. Such a pattern is well-formed for every row, so the comparison
+        cannot fail; and `!` needs no quoting under any `standard_conforming_strings`.
+        """
+        from sqlglot import exp
+
+        self._plain(node, {"this", "expression", "negate"})
+        tbl, col = self._column_only(st, node.this, "LIKE")
+        if col.type != "text":
+            raise _refuse(f"LIKE applies to text columns; {col.name!r} is {col.type}")
+        kind, pattern = self._literal(node.expression)
+        if kind != "text":
+            raise _refuse("LIKE needs a quoted pattern")
+        canonical = like_pattern(pattern, escape)
+        op = "LIKE" if type(node) is exp.Like else "ILIKE"
+        neg = "NOT " if node.args.get("negate") else ""
+        return (f"({tbl.alias}.{quote_ident(col.name)} {neg}{op} {st.param(canonical)} "
+                "ESCAPE '!')")
 
     def _plain(self, node: Any, allowed: set[str]) -> None:
         used = {k for k, v in node.args.items() if v not in (None, [], False)}

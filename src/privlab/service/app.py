@@ -2,7 +2,7 @@
 
     POST /v1/queries        {"sql", "epsilon", "delta"?, "mechanism"?} -> noisy answer
     GET  /v1/queries        the caller's own history (audit rows), newest first
-    GET  /v1/queries/{id}   one of the caller's queries (403 for another analyst's)
+    GET  /v1/queries/{id}   one of the caller's queries (404 for another analyst's, as missing)
     GET  /v1/budget         the caller's budget (403 for another analyst's)
     GET  /v1/tables         public metadata of the tables the caller may query
     GET  /healthz           liveness
@@ -125,7 +125,7 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
     """Build the ASGI app from a config (object or YAML path) or a ready `Gateway`."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, ConfigDict, Field
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -190,9 +190,9 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
     def post_query(request: Request, body: QueryRequest) -> Any:
         me = analyst_of(request)
         try:
-            # plain JSON types already: skip FastAPI's generic (and slower) encoder
-            return JSONResponse(gw.query(me, body.sql, body.epsilon, body.delta,
-                                         body.mechanism))
+            # serialised by the gateway (inside its failure guard): sent as is
+            return Response(gw.query_json(me, body.sql, body.epsilon, body.delta,
+                                          body.mechanism), media_type="application/json")
         except QueryRefused as exc:
             return error("refused", str(exc))
         except AccessDenied as exc:
@@ -217,11 +217,10 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
         if len(query_id) > 64 or not query_id.isalnum():
             return error("not_found", "no such query")
         rows = gw.audit.get(query_id)
-        if not rows:
+        if not rows or any(r.analyst != me.name for r in rows):
+            # one answer for "missing" and "someone else's": ids of others are not confirmed
             return error("not_found", "no such query")
-        if any(r.analyst != me.name for r in rows):
-            return error("forbidden", "this query belongs to another analyst")
-        return {"query_id": query_id, "events": [r.to_dict() for r in rows]}
+        return {"query_id": query_id, "events": [r.to_analyst_dict() for r in rows]}
 
     front = FrontDoor(app, gw)
     front.fastapi = app  # type: ignore[attr-defined]
