@@ -7,7 +7,7 @@ from gw_fixtures import HOSTILE, SMALL_JOINS, SMALL_TABLES, analysts
 
 from privlab.query.config import parse_config
 from privlab.query.demo import adult_config
-from privlab.query.planner import AccessDenied, Planner, QueryRefused
+from privlab.query.planner import AccessDenied, Planner, QueryRefused, like_pattern
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,33 @@ def test_reasons_quote_only_the_query_and_the_config(planner: Planner) -> None:
     with pytest.raises(QueryRefused) as info:
         planner.plan("SELECT COUNT(*) FROM secret_table_name_xyz")
     assert "secret_table_name_xyz" in str(info.value)  # echoes the query, nothing else
+
+
+@pytest.mark.parametrize(("pattern", "escape", "canonical"), [
+    ("abc", "\\", "abc"),
+    ("a%b_c", "\\", "a%b_c"),
+    ("ab\\\\", "\\", "ab\\"),  # an escaped backslash is a literal backslash
+    ("ab\\%", "\\", "ab!%"),  # an escaped wildcard is a literal
+    ("100!", "\\", "100!!"),  # our escape character is escaped when literal
+    ("50!%!_off", "!", "50!%!_off"),
+    ("a\\b", "!", "a\\b"),  # with ESCAPE '!' a backslash is an ordinary character
+    ("\\x", "\\", "x"),  # escaping an ordinary character keeps it
+])
+def test_like_patterns_are_canonicalised(pattern: str, escape: str, canonical: str) -> None:
+    assert like_pattern(pattern, escape) == canonical
+
+
+@pytest.mark.parametrize(("pattern", "escape"), [("ab\\", "\\"), ("\\", "\\"),
+                                                 ("ab\\\\\\", "\\"), ("a!", "!")])
+def test_like_patterns_ending_in_the_escape_are_refused(pattern: str, escape: str) -> None:
+    with pytest.raises(QueryRefused, match="must not end with its escape character"):
+        like_pattern(pattern, escape)
+
+
+def test_like_is_generated_with_our_escape_clause(planner: Planner) -> None:
+    plan = planner.plan("SELECT COUNT(*) FROM adult WHERE workclass NOT ILIKE 'Self\\_%' "
+                        "AND occupation LIKE 'Tech#%' ESCAPE '#'")
+    assert plan.sql.count("ESCAPE '!'") == 2 and "NOT ILIKE" in plan.sql
+    assert plan.params[:2] == ("Self!_%", "Tech!%")
+    with pytest.raises(QueryRefused, match="ESCAPE takes one character"):
+        planner.plan("SELECT COUNT(*) FROM adult WHERE sex LIKE 'M' ESCAPE 'ab'")
