@@ -225,4 +225,7 @@ def test_audit_log_is_append_only_and_hash_chained(tmp_path: Path) -> None:
         conn.exec_driver_sql("DROP TRIGGER privlab_gateway_audit_no_update")
         conn.exec_driver_sql("UPDATE privlab_gateway_audit SET result = '{\"rows\": [[9]]}' "
                              "WHERE query_id = 'q1'")
-    assert log.verify() == ["audit row 2: hash chain broken"]
+    problems = log.verify()
+    assert problems[0].startswith("audit row 2: contents do not match its hash")
+    assert problems[1:] == ["append-only trigger privlab_gateway_audit_no_update is missing "
+                            "on privlab_gateway_audit"]

@@ -163,6 +163,34 @@ class GatewayConfig:
     joins: tuple[JoinSpec, ...] = ()
     limits: Limits = field(default_factory=Limits)
     base_dir: Path = field(default_factory=Path.cwd)
+    #: file holding the audit log's HMAC key (outside the database); PRIVLAB_AUDIT_KEY wins
+    audit_key_file: Path | None = None
+    #: file holding the signed head of the audit log (apart from the database)
+    audit_checkpoint: Path | None = None
+
+    def audit_key(self, create: bool = False) -> bytes | None:
+        """The audit chain's HMAC key: `PRIVLAB_AUDIT_KEY` if set, else the contents of
+        `audit_key_file` (a new random key is written there, mode 0600, when `create` and
+        the file is missing), else None (an unkeyed SHA-256 chain)."""
+        import os
+
+        env = os.environ.get("PRIVLAB_AUDIT_KEY")
+        if env:
+            return env.encode("utf-8")
+        path = self.audit_key_file
+        if path is None:
+            return None
+        if not path.is_file():
+            if not create:
+                return None
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(secrets.token_hex(32) + "\n")
+        key = path.read_text(encoding="utf-8").strip()
+        if len(key) < 32:
+            raise InvalidInputError(f"audit_key_file: {path} must hold a secret of at least 32 "
+                                    "characters (e.g. 64 hex digits)")
+        return key.encode("utf-8")
 
     def table(self, name: str) -> TableSpec | None:
         if name in self.tables:
@@ -406,15 +434,17 @@ def _resolve(target: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
-def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
-    """Validate a config mapping (see `examples/gateway.yaml`)."""
+def parse_config(raw: Any, base_dir: str | Path | None = None,
+                 defaults: dict[str, str] | None = None) -> GatewayConfig:
+    """Validate a config mapping (see `examples/gateway.yaml`); `defaults` supplies values
+    for absent keys (`load_config`: the audit key and checkpoint files beside the config)."""
     raw = _mapping(raw, "config")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     unknown = set(raw) - {"database", "ledger", "audit", "tables", "joins", "analysts",
-                          "limits"}
+                          "limits", "audit_key_file", "audit_checkpoint"}
     if unknown:
         raise _fail("config", f"unknown keys {sorted(unknown)}; allowed: database, ledger, "
-                    "audit, tables, joins, analysts, limits")
+                    "audit, audit_key_file, audit_checkpoint, tables, joins, analysts, limits")
     db = raw.get("database")
     if isinstance(db, str):
         db = {"url": db}
@@ -439,6 +469,13 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
     audit = raw.get("audit")
     if audit is not None and (not isinstance(audit, str) or not audit.strip()):
         raise _fail("audit", "must be a SQLite file path or a database URL")
+    audit_files: dict[str, Path | None] = {}
+    for key_name in ("audit_key_file", "audit_checkpoint"):
+        value = raw.get(key_name, defaults.get(key_name) if defaults else None)
+        if value is not None and (not isinstance(value, (str, Path)) or not str(value).strip()
+                                  or "://" in str(value)):
+            raise _fail(key_name, "must be a file path (relative to the config file)")
+        audit_files[key_name] = None if value is None else Path(_resolve(str(value), base))
     tables_raw = _mapping(raw.get("tables"), "tables")
     if not tables_raw:
         raise _fail("tables", "declare at least one table")
@@ -472,7 +509,8 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
         database=_resolve(url, base), tables=tables, analysts=analysts,
         ledger=_resolve(ledger, base), audit=None if audit is None else _resolve(audit, base),
         schema=schema, joins=joins, limits=limits, base_dir=base,
-        threads=threads,
+        threads=threads, audit_key_file=audit_files["audit_key_file"],
+        audit_checkpoint=audit_files["audit_checkpoint"],
     )
 
 
@@ -489,4 +527,7 @@ def load_config(path: str | Path) -> GatewayConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise InvalidInputError(f"--config {path} is not valid YAML{where}") from None
-    return parse_config(raw, base_dir=path.parent.resolve())
+    # the audit key and the signed head live beside the config, never in the database
+    return parse_config(raw, base_dir=path.parent.resolve(),
+                        defaults={"audit_key_file": f"{path.stem}.audit-key",
+                                  "audit_checkpoint": f"{path.stem}.audit-head.json"})

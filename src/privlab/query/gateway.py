@@ -49,6 +49,13 @@ log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
 
 
+def _missing_sqlite(target: str) -> bool:
+    """A ledger given as a file path that does not exist yet (created on first serve)."""
+    from pathlib import Path
+
+    return "://" not in target and target != ":memory:" and not Path(target).exists()
+
+
 class QueryFailed(PrivlabError):
     """The query was charged but could not be computed (HTTP 500); the charge stands."""
 
@@ -64,7 +71,11 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, *, engine: Engine | None = None,
                  ledger: Any = None, audit: AuditLog | None = None, rng: int | None = None,
-                 reconcile: bool = True, check_tables: bool = True) -> None:
+                 reconcile: bool = True, check_tables: bool = True,
+                 check_only: bool = False) -> None:
+        """`check_only`: validate the config, the database, the ledger and the audit log
+        and change nothing (no budget sync, no reconciliation, no audit row, no key file);
+        such a gateway is for `privlab serve --check`, not for answering."""
         from privlab.core.ledger import BudgetLedger
 
         self.config = config
@@ -74,8 +85,16 @@ class Gateway:
             self.engine.check_tables(config)
         self.planner = Planner(config, dialect=self.engine.dialect,
                                placeholder=self.engine.placeholder)
-        self.ledger = ledger if ledger is not None else BudgetLedger(config.ledger)
-        self.audit = audit if audit is not None else AuditLog(config.audit_target)
+        if ledger is not None:
+            self.ledger = ledger
+        elif check_only:
+            self.ledger = None if _missing_sqlite(config.ledger) else \
+                BudgetLedger(config.ledger, create=False)
+        else:
+            self.ledger = BudgetLedger(config.ledger)
+        self.audit = audit if audit is not None else AuditLog(
+            config.audit_target, key=config.audit_key(create=not check_only),
+            checkpoint=config.audit_checkpoint, create=not check_only)
         self._seed = rng
         self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
         self._local = threading.local()
@@ -83,6 +102,8 @@ class Gateway:
         self._dry_lock = threading.Lock()
         self._seed_lock = threading.Lock()
         # concurrent queries' charges share one transaction and one disk flush
+        if check_only:
+            return
         self.charges = GroupCommitter(self.ledger)
         self.sync_budgets()
         if reconcile:
