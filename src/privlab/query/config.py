@@ -84,6 +84,8 @@ class TableSpec:
     description: str = ""
     #: a query reading this table must spend at least this epsilon (400 below it)
     min_epsilon_per_query: float = DEFAULT_MIN_EPSILON
+    #: a public (declared, not measured) size n of the table: delta must stay below 1/n
+    public_size: int | None = None
 
     def column(self, name: str) -> ColumnSpec | None:
         """Look a column up: exact name first, then case-insensitively."""
@@ -144,6 +146,9 @@ class Limits:
     max_aggregates: int = 16
     max_joins: int = 3
     max_epsilon_per_query: float = 10.0
+    #: largest delta one query may spend (partition selection, gaussian); also below 1/n
+    #: of every queried table's declared `public_size` n
+    max_delta_per_query: float = 1e-6
     statement_timeout_s: float = 10.0
     rate_per_second: float = 50.0
     burst: int = 100
@@ -310,10 +315,11 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
 def _table(name: str, raw: Any, where: str) -> TableSpec:
     raw = _mapping(raw, where)
     unknown = set(raw) - {"source", "columns", "privacy_unit", "max_rows", "public",
-                          "description", "min_epsilon_per_query"}
+                          "description", "min_epsilon_per_query", "public_size"}
     if unknown:
         raise _fail(where, f"unknown keys {sorted(unknown)}; allowed: source, columns, "
-                    "privacy_unit, max_rows, public, description, min_epsilon_per_query")
+                    "privacy_unit, max_rows, public, description, min_epsilon_per_query, "
+                    "public_size")
     source = _name(raw.get("source", name), f"{where}.source")
     cols_raw = _mapping(raw.get("columns"), f"{where}.columns")
     if not cols_raw:
@@ -344,9 +350,13 @@ def _table(name: str, raw: Any, where: str) -> TableSpec:
         raise _fail(f"{where}.description", "must be text")
     min_eps = _number(raw.get("min_epsilon_per_query", DEFAULT_MIN_EPSILON),
                       f"{where}.min_epsilon_per_query", positive=True)
+    size = raw.get("public_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise _fail(f"{where}.public_size", f"must be a positive integer (a public bound on the "
+                    f"number of people, not read from the data), got {size!r}")
     return TableSpec(name=name, source=source, columns=columns, privacy_unit=unit,
                      max_rows=max_rows, public=public, description=description,
-                     min_epsilon_per_query=min_eps)
+                     min_epsilon_per_query=min_eps, public_size=size)
 
 
 def _join(raw: Any, where: str, tables: dict[str, TableSpec]) -> JoinSpec:
@@ -423,6 +433,8 @@ def _limits(raw: Any) -> Limits:
         if isinstance(current, int) and not float(number).is_integer():
             raise _fail(f"limits.{key}", f"must be a positive integer, got {value!r}")
         values[key] = int(number) if isinstance(current, int) else number
+    if values.get("max_delta_per_query", 0.0) >= 1.0:
+        raise _fail("limits.max_delta_per_query", "must be < 1 (e.g. 1e-6)")
     return Limits(**values)
 
 

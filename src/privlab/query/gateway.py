@@ -176,6 +176,15 @@ class Gateway:
                                    f"on table {t.spec.name!r} "
                                    f"(tables.{t.spec.name}.min_epsilon_per_query); ask for "
                                    f"epsilon >= {floor:g}")
+        if dlt > self.config.limits.max_delta_per_query:
+            raise QueryRefused(f"delta={dlt:g} is above this gateway's per-query limit "
+                               f"{self.config.limits.max_delta_per_query:g} "
+                               "(limits.max_delta_per_query)")
+        for t in plan.tables:
+            n = t.spec.public_size
+            if dlt > 0 and n is not None and not t.spec.public and dlt >= 1.0 / n:
+                raise QueryRefused(f"delta={dlt:g} must be below 1/n = {1.0 / n:g} for table "
+                                   f"{t.spec.name!r} (tables.{t.spec.name}.public_size = {n})")
         budget = plan_budget(plan, eps, dlt, mechanism)
         # The noise parameters depend on the plan's structure, not on its literals (those
         # are parameters of plan.sql): queries differing only in literals share a dry run.
