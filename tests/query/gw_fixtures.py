@@ -288,7 +288,8 @@ HOSTILE = [
     # huge or deep
     ("SELECT COUNT(*) FROM adult WHERE age > 1" + " AND age > 1" * 400, "longer"),
     ("SELECT COUNT(*) FROM adult WHERE " + "(" * 80 + "age > 1" + ")" * 80, "nested"),
-    ("SELECT COUNT(*) FROM adult WHERE age IN (" + ",".join(["1"] * 1200) + ")", "IN lists"),
+    ("SELECT COUNT(*) FROM adult WHERE age IN (" + ",".join(["1"] * 1200) + ")",
+     "IN lists|max_sql_tokens"),
     ("", "empty"),
     ("   ", "empty"),
 ]

@@ -152,6 +152,10 @@ class Limits:
     statement_timeout_s: float = 10.0
     rate_per_second: float = 50.0
     burst: int = 100
+    #: SQL tokens above which a query is refused before parsing (the parse-time budget)
+    max_sql_tokens: int = 1_000
+    #: failed authentications per client address before exponential backoff (429)
+    max_failed_auth: int = 5
 
 
 @dataclass(frozen=True)

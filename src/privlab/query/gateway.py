@@ -25,6 +25,7 @@ the server log. Refunding is never done: it would let a retry spend the same bud
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +48,18 @@ from privlab.query.planner import AccessDenied, Planner, QueryPlan, QueryRefused
 
 log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
+
+
+def compact_sql(sql: Any, keep: int = 200) -> str | None:
+    """What the audit log keeps of a refused query: short ones whole, long ones their first
+    `keep` characters, length and SHA-256 (a flood of large refused queries cannot fill
+    the log, and the hash still identifies a repeated probe)."""
+    if not isinstance(sql, str):
+        return None
+    if len(sql) <= keep + 60:
+        return sql
+    digest = hashlib.sha256(sql.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{sql[:keep]}... [{len(sql)} chars, sha256 {digest}]"
 
 
 def _missing_sqlite(target: str) -> bool:
@@ -215,10 +228,12 @@ class Gateway:
         try:
             plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
         except AccessDenied as exc:
-            self.audit.record(qid, "denied", reason=str(exc), **common)
+            self.audit.record(qid, "denied", reason=str(exc)[:300],
+                              **{**common, "sql": compact_sql(sql)})
             raise
         except InvalidInputError as exc:
-            self.audit.record(qid, "refused", reason=str(exc), **common)
+            self.audit.record(qid, "refused", reason=str(exc)[:300],
+                              **{**common, "sql": compact_sql(sql)})
             raise QueryRefused(str(exc)) from None
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
         try:

@@ -243,6 +243,24 @@ def like_pattern(pattern: str, escape: str = "\\") -> str:
     return "".join(out)
 
 
+def _paren_depth(sql: str) -> int:
+    """Deepest parenthesis nesting outside quotes: a linear scan before any parsing."""
+    depth = deepest = 0
+    quote = None
+    for ch in sql:
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return deepest
+
+
 def _depth(node: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse absurdly nested trees before walking them recursively."""
     stack = [(node, 0)]
@@ -297,10 +315,17 @@ class Planner:
         from sqlglot.dialects.dialect import Dialect
 
         dialect = Dialect.get_or_raise("postgres")
+        # cheap refusals before the parser runs: nesting, then the token budget (the parse
+        # time is linear in the tokens, so this bounds it)
+        if _paren_depth(sql) > MAX_DEPTH:
+            raise _refuse(f"the query is nested more than {MAX_DEPTH} levels deep")
         try:
             tokens = dialect.tokenize(sql)
         except Exception:
             raise _refuse("sql could not be tokenized; check quotes and symbols") from None
+        if len(tokens) > self.config.limits.max_sql_tokens:
+            raise _refuse(f"sql has {len(tokens)} tokens; the limit is "
+                          f"{self.config.limits.max_sql_tokens} (limits.max_sql_tokens)")
         if any(t.comments for t in tokens):
             raise _refuse("comments are not accepted in queries; remove them")
         try:

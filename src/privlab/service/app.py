@@ -15,6 +15,7 @@ and a per-analyst token-bucket rate limit (429 with Retry-After). Errors are JSO
 """
 
 import json
+import logging
 import math
 import os
 import time
@@ -26,6 +27,7 @@ from privlab.query.config import AnalystSpec, GatewayConfig, load_config
 from privlab.query.gateway import Gateway, QueryFailed
 from privlab.query.planner import AccessDenied, QueryRefused
 
+log = logging.getLogger("privlab.gateway")
 STATUS = {"refused": 400, "unauthorized": 401, "budget_exceeded": 402, "forbidden": 403,
           "not_found": 404, "length_required": 411, "too_large": 413, "rate_limited": 429,
           "failed": 500}
@@ -52,14 +54,91 @@ class _Bucket:
         self.stamp = time.monotonic()
 
 
+class _Failures:
+    __slots__ = ("count", "last", "blocked_until")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = 0.0
+        self.blocked_until = 0.0
+
+
+AUTH_BACKOFF_MAX_S = 300.0
+AUTH_FAILURE_MEMORY_S = 900.0
+AUDIT_EVERY_S = 10.0  # at most one audit row per client and kind of refusal per period
+_MAX_TRACKED = 10_000
+
+
 class FrontDoor:
-    """Size limit, authentication and rate limiting before the app sees the request."""
+    """Size limit, authentication and rate limiting before the app sees the request.
+
+    Failed authentications are counted per client address: after `limits.max_failed_auth`
+    the address waits 2, 4, 8, ... seconds (at most 300) before a key is even looked at
+    (429 with Retry-After). 401 and 429 answers are written to the audit log without any
+    key material, at most one row per client and kind every 10 s (the row says how many
+    similar ones it stands for), so a flood cannot fill the log.
+    """
 
     def __init__(self, app: Any, gateway: Gateway) -> None:
         self.app = app
         self.gateway = gateway
         self.limits = gateway.config.limits
         self._buckets: dict[str, _Bucket] = {}
+        self._failures: dict[str, _Failures] = {}
+        self._audit_marks: dict[tuple[str, str], list[float]] = {}
+
+    @staticmethod
+    def _client(scope: dict[str, Any]) -> str:
+        client = scope.get("client")
+        return str(client[0])[:64] if client else "unknown"
+
+    def _backoff(self, client: str) -> float:
+        """Seconds this address must still wait after repeated failed authentications."""
+        f = self._failures.get(client)
+        if f is None:
+            return 0.0
+        return max(0.0, f.blocked_until - time.monotonic())
+
+    def _auth_failed(self, client: str) -> None:
+        now = time.monotonic()
+        if len(self._failures) > _MAX_TRACKED:
+            self._failures.clear()
+        f = self._failures.setdefault(client, _Failures())
+        if now - f.last > AUTH_FAILURE_MEMORY_S:
+            f.count = 0
+        f.count += 1
+        f.last = now
+        excess = f.count - self.limits.max_failed_auth
+        if excess > 0:
+            f.blocked_until = now + min(2.0 ** excess, AUTH_BACKOFF_MAX_S)
+
+    async def _audit(self, client: str, decision: str, reason: str, scope: dict[str, Any],
+                     analyst: str | None = None) -> None:
+        """Record a front-door refusal (401 / 429), compactly and rate-capped."""
+        now = time.monotonic()
+        if len(self._audit_marks) > _MAX_TRACKED:
+            self._audit_marks.clear()
+        mark = self._audit_marks.setdefault((client, decision), [0.0, 0])
+        if now - mark[0] < AUDIT_EVERY_S:
+            mark[1] += 1
+            return
+        suppressed, mark[0], mark[1] = int(mark[1]), now, 0
+        where = f"{scope.get('method', '?')} {str(scope.get('path', ''))[:100]}"
+        text = f"{reason}; client {client}; {where}"
+        if suppressed:
+            text += f" (+{suppressed} similar in the previous {AUDIT_EVERY_S:g} s)"
+        import uuid
+
+        from anyio import to_thread
+
+        def write() -> None:
+            try:
+                self.gateway.audit.record(uuid.uuid4().hex, decision, analyst=analyst,
+                                          reason=text[:300])
+            except Exception:  # the refusal stands even if it cannot be recorded
+                log.exception("audit of a front-door refusal failed")
+
+        await to_thread.run_sync(write)
 
     def _key(self, headers: dict[bytes, bytes]) -> str | None:
         auth = headers.get(b"authorization", b"").decode("latin-1").strip()
@@ -104,15 +183,30 @@ class FrontDoor:
                 return
         path = scope.get("path", "")
         if path.startswith("/v1/") or path == "/v1":
+            client = self._client(scope)
+            wait = self._backoff(client)
+            if wait > 0:
+                await self._audit(client, "rate_limited", "429 after repeated failed "
+                                  "authentications", scope)
+                await _send_error(send, "rate_limited", "too many failed authentications from "
+                                  "this address; retry later",
+                                  [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                return
             key = self._key(headers)
             analyst = None if key is None else self.gateway.config.analyst_by_key(key)
             if analyst is None:
+                self._auth_failed(client)
+                await self._audit(client, "unauthenticated", "401 " + (
+                    "no API key" if key is None else "unknown API key"), scope)
                 await _send_error(send, "unauthorized", "missing or unknown API key (send "
                                   "Authorization: Bearer <key>)",
                                   [(b"www-authenticate", b"Bearer")])
                 return
+            self._failures.pop(client, None)
             wait = self._allow(analyst.name)
             if wait > 0:
+                await self._audit(client, "rate_limited", "429 request rate over "
+                                  "limits.rate_per_second", scope, analyst=analyst.name)
                 await _send_error(send, "rate_limited", "too many requests; slow down",
                                   [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
                 return
