@@ -221,7 +221,7 @@ def in_process(config: Any, n: int) -> dict[str, Any]:
                 gw.engine.run(sql)
                 raw_t.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                gw.query(analyst, sql, 0.001)
+                gw.query(analyst, sql, 0.01)
                 dp_t.append(time.perf_counter() - t0)
             out[f"{name}{'' if cached else ' (new SQL each time)'}"] = {
                 "raw_p50_ms": round(1e3 * statistics.median(raw_t), 3),
@@ -258,7 +258,7 @@ def speed(backend: str, database: str, ledger: str, workdir: Path,
         offset = 0
         for name, template in SPEED_QUERIES.items():
             def dp_body(i: int, t: str = template) -> dict[str, Any]:
-                return {"sql": t.format(i=i), "epsilon": 0.001}
+                return {"sql": t.format(i=i), "epsilon": 0.01}
 
             def raw_body(i: int, t: str = template) -> dict[str, Any]:
                 return {"sql": t.format(i=i)}

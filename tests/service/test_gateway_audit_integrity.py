@@ -94,9 +94,18 @@ def filled(target: str, tmp_path: Path, n: int = 5) -> AuditLog:
 
 def test_intact_log_verifies_and_the_checkpoint_is_signed(target: str, tmp_path: Path) -> None:
     log = filled(target, tmp_path)
-    cp = json.loads((tmp_path / "head.json").read_text())
-    assert cp["seq"] == rows(target)[-1]["seq"] and len(cp["mac"]) == 64
-    assert log.head()[0] == 5 and log.missing_triggers() == []
+    cp = log.read_checkpoint()
+    assert cp is not None and cp["seq"] == rows(target)[-1]["seq"] and len(cp["mac"]) == 64
+    assert (tmp_path / "head.json").stat().st_size == 512  # two fixed slots, in place
+    # a damaged checkpoint is reported, not ignored
+    data = bytearray((tmp_path / "head.json").read_bytes())
+    data[3] = ord("#")
+    (tmp_path / "head.json").write_bytes(bytes(data))
+    assert "damaged or edited" in log.verify()[0]
+    (tmp_path / "head.json").write_bytes(b"")
+    log.record("q9", "released", analyst="alice", sql="SELECT 9", epsilon=0.1)
+    assert log.verify() == []
+    assert log.head()[0] == 6 and log.missing_triggers() == []
     # another key (or none) does not verify a keyed chain
     assert AuditLog(target, key=b"x" * 40).verify()[0].startswith("audit row ")
     log.close()
