@@ -134,3 +134,55 @@ def test_like_is_generated_with_our_escape_clause(planner: Planner) -> None:
     assert plan.params[:2] == ("Self!_%", "Tech!%")
     with pytest.raises(QueryRefused, match="ESCAPE takes one character"):
         planner.plan("SELECT COUNT(*) FROM adult WHERE sex LIKE 'M' ESCAPE 'ab'")
+
+
+def test_plans_are_reused_by_normalised_sql(planner: Planner,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    first = planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 123 AND sex = 'Male'")
+
+    def no_planning(*_a: object, **_k: object) -> None:
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr(planner, "_plan", no_planning)
+    second = planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 456 AND sex = 'Fe''male'")
+    assert second.sql == first.sql and second.params == (456, "Fe'male")
+    monkeypatch.undo()
+    # a literal that would be refused is never bound into a reused plan
+    with pytest.raises(QueryRefused, match="64 bits"):
+        planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 99999999999999999999 AND "
+                     "sex = 'x'")
+    # literals that shape the plan or are rewritten are never abstracted
+    for a, b in (("age > -5", "age > -6"), ("sex LIKE 'M%'", "sex LIKE 'M\\%'")):
+        p1 = planner.plan(f"SELECT COUNT(*) FROM adult WHERE {a}")
+        p2 = planner.plan(f"SELECT COUNT(*) FROM adult WHERE {b}")
+        assert p1.params != p2.params
+    assert planner.plan("SELECT COUNT(*) FROM adult WHERE age > 1 LIMIT 1").limit == 1
+    assert planner.plan("SELECT COUNT(*) FROM adult WHERE age > 1 LIMIT 2").limit == 2
+
+
+def test_reused_plans_equal_fresh_plans() -> None:
+    """Every generated query planned through the normalised cache gives exactly what a
+    fresh planner gives (the same plan, or the same refusal)."""
+    from hypothesis import HealthCheck, given, settings
+
+    from privlab.query.neighbours import config as persons_config
+    from privlab.query.neighbours import gateway_sql
+
+    cfg = persons_config("unused.duckdb", "unused.db")
+    cached = Planner(cfg)
+
+    def outcome(p: Planner, sql: str) -> object:
+        try:
+            return p.plan(sql)
+        except QueryRefused as exc:
+            return str(exc)
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(gateway_sql())
+    def check(query: tuple[str, float, float]) -> None:
+        sql = query[0]
+        assert outcome(cached, sql) == outcome(Planner(cfg), sql), sql
+
+    check()
+    assert len(cached._templates) > 5
