@@ -271,6 +271,12 @@ HOSTILE = [
     ("SELECT COUNT(*) FROM adult WHERE age > 1e999", "finite"),
     ("SELECT COUNT(*) FROM adult WHERE age > 99999999999999999999999", "64 bits"),
     ("SELECT PERCENTILE_CONT(1.5) WITHIN GROUP (ORDER BY age) FROM adult", r"\[0, 1\]"),
+    # LIKE patterns ending in their escape character (a PostgreSQL error oracle)
+    ("SELECT COUNT(*) FROM adult WHERE sex LIKE 'Ma\\'", "escape character"),
+    ("SELECT COUNT(*) FROM adult WHERE sex ILIKE 'ma\\'", "escape character"),
+    ("SELECT COUNT(*) FROM adult WHERE sex NOT LIKE '\\'", "escape character"),
+    ("SELECT COUNT(*) FROM adult WHERE sex LIKE 'Ma#' ESCAPE '#'", "escape character"),
+    ("SELECT COUNT(*) FROM adult WHERE sex LIKE 'Ma' ESCAPE ''", "ESCAPE takes one"),
     # unicode tricks
     ("SELECT COUNT(*) FROM \u0430dult", "not declared"),  # Cyrillic a
     ("SELECT COUNT(*) FROM adult WHERE \u0430ge > 3", "not declared"),
@@ -282,7 +288,8 @@ HOSTILE = [
     # huge or deep
     ("SELECT COUNT(*) FROM adult WHERE age > 1" + " AND age > 1" * 400, "longer"),
     ("SELECT COUNT(*) FROM adult WHERE " + "(" * 80 + "age > 1" + ")" * 80, "nested"),
-    ("SELECT COUNT(*) FROM adult WHERE age IN (" + ",".join(["1"] * 1200) + ")", "IN lists"),
+    ("SELECT COUNT(*) FROM adult WHERE age IN (" + ",".join(["1"] * 1200) + ")",
+     "IN lists|max_sql_tokens"),
     ("", "empty"),
     ("   ", "empty"),
 ]

@@ -55,6 +55,14 @@ def base() -> dict[str, Any]:
     (lambda c: c.update(extra=1), "config"),
     (lambda c: c.update(database={"url": "data.duckdb", "threads": 0}), "database.threads"),
     (lambda c: c.update(database={"url": "data.duckdb", "threads": "4"}), "database.threads"),
+    (lambda c: c["tables"]["people"]["columns"]["age"].update(bounds=[0, 1e16]),
+     "tables.people.columns.age.bounds"),
+    (lambda c: c["tables"]["visits"].update(min_epsilon_per_query=0),
+     "tables.visits.min_epsilon_per_query"),
+    (lambda c: c["tables"]["visits"].update(min_epsilon_per_query="0.1"),
+     "tables.visits.min_epsilon_per_query"),
+    (lambda c: c["tables"]["visits"].update(min_epsilon_per_query=20),
+     "tables.visits.min_epsilon_per_query"),
 ])
 def test_config_errors_name_the_field(mutate: Any, field: str) -> None:
     raw = base()
@@ -116,6 +124,68 @@ def test_init_demo_builds_a_servable_gateway(tmp_path: Path) -> None:
         init_demo(tmp_path / "demo")
 
 
+def test_min_epsilon_per_query_defaults_and_is_public() -> None:
+    cfg = parse_config(base())
+    assert cfg.tables["people"].min_epsilon_per_query == 0.01
+    raw = base()
+    raw["tables"]["people"]["min_epsilon_per_query"] = 0.2
+    meta = parse_config(raw).tables["people"].public_metadata()
+    assert meta["min_epsilon_per_query"] == 0.2
+
+
+def test_declared_types_must_match_the_database(tmp_path: Path) -> None:
+    """A text column declared int would make the engine cast every row, and a cast that
+    fails on one row is an error that reveals it: refused at start-up, naming the field."""
+    import duckdb
+
+    from privlab.query.gateway import Gateway
+
+    path = tmp_path / "typed.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t (id BIGINT, code VARCHAR, score DECIMAL(6, 2), ok BOOLEAN)")
+    con.close()
+
+    def cfg(code_type: str) -> Any:
+        return parse_config({
+            "database": str(path), "ledger": str(tmp_path / f"l-{code_type}.db"),
+            "tables": {"t": {"columns": {"id": {"type": "int"}, "code": {"type": code_type},
+                                         "score": {"type": "float", "bounds": [0, 100]},
+                                         "ok": {"type": "bool"}}}},
+            "analysts": analysts(bob_tables=("t",))})
+
+    Gateway(cfg("text")).close()
+    for wrong in ("int", "float", "bool"):
+        with pytest.raises(InvalidInputError) as info:
+            Gateway(cfg(wrong))
+        assert str(info.value).startswith("tables.t.columns.code.type: declared " + wrong)
+        assert "VARCHAR" in str(info.value)
+
+
+def test_declared_types_must_match_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    from privlab.query.gateway import Gateway
+
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE SCHEMA typed")
+        conn.exec_driver_sql("CREATE TABLE typed.t (id INTEGER, code VARCHAR(20), "
+                             "score NUMERIC(6, 2), ok BOOLEAN)")
+    engine.dispose()
+
+    def cfg(code_type: str) -> Any:
+        return parse_config({
+            "database": {"url": pg_url, "schema": "typed"},
+            "ledger": str(tmp_path / f"l-{code_type}.db"),
+            "tables": {"t": {"columns": {"id": {"type": "int"}, "code": {"type": code_type},
+                                         "score": {"type": "float", "bounds": [0, 100]},
+                                         "ok": {"type": "bool"}}}},
+            "analysts": analysts(bob_tables=("t",))})
+
+    Gateway(cfg("text")).close()
+    with pytest.raises(InvalidInputError, match=r"^tables\.t\.columns\.code\.type: declared int "
+                       r"but the database column is character varying"):
+        Gateway(cfg("int"))
+
+
 def test_duckdb_engine_is_read_only_sandboxed_and_interruptible(adult_duckdb: str) -> None:
     engine = DuckDBEngine(adult_duckdb, timeout_s=0.3)
     assert engine.run("SELECT COUNT(*) FROM adult")[0][0] == 30162
@@ -155,4 +225,7 @@ def test_audit_log_is_append_only_and_hash_chained(tmp_path: Path) -> None:
         conn.exec_driver_sql("DROP TRIGGER privlab_gateway_audit_no_update")
         conn.exec_driver_sql("UPDATE privlab_gateway_audit SET result = '{\"rows\": [[9]]}' "
                              "WHERE query_id = 'q1'")
-    assert log.verify() == ["audit row 2: hash chain broken"]
+    problems = log.verify()
+    assert problems[0].startswith("audit row 2: contents do not match its hash")
+    assert problems[1:] == ["append-only trigger privlab_gateway_audit_no_update is missing "
+                            "on privlab_gateway_audit"]

@@ -100,6 +100,25 @@ def test_partition_selection_drops_rare_keys(planner: Planner) -> None:
         assert [r[0] for r in ans.rows] == ["Common"]
 
 
+def test_partition_selection_without_candidates_is_shaped_like_with_one(
+        planner: Planner) -> None:
+    """Found by the neighbouring fuzz: with no candidate group at all, the threshold, the
+    intervals and the notes used to be None / missing, while one candidate (not released)
+    filled them in, so whether any row passed the WHERE showed without noise."""
+    plan = planner.plan('SELECT "native-country", COUNT(*), SUM(age), AVG("hours-per-week") '
+                        'FROM adult GROUP BY "native-country"')
+    budget = plan_budget(plan, 1.0, 1e-6, None)
+    assert plan.result_columns[:2] == ("__g0", "__n")
+    width = len(plan.result_columns)
+    one = [("Atlantis",) + (1,) * (width - 1)]
+    empty = answer(plan, [], [], budget, rng=3)
+    single = answer(plan, one, [], budget, rng=3)
+    assert empty.rows == single.rows == []
+    assert [c.to_dict() for c in empty.info] == [c.to_dict() for c in single.info]
+    assert empty.guarantee == single.guarantee
+    assert "None" not in str(empty.info[0].notes)
+
+
 def test_avg_is_clamped_and_close(planner: Planner) -> None:
     plan = planner.plan("SELECT AVG(age) FROM adult")
     budget = plan_budget(plan, 1.0, 0.0, None)

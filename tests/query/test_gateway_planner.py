@@ -7,7 +7,7 @@ from gw_fixtures import HOSTILE, SMALL_JOINS, SMALL_TABLES, analysts
 
 from privlab.query.config import parse_config
 from privlab.query.demo import adult_config
-from privlab.query.planner import AccessDenied, Planner, QueryRefused
+from privlab.query.planner import AccessDenied, Planner, QueryRefused, like_pattern
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,85 @@ def test_reasons_quote_only_the_query_and_the_config(planner: Planner) -> None:
     with pytest.raises(QueryRefused) as info:
         planner.plan("SELECT COUNT(*) FROM secret_table_name_xyz")
     assert "secret_table_name_xyz" in str(info.value)  # echoes the query, nothing else
+
+
+@pytest.mark.parametrize(("pattern", "escape", "canonical"), [
+    ("abc", "\\", "abc"),
+    ("a%b_c", "\\", "a%b_c"),
+    ("ab\\\\", "\\", "ab\\"),  # an escaped backslash is a literal backslash
+    ("ab\\%", "\\", "ab!%"),  # an escaped wildcard is a literal
+    ("100!", "\\", "100!!"),  # our escape character is escaped when literal
+    ("50!%!_off", "!", "50!%!_off"),
+    ("a\\b", "!", "a\\b"),  # with ESCAPE '!' a backslash is an ordinary character
+    ("\\x", "\\", "x"),  # escaping an ordinary character keeps it
+])
+def test_like_patterns_are_canonicalised(pattern: str, escape: str, canonical: str) -> None:
+    assert like_pattern(pattern, escape) == canonical
+
+
+@pytest.mark.parametrize(("pattern", "escape"), [("ab\\", "\\"), ("\\", "\\"),
+                                                 ("ab\\\\\\", "\\"), ("a!", "!")])
+def test_like_patterns_ending_in_the_escape_are_refused(pattern: str, escape: str) -> None:
+    with pytest.raises(QueryRefused, match="must not end with its escape character"):
+        like_pattern(pattern, escape)
+
+
+def test_like_is_generated_with_our_escape_clause(planner: Planner) -> None:
+    plan = planner.plan("SELECT COUNT(*) FROM adult WHERE workclass NOT ILIKE 'Self\\_%' "
+                        "AND occupation LIKE 'Tech#%' ESCAPE '#'")
+    assert plan.sql.count("ESCAPE '!'") == 2 and "NOT ILIKE" in plan.sql
+    assert plan.params[:2] == ("Self!_%", "Tech!%")
+    with pytest.raises(QueryRefused, match="ESCAPE takes one character"):
+        planner.plan("SELECT COUNT(*) FROM adult WHERE sex LIKE 'M' ESCAPE 'ab'")
+
+
+def test_plans_are_reused_by_normalised_sql(planner: Planner,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    first = planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 123 AND sex = 'Male'")
+
+    def no_planning(*_a: object, **_k: object) -> None:
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr(planner, "_plan", no_planning)
+    second = planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 456 AND sex = 'Fe''male'")
+    assert second.sql == first.sql and second.params == (456, "Fe'male")
+    monkeypatch.undo()
+    # a literal that would be refused is never bound into a reused plan
+    with pytest.raises(QueryRefused, match="64 bits"):
+        planner.plan("SELECT COUNT(*) FROM adult WHERE fnlwgt > 99999999999999999999 AND "
+                     "sex = 'x'")
+    # literals that shape the plan or are rewritten are never abstracted
+    for a, b in (("age > -5", "age > -6"), ("sex LIKE 'M%'", "sex LIKE 'M\\%'")):
+        p1 = planner.plan(f"SELECT COUNT(*) FROM adult WHERE {a}")
+        p2 = planner.plan(f"SELECT COUNT(*) FROM adult WHERE {b}")
+        assert p1.params != p2.params
+    assert planner.plan("SELECT COUNT(*) FROM adult WHERE age > 1 LIMIT 1").limit == 1
+    assert planner.plan("SELECT COUNT(*) FROM adult WHERE age > 1 LIMIT 2").limit == 2
+
+
+def test_reused_plans_equal_fresh_plans() -> None:
+    """Every generated query planned through the normalised cache gives exactly what a
+    fresh planner gives (the same plan, or the same refusal)."""
+    from hypothesis import HealthCheck, given, settings
+
+    from privlab.query.neighbours import config as persons_config
+    from privlab.query.neighbours import gateway_sql
+
+    cfg = persons_config("unused.duckdb", "unused.db")
+    cached = Planner(cfg)
+
+    def outcome(p: Planner, sql: str) -> object:
+        try:
+            return p.plan(sql)
+        except QueryRefused as exc:
+            return str(exc)
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(gateway_sql())
+    def check(query: tuple[str, float, float]) -> None:
+        sql = query[0]
+        assert outcome(cached, sql) == outcome(Planner(cfg), sql), sql
+
+    check()
+    assert len(cached._templates) > 5

@@ -82,7 +82,9 @@ def test_isolation_between_analysts(small: TestClient) -> None:
     assert small.get(f"/v1/queries/{qid}", headers=A).json()["events"][0]["decision"] == \
         "released"
     r = small.get(f"/v1/queries/{qid}", headers=B)
-    assert r.status_code == 403 and r.json()["error"] == "forbidden"
+    missing = small.get("/v1/queries/" + "0" * 32, headers=B)
+    # another analyst's query reads exactly like a missing one (ids are not confirmed)
+    assert r.status_code == missing.status_code == 404 and r.json() == missing.json()
     assert small.get("/v1/budget?analyst=alice", headers=B).status_code == 403
     assert small.get("/v1/budget?analyst=bob", headers=B).status_code == 200
     assert small.get("/v1/queries", headers=B).json()["queries"] == []
@@ -110,7 +112,7 @@ def test_budget_exceeded_is_402_and_charges_nothing(small: TestClient) -> None:
                                                     "epsilon": 1.0})
     assert ok.status_code == 200
     r = small.post("/v1/queries", headers=A, json={"sql": "SELECT COUNT(*) FROM people",
-                                                   "epsilon": 0.001})
+                                                   "epsilon": 0.01})
     assert r.status_code == 402 and r.json()["error"] == "budget_exceeded"
     assert small.get("/v1/budget", headers=A).json()["spent_epsilon"] == 1.0
 
@@ -252,4 +254,6 @@ def test_engine_errors_are_generic(small_duckdb: str, tmp_path: Path,
     monkeypatch.setattr(gw.engine, "run", fail)
     r = c.post("/v1/queries", headers=A, json={"sql": "SELECT COUNT(*) FROM people",
                                                "epsilon": 0.1})
-    assert r.status_code == 500 and "Ankara" not in r.text and "Conversion" not in r.text
+    # answered like a success, from the data-independent fallback; nothing of the error
+    assert r.status_code == 200 and "Ankara" not in r.text and "Conversion" not in r.text
+    assert r.json()["epsilon_spent"] == 0.1 and len(r.json()["rows"]) == 1

@@ -1,13 +1,16 @@
 """`privlab serve --config gateway.yaml [--host 127.0.0.1 --port 8000]`: the DP query gateway.
 
 `--new-key` prints a fresh API key and the SHA-256 that goes into the config (the config
-never holds keys); `--check` validates the config, the database and the ledger, then exits.
+never holds keys); `--check` validates the config, the database, the ledger and the audit
+log, changes nothing, then exits. Start-up verifies the audit log (`privlab audit-log verify`)
+and refuses to serve on a broken one unless `--accept-broken-audit-log` (itself logged).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import uuid
 from pathlib import Path
 
 import typer
@@ -36,6 +39,9 @@ def serve_cmd(
                                "then exit."),
     init_demo: Path = typer.Option(None, "--init-demo", help="Create DIR/demo.duckdb (Adult, "
                                    "MovieLens) and DIR/gateway.yaml with a new key, then exit."),
+    accept_broken: bool = typer.Option(False, "--accept-broken-audit-log",
+                                       help="Start although the audit log fails "
+                                       "verification (recorded in the log)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Serve aggregate SQL over a database with differential privacy and per-analyst budgets."""
@@ -68,19 +74,49 @@ def serve_cmd(
     if not 1 <= workers <= 64:
         raise InvalidInputError(f"--workers must be in 1..64, got {workers}")
     cfg = load_config(config)
+    from privlab.query.audit import AuditLog, AuditLogBroken
     from privlab.query.gateway import Gateway
 
-    gateway = Gateway(cfg)  # validates tables, syncs budgets, reconciles interrupted charges
     summary = {"database": cfg.database if "://" not in cfg.database else "postgresql",
                "tables": sorted(cfg.tables), "analysts": sorted(cfg.analysts),
                "url": f"http://{host}:{port}", "workers": workers}
-    if check:
-        gateway.close()
+    if check:  # validates everything, writes nothing (no budget sync, no audit row)
+        gateway = Gateway(cfg, check_only=True)
+        try:
+            notes = []
+            if gateway.ledger is None:
+                notes.append(f"ledger {cfg.ledger} does not exist yet (created by the first "
+                             "`privlab serve`)")
+            if gateway.audit.exists:
+                gateway.audit.require_intact()
+            else:
+                notes.append("audit log not created yet (created by the first `privlab "
+                             "serve`)")
+        finally:
+            gateway.close()
         if as_json:
-            emit_json({"ok": True, **summary})
+            emit_json({"ok": True, **summary, "notes": notes})
         else:
             console.print(f"config ok: {len(cfg.tables)} table(s), {len(cfg.analysts)} analyst(s)")
+            for note in notes:
+                console.print(f"note: {note}")
         return
+    audit = AuditLog(cfg.audit_target, key=cfg.audit_key(create=True),
+                     checkpoint=cfg.audit_checkpoint)
+    problems = audit.verify()
+    if problems:
+        if not accept_broken:
+            audit.close()
+            raise AuditLogBroken(f"audit log {audit.describe()}: {problems[0]}; investigate "
+                                 "(`privlab audit-log verify`), then start a new audit log or "
+                                 "pass --accept-broken-audit-log (recorded in the log)")
+        audit.record(uuid.uuid4().hex, "broken_log_accepted",
+                     reason=("started with --accept-broken-audit-log: " + problems[0])[:500])
+        err_console.print(f"[yellow]warning:[/yellow] audit log fails verification "
+                          f"({problems[0]}); started anyway, as --accept-broken-audit-log "
+                          "asked (recorded in the log)")
+    # validates tables, syncs budgets, reconciles interrupted charges
+    gateway = Gateway(cfg, audit=audit)
     if not _loopback(host):
         err_console.print("[yellow]warning:[/yellow] listening on a non-loopback address "
                           "without TLS; API keys travel in clear text. Put a TLS proxy in "
@@ -101,5 +137,47 @@ def serve_cmd(
                 workers=workers, log_level="warning", access_log=False)
 
 
+audit_log_app = typer.Typer(help="The DP query gateway's audit log.", no_args_is_help=True)
+
+
+@audit_log_app.command("verify")
+def audit_log_verify_cmd(
+    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Verify the audit log: HMAC chain, signed head checkpoint, append-only triggers.
+
+    Exit 0 when intact; 4 with the first bad row named otherwise. Writes nothing."""
+    from privlab.query.audit import AuditLog
+    from privlab.query.config import load_config
+
+    cfg = load_config(config)
+    key = cfg.audit_key(create=False)
+    log = AuditLog(cfg.audit_target, key=key, checkpoint=cfg.audit_checkpoint, create=False)
+    try:
+        if not log.exists:
+            raise InvalidInputError(f"audit log {log.describe()} does not exist (it is "
+                                    "created by the first `privlab serve`)")
+        problems = log.verify()
+        rows, head = log.head()
+    finally:
+        log.close()
+    report = {"ok": not problems, "audit_log": log.describe(), "rows": rows, "head_seq": head,
+              "keyed": key is not None, "checkpoint": None if cfg.audit_checkpoint is None
+              else str(cfg.audit_checkpoint), "problems": problems}
+    if as_json:
+        emit_json(report)
+    elif problems:
+        err_console.print(f"[red]audit log broken:[/red] {problems[0]}")
+        for extra in problems[1:]:
+            err_console.print(f"also: {extra}")
+    else:
+        console.print(f"audit log intact: {rows} row(s), head row {head}, "
+                      f"{'HMAC' if key is not None else 'unkeyed SHA-256 (no audit key)'} chain")
+    if problems:
+        raise typer.Exit(code=4)
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
+    app.add_typer(audit_log_app, name="audit-log")

@@ -4,8 +4,12 @@ One row per request: who, when, the SQL, the requested (epsilon, delta), the dec
 (`released`, `refused`, `denied`, `budget_exceeded`, `error`, `charged_outcome_unknown`),
 the reason, the ledger entry it charged and the released (noisy) answer. Rows are never
 updated or deleted (database triggers refuse it) and each carries
-`hash = sha256(previous hash || canonical JSON of the row)`, so `verify()` detects an edit
-made behind the triggers' back. Appends are serialized (SQLite `BEGIN IMMEDIATE`;
+`hash = HMAC-SHA256(key, previous hash || canonical JSON of the row)` (plain SHA-256 when no
+key is configured), so `verify()` detects an edit made behind the triggers' back; with the
+key kept outside the database (a secret file or an environment variable), an edit whose
+chain was recomputed is detected too. After every append a signed checkpoint of the head
+(sequence number and hash) is written to a file apart from the database, so deleting the
+newest rows is detected as well. Appends are serialized (SQLite `BEGIN IMMEDIATE`;
 PostgreSQL an advisory transaction lock) to keep the chain linear.
 
 Durability: SQLite runs in WAL mode with `synchronous=NORMAL` (a committed row survives a
@@ -16,7 +20,9 @@ the gateway re-adds any charged query missing here as `charged_outcome_unknown`.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import hmac
 import json
 import os
 import threading
@@ -30,11 +36,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from privlab.errors import InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
 from privlab.utils.text import escape_nul
 
-DECISIONS = ("released", "refused", "denied", "budget_exceeded", "error",
-             "charged_outcome_unknown", "unauthenticated")
+DECISIONS = ("released", "released_fallback", "refused", "denied", "budget_exceeded", "error",
+             "charged_outcome_unknown", "unauthenticated", "rate_limited",
+             "broken_log_accepted")
 _LOCK_ID = 7275829177
 
 _metadata = sa.MetaData()
@@ -99,11 +106,54 @@ class AuditRecord:
             "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
         }
 
+    def to_analyst_dict(self) -> dict[str, Any]:
+        """What the analyst who sent the query may see. A `released_fallback` row (the
+        engine failed after the charge and the mechanism ran on the empty result) reads as
+        `released` without a reason: whether the engine failed must not be observable,
+        since a failure could in principle depend on the data (see privlab.query.gateway)."""
+        out = self.to_dict()
+        if self.decision == "released_fallback":
+            out["decision"], out["reason"] = "released", None
+        return out
 
-def _row_hash(prev: str, values: dict[str, Any]) -> str:
+
+_SLOT = 256  # bytes per checkpoint slot
+
+
+def _read_slots(data: bytes) -> list[Any]:
+    """The two checkpoint slots: a dict, None (empty) or "invalid"."""
+    out: list[Any] = []
+    for i in range(2):
+        chunk = data[i * _SLOT:(i + 1) * _SLOT].strip(b" \n\x00")
+        if not chunk:
+            out.append(None)
+            continue
+        try:
+            item = json.loads(chunk)
+            int(item["seq"]), str(item["hash"])
+            out.append(item)
+        except (ValueError, KeyError, TypeError):
+            out.append("invalid")
+    return out
+
+
+class AuditLogBroken(UnsafeConfigurationError):
+    """The audit log failed verification (edited, reordered, truncated, unprotected)."""
+
+
+def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None) -> str:
     body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
                       separators=(",", ":"))
-    return hashlib.sha256((prev + body).encode("utf-8")).hexdigest()
+    data = (prev + body).encode("utf-8")
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def _checkpoint_mac(key: bytes | None, seq: int, head: str) -> str | None:
+    if key is None:
+        return None
+    return hmac.new(key, f"privlab-audit-head:{seq}:{head}".encode(), hashlib.sha256).hexdigest()
 
 
 def _url(target: str) -> URL:
@@ -127,14 +177,29 @@ def _url(target: str) -> URL:
 class AuditLog:
     """`AuditLog(path_or_url)`: append with `record(...)`, read with `history` / `get`."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, key: bytes | None = None,
+                 checkpoint: str | os.PathLike[str] | None = None, create: bool = True) -> None:
+        """`key`: the HMAC key of the chain (None: plain SHA-256, which detects edits but
+        not an edit whose chain was recomputed); `checkpoint`: the file holding the signed
+        head, apart from the database (None: none written or checked); `create=False`
+        opens an existing log without creating anything (`exists` tells)."""
         self.url = _url(target)
         self.dialect = self.url.get_backend_name()
+        self.key = key
+        self.checkpoint = None if checkpoint is None else Path(checkpoint)
         self._pid = os.getpid()
         self._engine = self._make_engine()
         # appends form one hash chain: queue this process's appends (the database lock
         # still orders them across processes)
         self._append_lock = threading.Lock()
+        self.exists = True
+        if not create:
+            if self.dialect == "sqlite" and not Path(self.url.database or "").is_file():
+                self.exists = False
+                return
+            with self._transaction(read_only=True) as conn:
+                self.exists = sa.inspect(conn).has_table(_audit.name)
+            return
         with self._transaction() as conn:
             if self.dialect == "postgresql":
                 conn.execute(_PG_LOCK)
@@ -219,13 +284,67 @@ class AuditLog:
             "result": None if result is None else json.dumps(result, default=str,
                                                              allow_nan=False),
         }
-        with self._append_lock, self._transaction() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(_PG_LOCK)
-            prev = conn.exec_driver_sql(_LAST_HASH_SQL).scalar_one_or_none() or GENESIS
-            values["prev_hash"] = prev
-            values["hash"] = _row_hash(prev, values)
-            return int(conn.exec_driver_sql(_INSERT_SQL[self.dialect], values).scalar_one())
+        with self._append_lock:
+            with self._transaction() as conn:
+                if self.dialect == "postgresql":
+                    conn.execute(_PG_LOCK)
+                prev = conn.exec_driver_sql(_LAST_HASH_SQL).scalar_one_or_none() or GENESIS
+                values["prev_hash"] = prev
+                values["hash"] = _row_hash(prev, values, self.key)
+                seq = int(conn.exec_driver_sql(_INSERT_SQL[self.dialect], values).scalar_one())
+            if self.checkpoint is not None:
+                self._write_checkpoint(seq, values["hash"])
+            return seq
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _checkpoint_fd(self) -> int:
+        """The checkpoint file, open for reading and writing (reopened after a fork: a
+        shared open file would share its lock with the parent)."""
+        fd = getattr(self, "_cp_fd", None)
+        if fd is None or getattr(self, "_cp_pid", None) != os.getpid():
+            assert self.checkpoint is not None
+            fd = os.open(self.checkpoint, os.O_RDWR | os.O_CREAT, 0o600)
+            self._cp_fd, self._cp_pid = fd, os.getpid()
+        return fd
+
+    def _write_checkpoint(self, seq: int, head: str) -> None:
+        """Record (seq, hash) of the newest row in the checkpoint file, signed with the key;
+        never moves it backwards (several processes append to one log).
+
+        Two fixed-size slots written in place (`pwrite`, the older slot each time) under an
+        exclusive `flock`: a rename per append costs milliseconds on some filesystems,
+        this costs microseconds, and a torn write leaves the other slot intact."""
+        fd = self._checkpoint_fd()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            slots = _read_slots(os.pread(fd, 2 * _SLOT, 0))
+            seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1 for x in slots]
+            if max(seqs) >= seq:
+                return
+            record = json.dumps({"seq": seq, "hash": head,
+                                 "mac": _checkpoint_mac(self.key, seq, head)})
+            line = record.ljust(_SLOT - 1).encode("utf-8")[:_SLOT - 1] + b"\n"
+            os.pwrite(fd, line, _SLOT * (0 if seqs[0] <= seqs[1] else 1))
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def read_checkpoint(self) -> dict[str, Any] | None:
+        """The newest slot of the checkpoint (None: no checkpoint; {"invalid": True}: a slot
+        that is not a checkpoint record, i.e. damaged or edited)."""
+        if self.checkpoint is None or not self.checkpoint.is_file():
+            return None
+        try:
+            data = self.checkpoint.read_bytes()
+        except OSError:
+            return {"invalid": True}
+        if not data.strip():
+            return None
+        slots = _read_slots(data)
+        if any(x == "invalid" for x in slots) or len(data) > 2 * _SLOT:
+            return {"invalid": True}
+        valid = [x for x in slots if isinstance(x, dict)]
+        return max(valid, key=lambda x: int(x["seq"])) if valid else None
 
     @staticmethod
     def _record(row: Any) -> AuditRecord:
@@ -263,18 +382,97 @@ class AuditLog:
                     conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()]
 
     def verify(self) -> list[str]:
-        """Recompute the hash chain; returns the problems found (empty: intact)."""
-        problems = []
+        """Check the log; returns the problems found, the first bad row first (empty:
+        intact). Detects an edited row (its hash / HMAC), an edit with the chain
+        recomputed (HMAC, given the key), a deleted, inserted or reordered row (the chain
+        links), deleted newest rows and an edited checkpoint (the signed checkpoint), and
+        missing append-only triggers."""
+        problems: list[str] = []
+        if not self.exists:
+            return ["the audit log does not exist"]
         prev = GENESIS
+        rows_by_seq: dict[int, str] = {}
+        last_seq = None
         with self._transaction(read_only=True) as conn:
             rows = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()
+        what = "HMAC" if self.key is not None else "hash"
         for r in rows:
             values = {k: getattr(r, k) for k in _FIELDS}
-            if r.prev_hash != prev or _row_hash(prev, values) != r.hash:
-                problems.append(f"audit row {r.seq}: hash chain broken")
+            if r.prev_hash != prev:
+                problems.append(f"audit row {r.seq}: does not follow the row before it in the "
+                                "chain (a row was deleted, inserted or reordered)")
+                break
+            if _row_hash(prev, values, self.key) != r.hash:
+                problems.append(f"audit row {r.seq}: contents do not match its {what} (edited"
+                                + (")" if self.key is not None else
+                                   ", or the log predates the audit key)"))
                 break
             prev = r.hash
+            rows_by_seq[int(r.seq)] = r.hash
+            last_seq = int(r.seq)
+        if not problems:
+            problems += self._check_checkpoint(rows_by_seq, last_seq)
+        problems += [f"append-only trigger {t} is missing on {_audit.name}"
+                     for t in self.missing_triggers()]
         return problems
 
+    def _check_checkpoint(self, rows: dict[int, str], last_seq: int | None) -> list[str]:
+        cp = self.read_checkpoint()
+        if cp is None:
+            return []
+        name = str(self.checkpoint)
+        if cp.get("invalid"):
+            return [f"checkpoint {name}: damaged or edited (not a checkpoint record)"]
+        try:
+            seq, head = int(cp["seq"]), str(cp["hash"])
+        except (KeyError, TypeError, ValueError):
+            return [f"checkpoint {name}: unreadable"]
+        if self.key is not None and not hmac.compare_digest(
+                str(cp.get("mac")), _checkpoint_mac(self.key, seq, head) or ""):
+            return [f"checkpoint {name}: signature invalid (edited, or written with another "
+                    "key)"]
+        if seq not in rows:
+            after = "the start" if last_seq is None else f"row {last_seq}"
+            return [f"audit rows after {after} are missing: the checkpoint {name} records "
+                    f"head row {seq}"]
+        if rows[seq] != head:
+            return [f"audit row {seq}: differs from the checkpointed head ({name})"]
+        return []
+
+    def missing_triggers(self) -> list[str]:
+        """Names of the append-only triggers that should exist and do not."""
+        table = _audit.name
+        with self._transaction(read_only=True) as conn:
+            if self.dialect == "sqlite":
+                expected = {f"{table}_no_update", f"{table}_no_delete"}
+                found = set(conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
+                    (table,)).scalars())
+            else:
+                expected = {f"{table}_append_only", f"{table}_no_truncate"}
+                found = set(conn.exec_driver_sql(
+                    "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%(t)s) "
+                    "AND NOT tgisinternal AND tgenabled <> 'D'", {"t": table}).scalars())
+        return sorted(expected - found)
+
+    def head(self) -> tuple[int, int | None]:
+        """(number of rows, newest sequence number)."""
+        with self._transaction(read_only=True) as conn:
+            n, last = conn.execute(sa.select(sa.func.count(), sa.func.max(_audit.c.seq))).one()
+        return int(n), None if last is None else int(last)
+
+    def require_intact(self) -> None:
+        """Raise `AuditLogBroken` naming the first problem."""
+        problems = self.verify()
+        if problems:
+            raise AuditLogBroken(f"audit log {self.describe()}: {problems[0]}")
+
+    def describe(self) -> str:
+        return self.url.render_as_string(hide_password=True)
+
     def close(self) -> None:
+        fd = getattr(self, "_cp_fd", None)
+        if fd is not None and getattr(self, "_cp_pid", None) == os.getpid():
+            os.close(fd)
+        self._cp_fd = None
         self._engine.dispose()

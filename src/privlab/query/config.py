@@ -20,6 +20,13 @@ from typing import Any
 from privlab.errors import InvalidInputError
 
 COLUMN_TYPES = ("int", "float", "text", "bool")
+#: Largest magnitude allowed for declared bounds. A sum of clamped values then stays below
+#: 2^63 rows x 1e15 ~ 1e34, far inside DOUBLE / NUMERIC range on both engines, so SUM cannot
+#: overflow whatever the data (an overflow error would itself reveal the data).
+MAX_BOUND = 1e15
+#: Default `tables.<name>.min_epsilon_per_query`: a query cheaper than this is refused, so a
+#: flood of near-free probes cannot map the data for almost no budget.
+DEFAULT_MIN_EPSILON = 0.01
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,62}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -75,6 +82,10 @@ class TableSpec:
     max_rows: int = 1
     public: bool = False  # a public (non-personal) table: only usable through a declared join
     description: str = ""
+    #: a query reading this table must spend at least this epsilon (400 below it)
+    min_epsilon_per_query: float = DEFAULT_MIN_EPSILON
+    #: a public (declared, not measured) size n of the table: delta must stay below 1/n
+    public_size: int | None = None
 
     def column(self, name: str) -> ColumnSpec | None:
         """Look a column up: exact name first, then case-insensitively."""
@@ -92,6 +103,7 @@ class TableSpec:
             "max_rows_per_unit": None if self.public else self.max_rows,
             "neighbouring": ("none (public table)" if self.public else
                              "user" if self.privacy_unit else "add_remove_record"),
+            "min_epsilon_per_query": None if self.public else self.min_epsilon_per_query,
             "columns": {k: v.public() for k, v in self.columns.items()},
         }
 
@@ -134,9 +146,16 @@ class Limits:
     max_aggregates: int = 16
     max_joins: int = 3
     max_epsilon_per_query: float = 10.0
+    #: largest delta one query may spend (partition selection, gaussian); also below 1/n
+    #: of every queried table's declared `public_size` n
+    max_delta_per_query: float = 1e-6
     statement_timeout_s: float = 10.0
     rate_per_second: float = 50.0
     burst: int = 100
+    #: SQL tokens above which a query is refused before parsing (the parse-time budget)
+    max_sql_tokens: int = 1_000
+    #: failed authentications per client address before exponential backoff (429)
+    max_failed_auth: int = 5
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,34 @@ class GatewayConfig:
     joins: tuple[JoinSpec, ...] = ()
     limits: Limits = field(default_factory=Limits)
     base_dir: Path = field(default_factory=Path.cwd)
+    #: file holding the audit log's HMAC key (outside the database); PRIVLAB_AUDIT_KEY wins
+    audit_key_file: Path | None = None
+    #: file holding the signed head of the audit log (apart from the database)
+    audit_checkpoint: Path | None = None
+
+    def audit_key(self, create: bool = False) -> bytes | None:
+        """The audit chain's HMAC key: `PRIVLAB_AUDIT_KEY` if set, else the contents of
+        `audit_key_file` (a new random key is written there, mode 0600, when `create` and
+        the file is missing), else None (an unkeyed SHA-256 chain)."""
+        import os
+
+        env = os.environ.get("PRIVLAB_AUDIT_KEY")
+        if env:
+            return env.encode("utf-8")
+        path = self.audit_key_file
+        if path is None:
+            return None
+        if not path.is_file():
+            if not create:
+                return None
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(secrets.token_hex(32) + "\n")
+        key = path.read_text(encoding="utf-8").strip()
+        if len(key) < 32:
+            raise InvalidInputError(f"audit_key_file: {path} must hold a secret of at least 32 "
+                                    "characters (e.g. 64 hex digits)")
+        return key.encode("utf-8")
 
     def table(self, name: str) -> TableSpec | None:
         if name in self.tables:
@@ -234,6 +281,9 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
         if not isinstance(b, (list, tuple)) or len(b) != 2:
             raise _fail(f"{where}.bounds", f"must be [LO, HI], got {b!r}")
         lo, hi = (_number(x, f"{where}.bounds") for x in b)
+        if max(abs(lo), abs(hi)) > MAX_BOUND:
+            raise _fail(f"{where}.bounds", f"magnitudes above {MAX_BOUND:g} are refused (a sum "
+                        "of clamped values must not be able to overflow); rescale the column")
         if lo >= hi:
             raise _fail(f"{where}.bounds", f"LO={lo:g} must be < HI={hi:g}")
         if ctype == "int" and not (lo.is_integer() and hi.is_integer()):
@@ -269,10 +319,11 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
 def _table(name: str, raw: Any, where: str) -> TableSpec:
     raw = _mapping(raw, where)
     unknown = set(raw) - {"source", "columns", "privacy_unit", "max_rows", "public",
-                          "description"}
+                          "description", "min_epsilon_per_query", "public_size"}
     if unknown:
         raise _fail(where, f"unknown keys {sorted(unknown)}; allowed: source, columns, "
-                    "privacy_unit, max_rows, public, description")
+                    "privacy_unit, max_rows, public, description, min_epsilon_per_query, "
+                    "public_size")
     source = _name(raw.get("source", name), f"{where}.source")
     cols_raw = _mapping(raw.get("columns"), f"{where}.columns")
     if not cols_raw:
@@ -301,8 +352,15 @@ def _table(name: str, raw: Any, where: str) -> TableSpec:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "must be text")
+    min_eps = _number(raw.get("min_epsilon_per_query", DEFAULT_MIN_EPSILON),
+                      f"{where}.min_epsilon_per_query", positive=True)
+    size = raw.get("public_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise _fail(f"{where}.public_size", f"must be a positive integer (a public bound on the "
+                    f"number of people, not read from the data), got {size!r}")
     return TableSpec(name=name, source=source, columns=columns, privacy_unit=unit,
-                     max_rows=max_rows, public=public, description=description)
+                     max_rows=max_rows, public=public, description=description,
+                     min_epsilon_per_query=min_eps, public_size=size)
 
 
 def _join(raw: Any, where: str, tables: dict[str, TableSpec]) -> JoinSpec:
@@ -379,6 +437,8 @@ def _limits(raw: Any) -> Limits:
         if isinstance(current, int) and not float(number).is_integer():
             raise _fail(f"limits.{key}", f"must be a positive integer, got {value!r}")
         values[key] = int(number) if isinstance(current, int) else number
+    if values.get("max_delta_per_query", 0.0) >= 1.0:
+        raise _fail("limits.max_delta_per_query", "must be < 1 (e.g. 1e-6)")
     return Limits(**values)
 
 
@@ -390,15 +450,17 @@ def _resolve(target: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
-def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
-    """Validate a config mapping (see `examples/gateway.yaml`)."""
+def parse_config(raw: Any, base_dir: str | Path | None = None,
+                 defaults: dict[str, str] | None = None) -> GatewayConfig:
+    """Validate a config mapping (see `examples/gateway.yaml`); `defaults` supplies values
+    for absent keys (`load_config`: the audit key and checkpoint files beside the config)."""
     raw = _mapping(raw, "config")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     unknown = set(raw) - {"database", "ledger", "audit", "tables", "joins", "analysts",
-                          "limits"}
+                          "limits", "audit_key_file", "audit_checkpoint"}
     if unknown:
         raise _fail("config", f"unknown keys {sorted(unknown)}; allowed: database, ledger, "
-                    "audit, tables, joins, analysts, limits")
+                    "audit, audit_key_file, audit_checkpoint, tables, joins, analysts, limits")
     db = raw.get("database")
     if isinstance(db, str):
         db = {"url": db}
@@ -423,6 +485,13 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
     audit = raw.get("audit")
     if audit is not None and (not isinstance(audit, str) or not audit.strip()):
         raise _fail("audit", "must be a SQLite file path or a database URL")
+    audit_files: dict[str, Path | None] = {}
+    for key_name in ("audit_key_file", "audit_checkpoint"):
+        value = raw.get(key_name, defaults.get(key_name) if defaults else None)
+        if value is not None and (not isinstance(value, (str, Path)) or not str(value).strip()
+                                  or "://" in str(value)):
+            raise _fail(key_name, "must be a file path (relative to the config file)")
+        audit_files[key_name] = None if value is None else Path(_resolve(str(value), base))
     tables_raw = _mapping(raw.get("tables"), "tables")
     if not tables_raw:
         raise _fail("tables", "declare at least one table")
@@ -446,11 +515,18 @@ def parse_config(raw: Any, base_dir: str | Path | None = None) -> GatewayConfig:
     principals = [a.principal for a in analysts.values()]
     if len(set(principals)) != len(principals):
         raise _fail("analysts", "two analysts share one ledger principal")
+    limits = _limits(raw.get("limits"))
+    for t in tables.values():
+        if not t.public and t.min_epsilon_per_query > limits.max_epsilon_per_query:
+            raise _fail(f"tables.{t.name}.min_epsilon_per_query",
+                        f"{t.min_epsilon_per_query:g} is above limits.max_epsilon_per_query "
+                        f"{limits.max_epsilon_per_query:g}: no query could be answered")
     return GatewayConfig(
         database=_resolve(url, base), tables=tables, analysts=analysts,
         ledger=_resolve(ledger, base), audit=None if audit is None else _resolve(audit, base),
-        schema=schema, joins=joins, limits=_limits(raw.get("limits")), base_dir=base,
-        threads=threads,
+        schema=schema, joins=joins, limits=limits, base_dir=base,
+        threads=threads, audit_key_file=audit_files["audit_key_file"],
+        audit_checkpoint=audit_files["audit_checkpoint"],
     )
 
 
@@ -467,4 +543,7 @@ def load_config(path: str | Path) -> GatewayConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise InvalidInputError(f"--config {path} is not valid YAML{where}") from None
-    return parse_config(raw, base_dir=path.parent.resolve())
+    # the audit key and the signed head live beside the config, never in the database
+    return parse_config(raw, base_dir=path.parent.resolve(),
+                        defaults={"audit_key_file": f"{path.stem}.audit-key",
+                                  "audit_checkpoint": f"{path.stem}.audit-head.json"})

@@ -195,13 +195,19 @@ database:
 ledger: {{LEDGER}}  # privacy budgets (SQLite file or PostgreSQL URL); charged first
 # audit: gateway-audit.db     # default: <ledger>-audit.db next to a SQLite ledger
 
-limits:
+# audit_key_file: gateway.audit-key      # HMAC key of the audit chain (default: beside this
+# audit_checkpoint: gateway.audit-head.json  # file; created by the first `privlab serve`)
+
+limits:                       # choosing them: docs/gateway.md "Choosing limits"
   max_request_bytes: 16384
   max_sql_chars: 4000
-  max_epsilon_per_query: 5
+  max_sql_tokens: 1000        # refused before parsing above this
+  max_epsilon_per_query: 1    # no single answer spends more than epsilon 1
+  max_delta_per_query: 1.0e-6 # and at most this delta (partition selection)
   statement_timeout_s: 10
   rate_per_second: 50         # per analyst and server process
   burst: 100
+  max_failed_auth: 5          # per client address, then exponential backoff (429)
 
 tables:
   adult:

@@ -35,7 +35,14 @@ class Engine:
         raise NotImplementedError
 
     def check_tables(self, config: Any) -> None:
-        """Fail at start-up when a declared table or column is missing from the database."""
+        """Fail at start-up when a declared table or column is missing from the database, or
+        when a column's database type does not match its declared type.
+
+        The type check is part of the privacy argument: the planner only compares a column
+        with literals of its *declared* type, so a text column declared `int` would make
+        the engine cast every row, and a cast that fails on one row is an error that
+        reveals that row. The catalog types are schema, not rows: reading them is public.
+        """
         from privlab.query.planner import quote_ident
 
         for spec in config.tables.values():
@@ -44,14 +51,42 @@ class Engine:
             if config.schema:
                 source = f"{quote_ident(config.schema)}.{source}"
             try:
-                self.run(f"SELECT {cols} FROM {source} WHERE 1 = 0")
+                types = self.result_types(f"SELECT {cols} FROM {source} WHERE 1 = 0")
             except EngineError:
                 raise InvalidInputError(
                     f"tables.{spec.name}: table {spec.source!r} or one of its declared columns "
                     "is missing from the database") from None
+            for (name, col), db_type in zip(spec.columns.items(), types, strict=True):
+                if not type_matches(col.type, db_type):
+                    raise InvalidInputError(
+                        f"tables.{spec.name}.columns.{name}.type: declared {col.type} but the "
+                        f"database column is {db_type}; declare the matching type "
+                        f"({', '.join(sorted(_DECLARED[col.type]))} for {col.type})")
+
+    def result_types(self, sql: str) -> list[str]:
+        """Upper-case type names of the columns of `sql`'s result (run with no rows)."""
+        raise NotImplementedError
 
     def close(self) -> None:  # pragma: no cover - trivial
         pass
+
+
+#: Database types (upper case, without size or precision) each declared type accepts.
+_DECLARED: dict[str, set[str]] = {
+    "int": {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+            "UINTEGER", "UBIGINT", "UHUGEINT", "INT2", "INT4", "INT8"},
+    "float": {"FLOAT", "REAL", "DOUBLE", "DOUBLE PRECISION", "DECIMAL", "NUMERIC", "FLOAT4",
+              "FLOAT8", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "INT2", "INT4", "INT8"},
+    "text": {"VARCHAR", "TEXT", "CHARACTER VARYING", "CHARACTER", "BPCHAR", "CHAR", "STRING"},
+    "bool": {"BOOLEAN", "BOOL"},
+}
+
+
+def type_matches(declared: str, db_type: str) -> bool:
+    """Whether a database column type (e.g. 'BIGINT', 'DECIMAL(10,2)', 'character varying(20)')
+    holds values of the declared gateway type without any cast that could fail."""
+    base = db_type.upper().split("(", 1)[0].strip()
+    return base in _DECLARED.get(declared, set())
 
 
 class _Watchdog:
@@ -150,6 +185,15 @@ class DuckDBEngine(Engine):
         finally:
             self._watchdog.done(token)
 
+    def result_types(self, sql: str) -> list[str]:
+        import duckdb
+
+        try:
+            rows = self._cursor().execute(f"DESCRIBE {sql}").fetchall()
+        except duckdb.Error as exc:
+            raise EngineError(f"duckdb: {type(exc).__name__}") from None
+        return [str(r[1]) for r in rows]
+
     def close(self) -> None:
         with self._lock:
             cursors, self._cursors = self._cursors, []
@@ -199,6 +243,19 @@ class PostgresEngine(Engine):
                 return rows
         except sa.exc.SQLAlchemyError as exc:
             raise EngineError(f"postgres: {type(exc).__name__}") from exc
+
+    def result_types(self, sql: str) -> list[str]:
+        sa = self._sa
+        try:
+            with self._engine.connect() as conn:
+                result = conn.exec_driver_sql(sql)
+                oids = [d[1] for d in result.cursor.description]
+                names = [conn.exec_driver_sql("SELECT format_type(%(oid)s, NULL)",
+                                              {"oid": oid}).scalar_one() for oid in oids]
+                conn.rollback()
+        except sa.exc.SQLAlchemyError as exc:
+            raise EngineError(f"postgres: {type(exc).__name__}") from exc
+        return [str(n) for n in names]
 
     def close(self) -> None:
         self._engine.dispose()

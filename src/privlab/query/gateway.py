@@ -10,13 +10,23 @@ Order of operations is the privacy argument:
    queries arriving at the same time) BEFORE the engine runs. A crash after this point leaves
    a charge for a value that may never be shown; a value is never shown without a charge.
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
-   appended to the audit log, and only then is the answer returned. A failure anywhere after
-   the charge keeps the charge (refunding would let a retry spend the same budget twice)
-   and answers with a generic error that says nothing about the data.
+   appended to the audit log, and only then is the answer returned.
+
+Failures after the charge. The planner only emits SQL that cannot fail on any row (see
+`privlab.query.planner`), so an engine failure is not supposed to depend on the data. As a
+second line of defence, whatever goes wrong between the charge and the answer (an engine
+error, a timeout, a value the JSON encoder refuses) is answered exactly like a success:
+HTTP 200, the same charge, the same keys, the same guarantee, with the mechanism applied to
+a fixed, data-independent input (the empty result) instead of the engine's rows. Status,
+charge, keys and text therefore never depend on whether the engine failed; the operator
+sees the failure in the audit log (`released_fallback`, hidden from the analyst's views) and
+the server log. Refunding is never done: it would let a retry spend the same budget twice.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -40,6 +50,25 @@ log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
 
 
+def compact_sql(sql: Any, keep: int = 200) -> str | None:
+    """What the audit log keeps of a refused query: short ones whole, long ones their first
+    `keep` characters, length and SHA-256 (a flood of large refused queries cannot fill
+    the log, and the hash still identifies a repeated probe)."""
+    if not isinstance(sql, str):
+        return None
+    if len(sql) <= keep + 60:
+        return sql
+    digest = hashlib.sha256(sql.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{sql[:keep]}... [{len(sql)} chars, sha256 {digest}]"
+
+
+def _missing_sqlite(target: str) -> bool:
+    """A ledger given as a file path that does not exist yet (created on first serve)."""
+    from pathlib import Path
+
+    return "://" not in target and target != ":memory:" and not Path(target).exists()
+
+
 class QueryFailed(PrivlabError):
     """The query was charged but could not be computed (HTTP 500); the charge stands."""
 
@@ -55,7 +84,11 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, *, engine: Engine | None = None,
                  ledger: Any = None, audit: AuditLog | None = None, rng: int | None = None,
-                 reconcile: bool = True, check_tables: bool = True) -> None:
+                 reconcile: bool = True, check_tables: bool = True,
+                 check_only: bool = False) -> None:
+        """`check_only`: validate the config, the database, the ledger and the audit log
+        and change nothing (no budget sync, no reconciliation, no audit row, no key file);
+        such a gateway is for `privlab serve --check`, not for answering."""
         from privlab.core.ledger import BudgetLedger
 
         self.config = config
@@ -65,8 +98,16 @@ class Gateway:
             self.engine.check_tables(config)
         self.planner = Planner(config, dialect=self.engine.dialect,
                                placeholder=self.engine.placeholder)
-        self.ledger = ledger if ledger is not None else BudgetLedger(config.ledger)
-        self.audit = audit if audit is not None else AuditLog(config.audit_target)
+        if ledger is not None:
+            self.ledger = ledger
+        elif check_only:
+            self.ledger = None if _missing_sqlite(config.ledger) else \
+                BudgetLedger(config.ledger, create=False)
+        else:
+            self.ledger = BudgetLedger(config.ledger)
+        self.audit = audit if audit is not None else AuditLog(
+            config.audit_target, key=config.audit_key(create=not check_only),
+            checkpoint=config.audit_checkpoint, create=not check_only)
         self._seed = rng
         self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
         self._local = threading.local()
@@ -74,6 +115,8 @@ class Gateway:
         self._dry_lock = threading.Lock()
         self._seed_lock = threading.Lock()
         # concurrent queries' charges share one transaction and one disk flush
+        if check_only:
+            return
         self.charges = GroupCommitter(self.ledger)
         self.sync_budgets()
         if reconcile:
@@ -139,6 +182,22 @@ class Gateway:
         if eps > self.config.limits.max_epsilon_per_query:
             raise QueryRefused(f"epsilon={eps:g} is above this gateway's per-query limit "
                                f"{self.config.limits.max_epsilon_per_query:g}")
+        for t in plan.tables:
+            floor = t.spec.min_epsilon_per_query
+            if not t.spec.public and eps < floor:
+                raise QueryRefused(f"epsilon={eps:g} is below the minimum {floor:g} per query "
+                                   f"on table {t.spec.name!r} "
+                                   f"(tables.{t.spec.name}.min_epsilon_per_query); ask for "
+                                   f"epsilon >= {floor:g}")
+        if dlt > self.config.limits.max_delta_per_query:
+            raise QueryRefused(f"delta={dlt:g} is above this gateway's per-query limit "
+                               f"{self.config.limits.max_delta_per_query:g} "
+                               "(limits.max_delta_per_query)")
+        for t in plan.tables:
+            n = t.spec.public_size
+            if dlt > 0 and n is not None and not t.spec.public and dlt >= 1.0 / n:
+                raise QueryRefused(f"delta={dlt:g} must be below 1/n = {1.0 / n:g} for table "
+                                   f"{t.spec.name!r} (tables.{t.spec.name}.public_size = {n})")
         budget = plan_budget(plan, eps, dlt, mechanism)
         # The noise parameters depend on the plan's structure, not on its literals (those
         # are parameters of plan.sql): queries differing only in literals share a dry run.
@@ -169,13 +228,14 @@ class Gateway:
         try:
             plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
         except AccessDenied as exc:
-            self.audit.record(qid, "denied", reason=str(exc), **common)
+            self.audit.record(qid, "denied", reason=str(exc)[:300],
+                              **{**common, "sql": compact_sql(sql)})
             raise
         except InvalidInputError as exc:
-            self.audit.record(qid, "refused", reason=str(exc), **common)
+            self.audit.record(qid, "refused", reason=str(exc)[:300],
+                              **{**common, "sql": compact_sql(sql)})
             raise QueryRefused(str(exc)) from None
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
-        entry = None
         try:
             # The charge commits before anything is computed (what BudgetLedger.reserve
             # packages). Charges of concurrent queries are group-committed: one queue per
@@ -183,15 +243,58 @@ class Gateway:
             # per batch, and this thread continues only once its charge is durable.
             entry = self.charges.charge(analyst.principal, budget.epsilon, budget.delta,
                                         description=description, guarantee=guarantee)
-            result = self._compute(plan, budget)
         except BudgetExceededError as exc:
             self.audit.record(qid, "budget_exceeded", reason=str(exc), **common)
             raise
+        except Exception as exc:  # the ledger failed: nothing ran on the data
+            log.error("gateway query %s: the charge failed: %s", qid, type(exc).__name__)
+            self._audit_failure(qid, None, budget, exc, common)
+            raise QueryFailed(f"the budget could not be charged (query id {qid}); nothing "
+                              "was computed") from None
+        decision, reason = "released", None
+        try:
+            response, body = self._respond(qid, self._compute(plan, budget), budget, entry)
         except Exception as exc:
-            log.error("gateway query %s failed after the charge: %s", qid, type(exc).__name__)
-            self._audit_failure(qid, entry, budget, exc, common)
-            raise QueryFailed(f"the query could not be computed (query id {qid}); "
-                              "the charge stands") from None
+            # Same status, charge, keys and text as a success (module docstring): the
+            # mechanism on the empty result, a fixed input that depends on no row.
+            log.error("gateway query %s failed after the charge (%s); answered from the "
+                      "data-independent fallback", qid, type(exc).__name__)
+            decision = "released_fallback"
+            reason = (f"{type(exc).__name__} after the charge; answered with the mechanism on "
+                      "the empty result")
+            try:
+                response, body = self._respond(qid, self._fallback(plan, budget), budget,
+                                               entry)
+            except Exception as exc2:  # data-independent: the dry run did the same
+                self._audit_failure(qid, entry, budget, exc2, common)
+                raise QueryFailed(f"the query could not be computed (query id {qid}); "
+                                  "the charge stands") from None
+        try:
+            self.audit.record(qid, decision, ledger_entry_id=entry.entry_id, reason=reason,
+                              epsilon_spent=budget.epsilon, delta_spent=budget.delta,
+                              result={"columns": response["columns"], "rows": response["rows"]},
+                              **common)
+        except Exception as exc:  # not audited: do not release
+            log.error("gateway query %s: audit failed (%s); answer withheld", qid,
+                      type(exc).__name__)
+            raise QueryFailed(f"the answer could not be recorded (query id {qid}); it was "
+                              "withheld and the charge stands") from None
+        self._local.last_body = body
+        return response
+
+    def query_json(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
+                   mechanism: str | None = None) -> bytes:
+        """`query` serialised as the HTTP body (JSON, already checked finite)."""
+        self.query(analyst, sql, epsilon, delta, mechanism)
+        body: bytes = self._local.last_body
+        self._local.last_body = None
+        return body
+
+    @staticmethod
+    def _respond(qid: str, result: Answer, budget: Budget,
+                 entry: Any) -> tuple[dict[str, Any], bytes]:
+        """The response and its JSON body; serialising here, inside the guarded region,
+        means a value JSON cannot encode (NaN, a database type) never fails later."""
         response = {
             "query_id": qid,
             **result.to_dict(),
@@ -201,17 +304,16 @@ class Gateway:
                                  "delta": entry.remaining_delta},
             "ledger_entry_id": entry.entry_id,
         }
-        try:
-            self.audit.record(qid, "released", ledger_entry_id=entry.entry_id,
-                              epsilon_spent=budget.epsilon, delta_spent=budget.delta,
-                              result={"columns": response["columns"], "rows": response["rows"]},
-                              **common)
-        except Exception as exc:  # not audited: do not release
-            log.error("gateway query %s: audit failed (%s); answer withheld", qid,
-                      type(exc).__name__)
-            raise QueryFailed(f"the answer could not be recorded (query id {qid}); it was "
-                              "withheld and the charge stands") from None
-        return response
+        body = json.dumps(response, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        return response, body
+
+    def _fallback(self, plan: QueryPlan, budget: Budget) -> Answer:
+        """The mechanism applied to the empty result: what is released when the engine
+        failed after the charge. It reads no row, so it is DP for any data."""
+        if self._seeded_rng is not None:
+            with self._seed_lock:
+                return answer(plan, [], [], budget, rng=self._seeded_rng)
+        return answer(plan, [], [], budget, rng=self._rng(), seeded=False)
 
     def _compute(self, plan: QueryPlan, budget: Budget) -> Answer:
         rows = self.engine.run(plan.sql, plan.params)
@@ -242,7 +344,9 @@ class Gateway:
 
     def history(self, analyst: AnalystSpec, limit: int = 100,
                 before: int | None = None) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in self.audit.history(analyst.name, limit, before)]
+        """The analyst's own audit rows, as the analyst may see them (`to_analyst_dict`:
+        an answer from the fallback reads exactly like any other release)."""
+        return [r.to_analyst_dict() for r in self.audit.history(analyst.name, limit, before)]
 
     def tables(self, analyst: AnalystSpec | None = None) -> dict[str, Any]:
         names = [n for n in self.config.tables

@@ -153,9 +153,16 @@ def answer(plan: QueryPlan, rows: list[tuple[Any, ...]], value_rows: list[tuple[
     col = {name: i for i, name in enumerate(plan.result_columns)}
     by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {
         tuple(_py(v) for v in r[:n_groups]): r for r in rows}
+    phantom = False
     if plan.partition_selection:
         cells = list(by_key)
         changed = k
+        if not cells:
+            # No candidate group at all. The answer must still be shaped exactly as when
+            # there are candidates (threshold, intervals, notes), or whether any row passed
+            # the WHERE would show without noise: release one all-zero phantom cell the
+            # usual way, then drop it whatever its noisy count.
+            cells, phantom = [tuple([None] * n_groups)], True
     else:
         cells = plan.cells()
         changed = max(1, min(k, len(cells)))
@@ -202,7 +209,7 @@ def answer(plan: QueryPlan, rows: list[tuple[Any, ...]], value_rows: list[tuple[
     if plan.partition_selection and cells:
         threshold = selection_threshold(k, budget.per_primitive_epsilon, budget.selection_delta)
         counts = noisy(Primitive("count"))
-        keep = [i for i in range(len(cells)) if counts[i] >= threshold]
+        keep = [i for i in range(len(cells)) if counts[i] >= threshold and not phantom]
 
     # quantiles, per kept cell
     quantiles: dict[Primitive, list[float]] = {}

@@ -29,7 +29,7 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from threading import Lock
 from typing import Any, Literal
@@ -214,6 +214,53 @@ def _check_text(sql: Any, max_chars: int) -> str:
     return sql
 
 
+def like_pattern(pattern: str, escape: str = "\\") -> str:
+    """Rewrite a LIKE pattern read with escape character `escape` into the equivalent
+    pattern for `ESCAPE '!'` in which only `%`, `_` and `!` are escaped (each by `!`).
+
+    Refuses (`QueryRefused`) a pattern that ends in an unpaired escape character: the
+    engines raise an error for it only when a value matches the prefix.
+    """
+    out = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == escape:
+            if i + 1 == n:
+                raise _refuse(f"a LIKE pattern must not end with its escape character "
+                              f"{escape!r}; write {escape * 2!r} for a literal {escape!r}")
+            literal = pattern[i + 1]
+            out.append("!" + literal if literal in "%_!" else literal)
+            i += 2
+            continue
+        if ch in "%_":
+            out.append(ch)
+        elif ch == "!":
+            out.append("!!")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _paren_depth(sql: str) -> int:
+    """Deepest parenthesis nesting outside quotes: a linear scan before any parsing."""
+    depth = deepest = 0
+    quote = None
+    for ch in sql:
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return deepest
+
+
 def _depth(node: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse absurdly nested trees before walking them recursively."""
     stack = [(node, 0)]
@@ -225,10 +272,95 @@ def _depth(node: Any, limit: int = MAX_DEPTH) -> None:
             stack.append((child, d + 1))
 
 
+def _literal_value(token: Any) -> Any:
+    """The value `Planner._literal` gives a NUMBER or STRING token, with the same checks
+    (raises QueryRefused where it would refuse)."""
+    text = token.text
+    if token.token_type.name == "STRING":
+        if len(text) > MAX_LITERAL_CHARS:
+            raise _refuse(f"string literals are limited to {MAX_LITERAL_CHARS} characters")
+        return text
+    value: Any = int(text) if text.lstrip("-").isdigit() else float(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _refuse("numeric literals must be finite")
+    if isinstance(value, int) and abs(value) >= 2**63:
+        raise _refuse("integer literals must fit in 64 bits")
+    return value
+
+
+_LITERALS = ("NUMBER", "STRING")
+# tokens after which no literal may be abstracted (their literals shape the plan)
+_STRUCTURAL = {"GROUP_BY", "ORDER_BY", "LIMIT", "OFFSET", "HAVING", "FETCH", "WINDOW",
+               "QUALIFY", "UNION", "SEMICOLON"}
+# a literal next to these is not passed through verbatim (sign, pattern rewriting)
+_TRANSFORMING = {"DASH", "PLUS", "LIKE", "ILIKE", "ESCAPE", "SIMILAR_TO", "GLOB", "RLIKE"}
+
+
+def _template(tokens: list[Any]) -> tuple[tuple[Any, ...] | None, list[Any]]:
+    """(normalised shape, literal values) of a query whose literals all sit in its WHERE
+    clause and are passed to the engine verbatim; (None, []) otherwise. The shape keeps
+    every token but those literals, which become their token type."""
+    shape: list[Any] = []
+    values: list[Any] = []
+    where = done = False
+    for t in tokens:
+        kind = t.token_type.name
+        if kind in _TRANSFORMING:
+            return None, []
+        if kind == "WHERE":
+            where = True
+        elif kind in _STRUCTURAL:
+            done = True
+        if kind in _LITERALS:
+            if not where or done:
+                return None, []
+            try:
+                values.append(_literal_value(t))
+            except (QueryRefused, ValueError):
+                return None, []
+            shape.append("?" + kind)
+        else:
+            shape.append((kind, t.text))
+    if not values:
+        return None, []
+    return tuple(shape), values
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _bindable(plan: QueryPlan, values: list[Any]) -> bool:
+    """A plan whose first len(values) parameters are the literals, verbatim and in order
+    (the WHERE clause is compiled first; the rest are config values), and whose other parts
+    (no quantile pass, whose parameters repeat the WHERE) do not depend on them."""
+    n = len(values)
+    return (plan.quantile_sql is None and len(plan.params) >= n
+            and all(_same(a, b) for a, b in zip(plan.params[:n], values, strict=False)))
+
+
+class _Template:
+    """A plan reusable for every query of the same shape: only the WHERE literals (its
+    first `n` parameters) change."""
+
+    __slots__ = ("plan", "n")
+
+    def __init__(self, plan: QueryPlan, n: int) -> None:
+        self.plan, self.n = plan, n
+
+    def bind(self, values: list[Any]) -> QueryPlan | None:
+        if len(values) != self.n:
+            return None
+        return replace(self.plan, params=tuple(values) + self.plan.params[self.n:])
+
+
 class Planner:
     """Turns SQL text into a `QueryPlan` for one engine dialect ("duckdb" or "postgres").
 
-    Plans are cached by (sql, analyst tables) in a small LRU: repeated queries skip parsing.
+    Plans are cached by (sql, analyst tables) in a small LRU, and by normalised SQL: a query
+    that differs from a planned one only in the literals of its WHERE clause (passed to the
+    engine as bound parameters, verbatim) reuses that plan with its own parameters, so a
+    dashboard's stream of similar queries is tokenized, not parsed and planned again.
     """
 
     def __init__(self, config: GatewayConfig, dialect: str = "duckdb",
@@ -239,6 +371,8 @@ class Planner:
         self.dialect = dialect
         self.placeholder = placeholder or (lambda i: "?")
         self._cache: OrderedDict[tuple[str, tuple[str, ...] | None], QueryPlan] = OrderedDict()
+        # plans by normalised SQL: the token stream with WHERE literals abstracted
+        self._templates: OrderedDict[tuple[Any, ...], _Template] = OrderedDict()
         self._cache_size = cache_size
         self._lock = Lock()
 
@@ -253,8 +387,25 @@ class Planner:
                 if hit is not None:
                     self._cache.move_to_end(key)
                     return hit
-        plan = self._plan(sql, allowed_tables)
-        if key is not None and self._cache_size > 0:
+        if key is None:
+            return self._plan(sql, allowed_tables)
+        tokens = self._tokens(_check_text(sql, self.config.limits.max_sql_chars))
+        shape, values = _template(tokens)
+        plan = None
+        if shape is not None:
+            tkey = (shape, allowed_tables)
+            with self._lock:
+                template = self._templates.get(tkey)
+            if template is not None:
+                plan = template.bind(values)
+        if plan is None:
+            plan = self._plan(sql, allowed_tables, tokens)
+            if shape is not None and _bindable(plan, values):
+                with self._lock:
+                    self._templates[(shape, allowed_tables)] = _Template(plan, len(values))
+                    while len(self._templates) > self._cache_size:
+                        self._templates.popitem(last=False)
+        if self._cache_size > 0:
             with self._lock:
                 self._cache[key] = plan
                 while len(self._cache) > self._cache_size:
@@ -263,19 +414,33 @@ class Planner:
 
     # -- parsing ----------------------------------------------------------------------------
 
-    def _parse(self, sql: str) -> Any:
-        from sqlglot import exp
+    def _tokens(self, sql: str) -> list[Any]:
         from sqlglot.dialects.dialect import Dialect
 
         dialect = Dialect.get_or_raise("postgres")
+        # cheap refusals before the parser runs: nesting, then the token budget (the parse
+        # time is linear in the tokens, so this bounds it)
+        if _paren_depth(sql) > MAX_DEPTH:
+            raise _refuse(f"the query is nested more than {MAX_DEPTH} levels deep")
         try:
             tokens = dialect.tokenize(sql)
         except Exception:
             raise _refuse("sql could not be tokenized; check quotes and symbols") from None
+        if len(tokens) > self.config.limits.max_sql_tokens:
+            raise _refuse(f"sql has {len(tokens)} tokens; the limit is "
+                          f"{self.config.limits.max_sql_tokens} (limits.max_sql_tokens)")
         if any(t.comments for t in tokens):
             raise _refuse("comments are not accepted in queries; remove them")
+        return tokens
+
+    def _parse(self, sql: str, tokens: list[Any] | None = None) -> Any:
+        from sqlglot import exp
+        from sqlglot.dialects.dialect import Dialect
+
+        if tokens is None:
+            tokens = self._tokens(sql)
         try:
-            statements = dialect.parser().parse(tokens, sql)
+            statements = Dialect.get_or_raise("postgres").parser().parse(tokens, sql)
         except RecursionError:
             raise _refuse(f"the query is nested more than {MAX_DEPTH} levels deep") from None
         except Exception:
@@ -291,11 +456,12 @@ class Planner:
 
     # -- the main check ---------------------------------------------------------------------
 
-    def _plan(self, sql: str, allowed: tuple[str, ...] | None) -> QueryPlan:
+    def _plan(self, sql: str, allowed: tuple[str, ...] | None,
+              tokens: list[Any] | None = None) -> QueryPlan:
         from sqlglot import exp
 
         sql = _check_text(sql, self.config.limits.max_sql_chars)
-        tree = self._parse(sql)
+        tree = self._parse(sql, tokens)
         used = {k for k, v in tree.args.items() if v not in (None, [], False)}
         extra = used - {"expressions", "from_", "joins", "where", "group", "order", "limit",
                         "offset"}
@@ -635,20 +801,46 @@ class Planner:
                 raise _refuse(f"BETWEEN bounds must match the type of column {col.name!r}")
             return (f"({tbl.alias}.{quote_ident(col.name)} BETWEEN {st.param(lo)} AND "
                     f"{st.param(hi)})")
-        if t in (exp.Like, exp.ILike):
+        if t is exp.Escape and type(node.this) in (exp.Like, exp.ILike):
             self._plain(node, {"this", "expression"})
-            tbl, col = self._column_only(st, node.this, "LIKE")
-            if col.type != "text":
-                raise _refuse(f"LIKE applies to text columns; {col.name!r} is {col.type}")
-            kind, pattern = self._literal(node.expression)
-            if kind != "text":
-                raise _refuse("LIKE needs a quoted pattern")
-            op = "LIKE" if t is exp.Like else "ILIKE"
-            return f"({tbl.alias}.{quote_ident(col.name)} {op} {st.param(pattern)})"
+            kind, escape = self._literal(node.expression)
+            if kind != "text" or len(escape) != 1:
+                raise _refuse("ESCAPE takes one character in quotes, e.g. ESCAPE '!'")
+            return self._like(st, node.this, escape)
+        if t in (exp.Like, exp.ILike):
+            return self._like(st, node, "\\")
         if t in (exp.Subquery, exp.Select, exp.Exists, exp.Union):
             raise _refuse("sub-queries are not accepted")
         raise _refuse(f"{node.key.upper()} is not supported in WHERE: use comparisons, IN, "
                       "BETWEEN, IS NULL, LIKE, AND, OR, NOT")
+
+    def _like(self, st: _State, node: Any, escape: str) -> str:
+        """`col [NOT] [I]LIKE pattern`, with the pattern rewritten into a canonical form.
+
+        PostgreSQL (backslash by default) and DuckDB (with ESCAPE) raise an error for a
+        pattern that ends in its escape character, and PostgreSQL does so only when some
+        value matches the prefix, even while planning, from its statistics: the error
+        itself would say whether a row exists. So the pattern is read here with `escape`
+        (backslash unless the query says ESCAPE 'c'; the same meaning on both engines),
+        a dangling escape is refused before anything runs, and the engine receives an
+        equivalent pattern in which only `%`, `_` and `!` are escaped, with `ESCAPE '!'`
+        written by us. Such a pattern is well-formed for every row, so the comparison
+        cannot fail; and `!` needs no quoting under any `standard_conforming_strings`.
+        """
+        from sqlglot import exp
+
+        self._plain(node, {"this", "expression", "negate"})
+        tbl, col = self._column_only(st, node.this, "LIKE")
+        if col.type != "text":
+            raise _refuse(f"LIKE applies to text columns; {col.name!r} is {col.type}")
+        kind, pattern = self._literal(node.expression)
+        if kind != "text":
+            raise _refuse("LIKE needs a quoted pattern")
+        canonical = like_pattern(pattern, escape)
+        op = "LIKE" if type(node) is exp.Like else "ILIKE"
+        neg = "NOT " if node.args.get("negate") else ""
+        return (f"({tbl.alias}.{quote_ident(col.name)} {neg}{op} {st.param(canonical)} "
+                "ESCAPE '!')")
 
     def _plain(self, node: Any, allowed: set[str]) -> None:
         used = {k for k, v in node.args.items() if v not in (None, [], False)}

@@ -1,0 +1,234 @@
+"""Tamper-evidence of the gateway's audit log (SQLite and PostgreSQL): a keyed HMAC chain
+with the key outside the database, a signed head checkpoint in a file apart from the log,
+append-only triggers; `privlab audit-log verify`, the start-up check of `privlab serve`,
+`--accept-broken-audit-log`, and `serve --check` writing nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+import yaml
+from gw_fixtures import DEFAULT_PG_URL, _pg_reachable, analysts
+
+from privlab.cli.main import main
+from privlab.query.audit import AuditLog, _row_hash
+from privlab.query.neighbours import BASE, PERSONS, write_duckdb
+
+KEY = b"k" * 40
+TABLE = "privlab_gateway_audit"
+FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "decision", "reason",
+          "ledger_entry_id", "epsilon_spent", "delta_spent", "result")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh audit database: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "audit.db")
+        return
+    required = os.environ.get("PRIVLAB_TEST_POSTGRES_URL")
+    base = required or DEFAULT_PG_URL
+    problem = _pg_reachable(base)
+    if problem is not None:
+        if required:
+            pytest.fail(f"PRIVLAB_TEST_POSTGRES_URL is set but unreachable ({problem})")
+        pytest.skip(f"no PostgreSQL at {DEFAULT_PG_URL} ({problem}): run "
+                    "PRIVLAB_TEST_POSTGRES_URL=<url> scripts/ci-postgres.sh")
+    name = f"privlab_audit_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield base.rsplit("/", 1)[0] + "/" + name
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+def tamper(target: str, *statements: str) -> None:
+    """Run SQL behind the gateway's back, with the append-only triggers switched off."""
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        if "://" in target:
+            conn.exec_driver_sql(f"ALTER TABLE {TABLE} DISABLE TRIGGER USER")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_no_update")
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_no_delete")
+        for sql in statements:
+            conn.exec_driver_sql(sql)
+        if "://" in target:
+            conn.exec_driver_sql(f"ALTER TABLE {TABLE} ENABLE TRIGGER USER")
+        else:
+            for op in ("update", "delete"):
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER {TABLE}_no_{op} BEFORE {op.upper()} ON {TABLE} BEGIN "
+                    "SELECT RAISE(ABORT, 'privlab audit log is append-only'); END")
+    engine.dispose()
+
+
+def rows(target: str) -> list[dict[str, Any]]:
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        out = [dict(r._mapping) for r in
+               conn.exec_driver_sql(f"SELECT * FROM {TABLE} ORDER BY seq").all()]
+    engine.dispose()
+    return out
+
+
+def filled(target: str, tmp_path: Path, n: int = 5) -> AuditLog:
+    log = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    for i in range(n):
+        log.record(f"q{i}", "released", analyst="alice", sql=f"SELECT {i}", epsilon=0.1,
+                   result={"rows": [[i]]})
+    assert log.verify() == []
+    return log
+
+
+def test_intact_log_verifies_and_the_checkpoint_is_signed(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    cp = log.read_checkpoint()
+    assert cp is not None and cp["seq"] == rows(target)[-1]["seq"] and len(cp["mac"]) == 64
+    assert (tmp_path / "head.json").stat().st_size == 512  # two fixed slots, in place
+    # a damaged checkpoint is reported, not ignored
+    data = bytearray((tmp_path / "head.json").read_bytes())
+    data[3] = ord("#")
+    (tmp_path / "head.json").write_bytes(bytes(data))
+    assert "damaged or edited" in log.verify()[0]
+    (tmp_path / "head.json").write_bytes(b"")
+    log.record("q9", "released", analyst="alice", sql="SELECT 9", epsilon=0.1)
+    assert log.verify() == []
+    assert log.head()[0] == 6 and log.missing_triggers() == []
+    # another key (or none) does not verify a keyed chain
+    assert AuditLog(target, key=b"x" * 40).verify()[0].startswith("audit row ")
+    log.close()
+
+
+def test_edit_is_detected(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    seq = rows(target)[2]["seq"]
+    tamper(target, f"UPDATE {TABLE} SET reason = 'nothing to see' WHERE seq = {seq}")
+    assert log.verify()[0] == f"audit row {seq}: contents do not match its HMAC (edited)"
+
+
+def test_edit_with_the_chain_recomputed_is_detected(target: str, tmp_path: Path) -> None:
+    """The attacker edits row 3 and recomputes every later hash, as the unkeyed chain
+    allows; without the key the HMACs cannot be recomputed."""
+    log = filled(target, tmp_path)
+    all_rows = rows(target)
+    all_rows[2]["result"] = '{"rows": [[999]]}'
+    prev = all_rows[1]["hash"]
+    statements = []
+    for r in all_rows[2:]:
+        h = _row_hash(prev, {k: r[k] for k in FIELDS}, None)
+        result = r["result"].replace("'", "''")
+        statements.append(f"UPDATE {TABLE} SET result = '{result}', prev_hash = '{prev}', "
+                          f"hash = '{h}' WHERE seq = {r['seq']}")
+        prev = h
+    tamper(target, *statements)
+    assert log.verify()[0] == \
+        f"audit row {all_rows[2]['seq']}: contents do not match its HMAC (edited)"
+
+
+def test_deleting_the_newest_rows_is_detected(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    all_rows = rows(target)
+    tamper(target, f"DELETE FROM {TABLE} WHERE seq > {all_rows[2]['seq']}")
+    assert log.verify()[0] == (f"audit rows after row {all_rows[2]['seq']} are missing: the "
+                               f"checkpoint {tmp_path / 'head.json'} records head row "
+                               f"{all_rows[-1]['seq']}")
+    # rewriting the checkpoint to the shorter head needs the key
+    (tmp_path / "head.json").write_text(json.dumps(
+        {"seq": all_rows[2]["seq"], "hash": all_rows[2]["hash"], "mac": "0" * 64}))
+    assert "signature invalid" in log.verify()[0]
+
+
+def test_reordering_is_detected(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    a, b = rows(target)[1:3]
+    cols = [c for c in (*FIELDS, "prev_hash", "hash")]
+
+    def assign(r: dict[str, Any]) -> str:
+        def lit(v: Any) -> str:
+            return "NULL" if v is None else "'" + str(v).replace("'", "''") + "'" \
+                if isinstance(v, str) else repr(v)
+        return ", ".join(f"{c} = {lit(r[c])}" for c in cols)
+
+    tamper(target, f"UPDATE {TABLE} SET {assign(b)} WHERE seq = {a['seq']}",
+           f"UPDATE {TABLE} SET {assign(a)} WHERE seq = {b['seq']}")
+    assert log.verify()[0] == (f"audit row {a['seq']}: does not follow the row before it in "
+                               "the chain (a row was deleted, inserted or reordered)")
+
+
+def test_missing_triggers_are_detected(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        if "://" in target:
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_no_truncate ON {TABLE}")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_no_delete")
+    engine.dispose()
+    missing = f"{TABLE}_no_truncate" if "://" in target else f"{TABLE}_no_delete"
+    assert log.verify() == [f"append-only trigger {missing} is missing on {TABLE}"]
+
+
+# --------------------------------------------------------------------------- the CLI
+
+def write_config(tmp_path: Path, audit: str) -> Path:
+    db = write_duckdb(tmp_path / "persons.duckdb", BASE)
+    cfg = {"database": db, "ledger": str(tmp_path / "ledger.db"), "audit": audit,
+           "tables": {"persons": PERSONS}, "analysts": analysts(bob_tables=("persons",))}
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+def test_cli_verify_serve_check_and_start_up(target: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import uvicorn
+
+    started: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(app))
+    config = write_config(tmp_path, target)
+    key_file = tmp_path / "gateway.audit-key"
+    head = tmp_path / "gateway.audit-head.json"
+    # --check on a fresh config creates nothing: no key, no checkpoint, no audit rows
+    assert main(["serve", "--config", str(config), "--check", "--json"]) == 0
+    assert not key_file.exists() and not head.exists()
+    assert "audit log not created yet" in capsys.readouterr().out
+    # the first start creates the key (mode 0600) beside the config and serves
+    assert main(["serve", "--config", str(config)]) == 0 and len(started) == 1
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    log = AuditLog(target, key=key_file.read_text().strip().encode(), checkpoint=head)
+    for i in range(3):
+        log.record(f"q{i}", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    n_rows = len(rows(target))
+    assert main(["serve", "--config", str(config), "--check"]) == 0
+    assert len(rows(target)) == n_rows  # --check wrote no audit row
+    capsys.readouterr()
+    assert main(["audit-log", "verify", "--config", str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["keyed"] and report["rows"] == n_rows
+    # tamper: verify names the row (exit 4), serve and --check refuse to start
+    seq = rows(target)[1]["seq"]
+    tamper(target, f"UPDATE {TABLE} SET sql = 'SELECT 2' WHERE seq = {seq}")
+    assert main(["audit-log", "verify", "--config", str(config)]) == 4
+    assert f"audit row {seq}: contents do not match its HMAC" in capsys.readouterr().err
+    assert main(["serve", "--config", str(config)]) == 4 and len(started) == 1
+    assert f"audit row {seq}" in capsys.readouterr().err
+    assert main(["serve", "--config", str(config), "--check"]) == 4
+    # accepting it starts, and the acceptance is itself in the log
+    assert main(["serve", "--config", str(config), "--accept-broken-audit-log"]) == 0
+    assert len(started) == 2
+    accepted = [r for r in rows(target) if r["decision"] == "broken_log_accepted"]
+    assert len(accepted) == 1 and f"audit row {seq}" in accepted[0]["reason"]
