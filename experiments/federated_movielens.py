@@ -34,6 +34,9 @@ ROUNDS = {"dpam": 3, "dpfedavg": 50, "dpftrl": 50}
 NONPRIVATE_SET = {"dpam": {"item_reg": 20.0}, "dpfedavg": {}, "dpftrl": {}}
 
 
+EVAL = {"test_rmse", "n_test", "item_mean_rmse", "local_only_rmse", "wall-clock"}
+
+
 def command(algorithm: str, eps: float | None, seed: int) -> str:
     parts = ["privlab federated train --dataset movielens", f"--algorithm {algorithm}",
              f"--rounds {ROUNDS[algorithm]}"]
@@ -74,7 +77,10 @@ def main() -> None:
                                  "local_only_rmse": out["local_only_rmse"]}
                 g = out["guarantee"]
                 if eps is not None:
-                    assert g["is_dp"] and g["epsilon"] <= eps, g
+                    # the claim on the published item table; the held-out metrics are exact
+                    # and named in not_covered (they are this experiment's measurement)
+                    assert g["epsilon"] <= eps and g["covers"], g
+                    assert all(n.split(" ")[0] in EVAL for n in g["not_covered"]), g
                     eps_seen.append(g["epsilon"])
                 rmses.append(out["test_rmse"])
             row = {"algorithm": algorithm, "epsilon": eps, "rounds": ROUNDS[algorithm],

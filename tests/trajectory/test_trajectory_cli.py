@@ -23,7 +23,9 @@ def test_anonymize_evaluate_plot_roundtrip(tmp_path, traj_csv, capsys):
     assert rc == 0
     data = _json(capsys)
     assert data["guarantee"]["neighbouring"] == "location_radius"
-    assert data["guarantee"]["is_dp"] is True
+    # a claim on the locations; the exact times and trip structure are named as not covered
+    assert data["guarantee"]["is_dp"] is False and data["guarantee"]["epsilon"] == 1.0
+    assert data["guarantee"]["not_covered"][0].startswith("time, trip and window")
     assert data["counts"]["windows"] == 12 * 39
     pub = pd.read_csv(out, dtype={"id": str})
     assert len(pub) == 12 * 39 and pub["id"].iloc[0] == "u000"
@@ -101,7 +103,7 @@ def test_parquet_input_with_named_columns_gives_the_csv_release(tmp_path, traj, 
     assert _json(capsys)["utility"]["windows"] == 12 * 38
     assert main(["trajectory", "plot", str(src), str(pq_out), "--out",
                  str(tmp_path / "figs"), "--json"]) == 0
-    assert _json(capsys)["is_dp"] is True
+    assert _json(capsys)["is_dp"] is False  # the times are published exactly
 
 
 def test_paper_setting_warns_on_stderr_and_in_json(tmp_path, traj_csv, capsys):
@@ -140,7 +142,7 @@ def test_bad_input_gives_one_line_errors(tmp_path, traj_csv, traj, capsys):
     assert main(argv) == 2
     assert "--drop-invalid" in capsys.readouterr().err
     assert main(argv + ["--drop-invalid", "--json"]) == 0
-    assert _json(capsys)["counts"]["invalid_dropped"] == 1
+    assert _json(capsys)["curator_counts"]["invalid_dropped"] == 1
     assert main(["trajectory", "evaluate", traj_csv, str(tmp_path / "none.csv")]) == 2
 
 
@@ -173,7 +175,7 @@ def test_anonymize_with_filters_from_the_command_line(tmp_path, traj_csv, capsys
     assert rc == 0
     data = _json(capsys)
     assert data["parameters"]["filters"]["heading"] == [0.0, 360.0]
-    assert data["counts"]["outside_time_window_dropped"] == 6 * 40  # the second trips
+    assert data["curator_counts"]["outside_time_window_dropped"] == 6 * 40  # the second trips
     assert data["guarantee"]["epsilon"] == 1.0  # stride = PB: one window per fix
     assert main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
                  "--epsilon", "1", "--bbox", BOX_ARG, "--heading", "10"]) == 2

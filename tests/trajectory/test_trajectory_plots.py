@@ -50,10 +50,13 @@ def _figures(traj, release, label):
 
 def test_labels_of_the_three_settings(traj, paper):
     planar = guarantee_label(_release(traj, bbox=BOX, radius=50).sidecar())
-    assert planar.is_dp and "planar Laplace r = 50 m" in planar.text
+    # the claim is on the locations; the exact times and trips keep the whole release from DP
+    assert not planar.is_dp and "planar Laplace r = 50 m" in planar.text
     assert "epsilon = 2 per window, 2 per fix" in planar.text and "NOT DP" not in planar.text
+    assert "not covered: times and trip structure" in planar.text
     bbox = guarantee_label(_release(traj, bbox=BOX, mechanism="laplace").sidecar())
-    assert bbox.is_dp and "per-axis Laplace, box sensitivity" in bbox.text
+    assert not bbox.is_dp and "per-axis Laplace, box sensitivity" in bbox.text
+    assert "not covered: times and trip structure" in bbox.text
     assert "epsilon = 2 per window, 4 per fix" in bbox.text  # a fix lies in 2 windows
     label = guarantee_label(paper.sidecar())
     assert not label.is_dp and label.text.startswith(NOT_DP)
@@ -86,10 +89,10 @@ def test_figures_and_map_of_a_dp_release_state_epsilon_and_radius(traj):
     for fig in figures:
         text = fig._suptitle.get_text()
         assert "r = 50 m" in text and "epsilon = 2 per window" in text
-        assert "NOT DP" not in text and fig._suptitle.get_color() != NOT_DP_COLOUR
+        assert "not covered: times" in text and fig._suptitle.get_color() == NOT_DP_COLOUR
     doc = map_document(views, label)
     assert 'id="privlab-guarantee"' in doc and "r = 50 m: epsilon = 2 per window" in doc
-    assert "NOT DP" not in doc and NOT_DP_COLOUR not in doc
+    assert "not covered: times" in doc
 
 
 def test_map_of_a_not_dp_release_has_a_red_not_dp_legend(traj, paper):
@@ -130,7 +133,7 @@ def test_plot_and_evaluate_commands_warn_and_label_a_not_dp_release(tmp_path, tr
     assert "is_dp False" not in out_text
 
 
-def test_evaluate_of_a_dp_release_prints_no_warning(tmp_path, traj_csv, capsys):
+def test_evaluate_of_a_planar_release_warns_about_the_exact_times(tmp_path, traj_csv, capsys):
     out = tmp_path / "planar.csv"
     assert main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
                  "--epsilon", "2", "--bbox", str(BOX), "--radius", "50", "--seed", "1",
@@ -139,5 +142,5 @@ def test_evaluate_of_a_dp_release_prints_no_warning(tmp_path, traj_csv, capsys):
     assert main(["trajectory", "evaluate", traj_csv, str(out), "--no-shapes", "--no-linkage",
                  "--k", "1"]) == 0
     captured = capsys.readouterr()
-    assert "NOT" not in captured.err
+    assert "not covered: times and trip structure" in _flat(captured.err)
     assert "planar Laplace r = 50 m: epsilon = 2 per window" in _flat(captured.out)

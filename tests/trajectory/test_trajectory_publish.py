@@ -23,6 +23,8 @@ from privlab.errors import InvalidInputError
 from privlab.trajectory.geo import LocalProjection
 from privlab.trajectory.preprocess import Filters, prepare
 from privlab.trajectory.publish import (
+    COVERS,
+    NOT_COVERED,
     NotPrivateWarning,
     anonymize,
     make_windows,
@@ -99,7 +101,8 @@ def test_planar_needs_a_public_box_and_a_radius(traj):
 def test_planar_guarantee_states_per_window_per_fix_and_per_trip_costs(traj):
     rel = anonymize(traj, window=3, stride=1, epsilon=1.5, radius=50, bbox=BOX, rng=1)
     g = rel.guarantee
-    assert g.is_dp and g.neighbouring == "location_radius" and g.model == "local"
+    assert g.neighbouring == "location_radius" and g.model == "local"
+    assert not g.is_dp and g.not_covered == NOT_COVERED and g.covers == COVERS
     assert g.epsilon == pytest.approx(3 * 1.5 / 3)
     assert any("r = 50 m" in n for n in g.notes) and SEEDED_NOTE in g.notes
     assert rel.trip_guarantee.epsilon == pytest.approx(38 * 1.5)  # 40-fix trips, PB 3
@@ -140,7 +143,8 @@ def test_noise_scale_does_not_depend_on_the_data():
 def test_laplace_bbox_release_is_on_grids_with_stated_guarantee(traj):
     rel = anonymize(traj, window=2, stride=1, epsilon=1.0, mechanism="laplace", bbox=BOX, rng=2)
     g = rel.guarantee
-    assert g.is_dp and g.neighbouring == "location_event" and g.model == "local"
+    assert g.neighbouring == "location_event" and g.model == "local"
+    assert not g.is_dp and g.not_covered == NOT_COVERED and g.covers == COVERS
     assert g.epsilon == pytest.approx(2 * 1.0)  # a fix lies in 2 windows at stride 1
     assert rel.trip_guarantee.neighbouring == "trajectory"
     assert rel.trip_guarantee.epsilon == pytest.approx(2 * 39 * 1.0)

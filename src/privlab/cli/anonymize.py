@@ -44,6 +44,7 @@ def anonymize_cmd(
         emit_json(payload)
         return
     loss = payload["information_loss"]
+    console.print(result.guarantee.headline(), style="bold red", highlight=False)
     console.print(f"wrote {result.rows_out:,} rows to {out}: {result.classes:,} classes, "
                   f"checked k = {result.achieved['k']}"
                   + (f", l = {result.achieved['l']}" if "l" in result.achieved else ""))

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json, err_console, parse_list
+from privlab.core.guarantee import PrivacyGuarantee
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
@@ -88,10 +89,20 @@ def assess_cmd(
     payload = result.to_dict()
     if report is not None:
         payload["report"] = str(report)
+    payload["guarantee"] = ASSESSMENT_GUARANTEE.to_dict()
     if as_json:
         emit_json(payload)
         return
+    console.print(ASSESSMENT_GUARANTEE.headline(), style="bold red", highlight=False)
     _print_human(result, report)
+
+
+#: What `privlab assess` outputs is not a release: exact statistics of the input rows for the
+#: data's curator, labelled so (docs/guarantees.md, "privlab assess / anonymize (not DP)").
+ASSESSMENT_GUARANTEE = PrivacyGuarantee.not_private(
+    "re-identification risk assessment (exact, on the input rows)",
+    "an assessment for the data's curator: every count, class size, risk and "
+    "recommendation is computed exactly from the input rows; do not publish it")
 
 
 def _print_human(result, report: Path | None) -> None:  # noqa: ANN001 - Assessment

@@ -32,8 +32,21 @@ _MOVIES = typer.Option(None, "--movies",
                             "and year features used without protection. Without it the rated "
                             "movie ids are the catalogue and no public features are used.")
 _RANGE = typer.Option(None, "--rating-range",
-                      help="Declared public range LO,HI of --ratings (default 0.5,5, "
-                           "MovieLens); ratings outside it are rejected.")
+                      help="Declared public range LO,HI of --ratings (default: the schema's "
+                           "rating bounds, 0.5,5 for movielens-ratings).")
+_SCHEMA = typer.Option(None, "--schema",
+                       help="Declared public schema of --ratings (bundled name or YAML/JSON "
+                            "file; default movielens-ratings: privacy unit userId).")
+_ON_INVALID = typer.Option("refuse", "--on-invalid",
+                           help="--ratings values outside the schema: refuse (one-line error) "
+                                "or coerce (clamp, drop rows with no place).")
+_USERS = typer.Option(None, "--users",
+                      help="Declared public number of enrolled users of --ratings (users "
+                           "without ratings are enrolled empty); without it n_users is exact "
+                           "and labelled not covered.")
+_EVAL = typer.Option(True, "--eval/--no-eval",
+                     help="Held-out metrics and baselines (exact on private data: labelled "
+                          "not covered); --no-eval for a DP-only output.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
 _EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
@@ -71,18 +84,25 @@ def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:
     return out
 
 
-def _range(text: str | None) -> tuple[float, float]:
-    from privlab.federated.data import MOVIELENS_RANGE
+def _range(text: str | None, ratings: str | None = None,
+           schema: str | None = None) -> tuple[float, float]:
+    """--rating-range when given, else the rating bounds of the schema of --ratings."""
+    from privlab.federated.data import MOVIELENS_RANGE, ratings_schema
 
     pair = parse_pair(text, "--rating-range")
-    return MOVIELENS_RANGE if pair is None else pair
+    if pair is not None:
+        return pair
+    if ratings is None:
+        return MOVIELENS_RANGE
+    return ratings_schema(schema)[1]
 
 
 def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, rounds: int,
             clients_per_round: int | None, seed: int | None, non_private: bool,
             max_users: int | None, split_seed: int, sets: list[str] | None,
             ratings: str | None = None, movies: str | None = None,
-            rating_range: str | None = None) -> Any:
+            rating_range: str | None = None, schema: str | None = None,
+            on_invalid: str = "refuse", users: int | None = None) -> Any:
     from privlab.federated.factorized import FactorizedConfig
     from privlab.federated.mlp import MLPConfig
     from privlab.federated.simulation import RunConfig
@@ -102,22 +122,25 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
                      epsilon=None if non_private else epsilon, delta=delta, rounds=rounds,
                      clients_per_round=clients_per_round, seed=seed, max_users=max_users,
                      split_seed=split_seed, ratings=ratings, movies=movies,
-                     rating_range=_range(rating_range), **kwargs)
+                     rating_range=_range(rating_range, ratings, schema), schema=schema,
+                     on_invalid=on_invalid, declared_users=users, **kwargs)
 
 
 def _summary(out: dict[str, Any]) -> None:
     g = out["guarantee"]
-    if out["dataset"] == "movielens":
-        console.print(f"test RMSE [bold]{out.get('test_rmse', float('nan')):.4f}[/bold]"
+    console.print(g["headline"], highlight=False)
+    if out["dataset"] == "movielens" and "test_rmse" in out:
+        console.print(f"test RMSE [bold]{out['test_rmse']:.4f}[/bold] (exact, not covered)"
                       + (f"  (item-mean baseline {out['item_mean_rmse']:.4f}, local-only "
                          f"{out['local_only_rmse']:.4f})" if "item_mean_rmse" in out else ""))
-    else:
-        console.print(f"test accuracy [bold]{out.get('test_accuracy', float('nan')):.4f}"
-                      f"[/bold]" + (f"  (majority baseline {out['majority_accuracy']:.4f})"
+    elif "test_accuracy" in out:
+        console.print(f"test accuracy [bold]{out['test_accuracy']:.4f}[/bold] (exact, not "
+                      "covered)" + (f"  (majority baseline {out['majority_accuracy']:.4f})"
                                     if "majority_accuracy" in out else ""))
-    if g["is_dp"]:
-        console.print(f"user-level guarantee: ({g['epsilon']:.4g}, {g['delta']:.3g})-DP, "
-                      f"{g['mechanism']}; accountant {g['accountant']}")
+    if g["epsilon"] is not None:
+        console.print(f"user-level guarantee of {', '.join(g['covers']) or 'the release'}: "
+                      f"({g['epsilon']:.4g}, {g['delta']:.3g})-DP, {g['mechanism']}; "
+                      f"accountant {g['accountant']}", highlight=False)
     else:
         err_console.print("[yellow]warning:[/yellow] " + "; ".join(g["notes"]))
 
@@ -144,6 +167,8 @@ def train_cmd(
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
+    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
+    evaluate: bool = _EVAL,
     engine: str = typer.Option("vectorized", "--engine", help="vectorized | loop."),
     as_json: bool = _JSON,
 ) -> None:
@@ -152,12 +177,15 @@ def train_cmd(
     from privlab.federated.simulation import train
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
-                     non_private, max_users, split_seed, sets, ratings, movies, rating_range)
+                     non_private, max_users, split_seed, sets, ratings, movies, rating_range,
+                     schema, on_invalid, users)
     bar, update = _progress(not as_json and err_console.is_terminal)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the non-private warning is printed below
-            out = train(config, engine=engine, progress=update)
+            # no wall-clock timings: they grow with the data (benchmarks/ time the library)
+            out = train(config, engine=engine, progress=update, evaluate=evaluate,
+                        timings=False)
     finally:
         if bar is not None:
             bar.stop()
@@ -180,6 +208,7 @@ def serve_cmd(
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
+    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
     address: str = typer.Option("127.0.0.1:8080", "--address", help="HOST:PORT to listen on."),
     num_clients: int = typer.Option(3, "--num-clients", help="Client processes to wait for."),
     round_timeout: float = typer.Option(600.0, "--round-timeout",
@@ -196,7 +225,8 @@ def serve_cmd(
     from privlab.federated.flower import serve
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
-                     non_private, max_users, split_seed, sets, ratings, movies, rating_range)
+                     non_private, max_users, split_seed, sets, ratings, movies, rating_range,
+                     schema, on_invalid, users)
     out = serve(config, address=address, num_clients=num_clients, round_timeout=round_timeout,
                 connect_timeout=connect_timeout)
     out["config"] = _public(config)
@@ -214,6 +244,7 @@ def client_cmd(
     num_shards: int = typer.Option(1, "--num-shards", help="Number of client processes."),
     max_users: int = _MAX_USERS, split_seed: int = _SPLIT_SEED,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
+    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
     fail_at_round: int = typer.Option(None, "--fail-at-round", hidden=True,
                                       help="Exit abruptly in this round (failure tests)."),
     max_wait_time: float = typer.Option(120.0, "--max-wait",
@@ -227,7 +258,8 @@ def client_cmd(
     out = run_client(dataset, address=address, shard=shard, num_shards=num_shards,
                      split_seed=split_seed, max_users=max_users, fail_at_round=fail_at_round,
                      max_wait_time=max_wait_time, ratings=ratings, movies=movies,
-                     rating_range=_range(rating_range))
+                     rating_range=_range(rating_range, ratings, schema), schema=schema,
+                     on_invalid=on_invalid, declared_users=users)
     if as_json:
         emit_json(out)
         return

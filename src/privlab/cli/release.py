@@ -2,18 +2,28 @@
 
 With `--ledger PATH --principal NAME` the budget is charged first, in one transaction, and
 the value is computed only after the charge committed (refused past the budget: exit 3).
+
+With `--schema NAME|FILE` the rows are conformed to the declared public schema first, and the
+column's bounds (sum, mean, quantile, numeric histogram) or categories (histogram) come from
+the schema when not given on the command line: never from the data. When the schema's privacy
+unit is a person column (e.g. userId), each person's contributions are bounded to their first
+M rows (`--max-rows-per-unit`, or the schema's `max_rows_per_unit`) and the record-level
+mechanism runs at epsilon / M, which by group privacy is epsilon-DP per person. Without
+`--schema`, `--bounds` / `--categories` are the declaration and each row is one person.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import typer
 
 from privlab.cli.common import console, emit_json, parse_list, parse_pair
 from privlab.core import queries
-from privlab.core.guarantee import check_delta, check_epsilon
+from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.data.io import read_table, require_columns
 from privlab.errors import InvalidInputError
 
@@ -42,12 +52,21 @@ def release_cmd(
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
                                         help="Default: geometric for counts, else laplace."),
     categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C."),
-    bins: int = typer.Option(10, "--bins", help="histogram of numbers: bins over --bounds."),
+    bins: int = typer.Option(None, "--bins", help="histogram of numbers: bins over --bounds "
+                             "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
     principal: str = typer.Option(None, "--principal", help="Whose budget to charge."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
+                               "(privlab schema list) or a YAML/JSON file; gives the column's "
+                               "bounds/categories and the privacy unit."),
+    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-"
+                                   "line error) or coerce values outside it."),
+    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
+                                          help="With a person-level schema: keep each person's "
+                                               "first M rows (contribution bound)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Release one DP statistic of a column, with its guarantee and grid."""
@@ -61,23 +80,34 @@ def release_cmd(
         raise InvalidInputError(f"--delta is only used by the gaussian mechanism, not {mech}")
     if (ledger is None) != (principal is None):
         raise InvalidInputError("--ledger and --principal go together")
+    stat = statistic.value
     frame = read_table(file, delimiter=delimiter)
     require_columns(frame, [column], "--column")
+    cats = parse_list(categories, "--categories")
+    declared = _Declared(pair, cats, bins, 1, None)
+    if schema is not None:
+        frame, declared = _apply_schema(frame, schema, on_invalid, column, stat, declared,
+                                        max_rows_per_unit, mech)
+    elif max_rows_per_unit is not None:
+        raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
+    pair, cats, bins, per_unit, unit = declared
+    epsilon_record = epsilon / per_unit
     values = frame[column]
-    stat = statistic.value
     if stat in ("sum", "mean", "quantile") and pair is None:
-        raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range); "
-                                "bounds taken from the data are not private")
+        raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range) or "
+                                "--schema (draft one with `privlab schema draft`); bounds "
+                                "taken from the data are not private")
     if stat in ("sum", "mean", "quantile"):
         values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
-    cats = parse_list(categories, "--categories")
     # Everything the query would refuse is refused here, before any budget is charged.
     if pair is not None:
         queries.check_bounds(pair, "--bounds")
     if stat == "histogram":
         if cats is None and pair is None:
-            raise InvalidInputError("histogram needs a public domain: --categories A,B,C, or "
-                                    "--bounds LO,HI with --bins N for numbers")
+            raise InvalidInputError("histogram needs a public domain: --categories A,B,C, "
+                                    "--bounds LO,HI with --bins N for numbers, or --schema "
+                                    "(draft one with `privlab schema draft`)")
+        bins = 10 if bins is None else bins
         if bins < 1:
             raise InvalidInputError(f"--bins must be a positive integer, got {bins}")
         values = values.dropna()
@@ -92,20 +122,21 @@ def release_cmd(
         raise InvalidInputError("--mechanism geometric needs integer bounds LO,HI; use laplace")
 
     def compute():
+        eps = epsilon_record
         if stat == "count":
-            return queries.dp_count(values, epsilon, delta=delta, mechanism=mech or "geometric",
+            return queries.dp_count(values, eps, delta=delta, mechanism=mech or "geometric",
                                     rng=seed)
         if stat == "sum":
-            return queries.dp_sum(values, pair, epsilon, delta=delta, mechanism=mech or "laplace",
+            return queries.dp_sum(values, pair, eps, delta=delta, mechanism=mech or "laplace",
                                   rng=seed)
         if stat == "mean":
-            return queries.dp_mean(values, pair, epsilon, delta=delta,
+            return queries.dp_mean(values, pair, eps, delta=delta,
                                    mechanism=mech or "laplace", rng=seed)
         if stat == "histogram":
-            return queries.dp_histogram(values, epsilon, categories=cats, bounds=pair,
+            return queries.dp_histogram(values, eps, categories=cats, bounds=pair,
                                         bins=bins, delta=delta, mechanism=mech or "geometric",
                                         rng=seed)
-        return queries.dp_quantile(values, q, pair, epsilon, rng=seed)
+        return queries.dp_quantile(values, q, pair, eps, rng=seed)
 
     charge = None
     if ledger is not None:
@@ -115,6 +146,8 @@ def release_cmd(
         charge = book.charge(principal, epsilon, delta, description=f"release {stat} of {column} "
                              f"from {file.name}")
     result = compute()
+    result = dataclasses.replace(result, guarantee=_guarantee(result.guarantee, stat, column,
+                                                             epsilon, per_unit, unit, schema))
     payload = {"statistic": stat, "column": column, **result.to_dict()}
     if charge is not None:
         payload["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
@@ -123,6 +156,7 @@ def release_cmd(
     if as_json:
         emit_json(payload)
         return
+    console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     console.print(f"  grid: {result.granularity}   95% noise half-width: "
                   f"{payload['confidence_interval_95']}")
@@ -132,6 +166,76 @@ def release_cmd(
     if charge is not None:
         console.print(f"  ledger: charged {principal}; remaining epsilon "
                       f"{charge.remaining_epsilon:g}")
+
+
+class _Declared(NamedTuple):
+    """The public domain of the released column and the contribution bound per person."""
+
+    bounds: tuple[float, float] | None
+    categories: list[str] | None
+    bins: int | None
+    per_unit: int  # rows kept per person (1: each row is a person)
+    unit: str | None  # the privacy-unit column, None for row-level
+
+
+def _apply_schema(frame: Any, name: str, on_invalid: str, column: str, stat: str,
+                  declared: _Declared, max_rows: int | None, mech: str | None
+                  ) -> tuple[Any, _Declared]:
+    """Conform the rows to the schema and fill the column's domain from it (never the data)."""
+    from privlab.schema import OTHER, check_policy, conform, load_schema
+
+    sch = load_schema(name)
+    col = sch.column(column)
+    if not col.is_released:
+        raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
+                                f"{sch.name!r}: it is never released; choose another column")
+    unit = None if sch.privacy_unit == "row" else sch.privacy_unit
+    wanted = [column] + ([unit] if unit and unit != column else [])
+    frame = conform(frame, sch, check_policy(on_invalid), columns=wanted)
+    bounds, cats, bins = declared.bounds, declared.categories, declared.bins
+    numeric = col.type in ("integer", "numeric")
+    if stat in ("sum", "mean", "quantile") and not numeric:
+        raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
+                                f"{sch.name!r}; {stat} needs an integer or numeric column")
+    if bounds is None and numeric and (stat != "histogram" or cats is None):
+        bounds = (float(col.bounds[0]), float(col.bounds[1]))  # type: ignore[index]
+    if stat == "histogram" and cats is None and col.type == "categorical":
+        cats = list(col.categories) + ([OTHER] if col.other else [])
+        bounds = declared.bounds
+    if bins is None and col.bins is not None:
+        bins = col.bins
+    per_unit = 1
+    if unit is not None:
+        per_unit = max_rows if max_rows is not None else (sch.max_rows_per_unit or 0)
+        if per_unit < 1:
+            raise InvalidInputError(
+                f"schema {sch.name!r} has privacy unit {unit!r} (one person, many rows): pass "
+                "--max-rows-per-unit M to keep each person's first M rows, or declare "
+                "max_rows_per_unit in the schema")
+        if mech == "gaussian":
+            raise InvalidInputError(f"privacy unit {unit!r}: the gaussian mechanism has no "
+                                    "simple group-privacy bound here; use laplace or geometric")
+        frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
+    elif max_rows is not None:
+        raise InvalidInputError(f"--max-rows-per-unit: schema {sch.name!r} has privacy unit "
+                                "'row' (each row is one person); drop the option")
+    return frame, _Declared(bounds, cats, bins, per_unit, unit)
+
+
+def _guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: float, per_unit: int,
+               unit: str | None, schema: str | None) -> PrivacyGuarantee:
+    """The release's guarantee: what it covers, and the person-level claim when bounded."""
+    g = g.with_covers(f"{stat} of column {column!r} (the noisy value and its details)")
+    if unit is not None:
+        g = dataclasses.replace(
+            g, epsilon=epsilon, neighbouring="user",
+            accountant=f"group privacy over {per_unit} rows ({g.accountant})",
+            notes=g.notes + (f"privacy unit {unit!r}: each person's rows are bounded to their "
+                             f"first {per_unit}; the mechanism runs at epsilon/{per_unit} = "
+                             f"{epsilon / per_unit:.4g} per row, so {epsilon:g} per person",))
+    elif schema is None:
+        g = g.with_notes("no --schema: each row is taken to be a different person")
+    return g
 
 
 def register(app: typer.Typer) -> None:

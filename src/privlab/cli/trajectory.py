@@ -98,6 +98,28 @@ _LAT = typer.Option(None, "--lat-col", help="Latitude column (recognised if unse
 _LON = typer.Option(None, "--lon-col", help="Longitude column (recognised if unset).")
 _TUNIT = typer.Option("s", "--time-unit", help="Unit of numeric timestamps: s, ms, us, ns.")
 _DELIM = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset).")
+_SCHEMA = typer.Option(None, "--schema", help="Declared public schema of a table input (e.g. "
+                       "geolife): id = its privacy unit, bounds of lat/lon/time.")
+_ON_INVALID = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-line "
+                           "error) or coerce values outside it.")
+CURATOR_NOTE = ("curator_counts are exact counts of the input (fixes read, dropped, in trips "
+                "too short to publish): for the data's curator only, not protected, never "
+                "written to the sidecar")
+
+
+def _read_input(input: Path, options: dict[str, Any], schema: str | None,
+                on_invalid: str) -> Any:
+    """The trajectories, fitted to --schema when given (then the columns come from it)."""
+    from privlab.trajectory.io import read_trajectories, read_with_schema
+
+    if schema is None:
+        return read_trajectories(input, **options)
+    chosen = sorted(k for k in ("id_col", "time_col", "lat_col", "lon_col", "fmt")
+                    if k in options)
+    if chosen:
+        raise InvalidInputError(f"--schema names the columns; drop --{chosen[0].replace('_', '-')}"
+                                .replace("--fmt", "--format"))
+    return read_with_schema(input, schema, on_invalid, delimiter=options.get("delimiter"))
 
 
 @trajectory_app.command("anonymize")
@@ -126,32 +148,40 @@ def anonymize_cmd(
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
+    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Publish trajectories: window means (Algorithm 1) plus noise, with a JSON sidecar."""
-    from privlab.trajectory.io import read_trajectories
     from privlab.trajectory.publish import NotPrivateWarning, anonymize, write_release
 
     options = _read_options(fmt, id_col, time_col, lat_col, lon_col, heading_col, time_unit,
                             delimiter)
     filters = _filters(bbox, time_window, heading, max_speed)
-    frame = read_trajectories(input, **options)
+    frame = _read_input(input, options, schema, on_invalid)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotPrivateWarning)
         release = anonymize(frame, window=window, epsilon=epsilon, stride=stride,
                             mechanism=mechanism.value, radius=radius, sensitivity=sensitivity.value,
                             gap_minutes=gap, filters=filters, rng=seed,
                             on_invalid="drop" if drop_invalid else "error", keep_averaged=False,
-                            read_options=options)
+                            read_options=options, seed_per_user=True)
+    if schema is not None:
+        release.parameters["schema"] = schema
+        release.parameters["on_invalid_schema"] = on_invalid
     for msg in release.warnings:
         err_console.print(f"[bold red]warning:[/bold red] {msg}", highlight=False)
     side = write_release(release, out)
     if as_json:
-        emit_json({"out": str(out), "sidecar": str(side), **release.sidecar()})
+        emit_json({"out": str(out), "sidecar": str(side), **release.sidecar(),
+                   "curator_counts": release.curator_counts(), "curator_note": CURATOR_NOTE})
         return
+    console.print(release.guarantee.headline(), highlight=False,
+                  style=None if release.guarantee.is_dp else "bold red")
     c = release.counts
-    console.print(f"published {c['windows']:,} windows from {c['kept_fixes']:,} fixes "
-                  f"({c['trips']:,} trips of {c['ids']:,} ids) to {out}")
+    console.print(f"published {c['windows']:,} windows ({c['trips']:,} trips of {c['ids']:,} "
+                  f"ids) to {out}")
+    console.print(f"  curator-only (exact, not protected, not in the sidecar): "
+                  f"{c['kept_fixes']:,} fixes kept")
     if c["trips_shorter_than_window"]:
         console.print(f"  {c['trips_shorter_than_window']:,} trip(s) shorter than the window "
                       f"({c['fixes_in_short_trips']:,} fixes) were not published")
@@ -200,8 +230,10 @@ def evaluate_cmd(
                             tolerance_s=tolerance_min * 60, rng=seed)
     label = _warn_if_not_dp(result)
     if as_json:
-        emit_json({**result, "guarantee_label": label.text})
+        emit_json({**result, "guarantee_label": label.text,
+                   "evaluation_guarantee": EVALUATION_GUARANTEE.to_dict()})
         return
+    console.print(EVALUATION_GUARANTEE.headline(), style="bold red", highlight=False)
     u = result["utility"]
     console.print(f"[bold]utility[/bold] ({u['windows']:,} windows)")
     console.print(f"  RMSE(T', T''): lat {u['rmse_lat_deg']:.3g} deg, lon {u['rmse_lon_deg']:.3g}"
@@ -278,6 +310,7 @@ def experiment_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="Also write the table (.csv/.parquet)."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
+    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """The paper's RMSE table (PB x epsilon) for each setting, with each setting's guarantee."""
@@ -286,7 +319,6 @@ def experiment_cmd(
 
     from privlab.trajectory.experiment import rmse_table
     from privlab.trajectory.geo import BBox
-    from privlab.trajectory.io import read_trajectories
     from privlab.trajectory.preprocess import Filters, prepare
     from privlab.trajectory.publish import BEIJING_BBOX
     from privlab.utils.atomic import atomic_write_frame
@@ -297,13 +329,14 @@ def experiment_cmd(
     box = BBox.parse(bbox)
     if input is None:
         from privlab.data.datasets import load_geolife
+        from privlab.schema import bundled_schema, conform
 
-        frame = load_geolife()
+        frame = conform(load_geolife(), bundled_schema("geolife"), "refuse")
         box = box or BEIJING_BBOX
         source = "bundled GeoLife sample"
     else:
-        frame = read_trajectories(input, **_read_options(fmt, id_col, time_col, lat_col, lon_col,
-                                                         None, time_unit, delimiter))
+        frame = _read_input(input, _read_options(fmt, id_col, time_col, lat_col, lon_col, None,
+                                                 time_unit, delimiter), schema, on_invalid)
         source = str(input)
     if box is None:
         raise InvalidInputError("experiment needs a public --bbox LAT0,LON0,LAT1,LON1 for the "
@@ -324,8 +357,10 @@ def experiment_cmd(
                           highlight=False)
     if as_json:
         emit_json({"source": source, "bbox": box.to_list(), "fixes": len(p),
-                   "rows": table.to_dict(orient="records")})
+                   "rows": table.to_dict(orient="records"),
+                   "guarantee": EXPERIMENT_GUARANTEE.to_dict()})
         return
+    console.print(EXPERIMENT_GUARANTEE.headline(), style="bold red", highlight=False)
     view = Table(title=f"RMSE(T', T'') on {source}, {len(p):,} fixes")
     view.add_column("setting", no_wrap=True)
     for name in ("PB", "eps", "RMSE X (lat, deg)", "RMSE Y (lon, deg)", "RMSE m",
@@ -334,8 +369,27 @@ def experiment_cmd(
     for row in table.itertuples():
         view.add_row(row.setting, str(row.window), f"{row.epsilon:g}", f"{row.rmse_lat_deg:.3g}",
                      f"{row.rmse_lon_deg:.3g}", f"{row.rmse_m:.4g}",
-                     "NOT DP" if not row.is_dp else f"{row.epsilon_per_fix:g}")
+                     "NOT DP" if row.epsilon_per_fix is None or row.epsilon_per_fix
+                     != row.epsilon_per_fix else f"{row.epsilon_per_fix:g} (locations)")
     console.print(view)
+
+
+def _not_private(what: str, reason: str) -> Any:
+    from privlab.core.guarantee import PrivacyGuarantee
+
+    return PrivacyGuarantee.not_private(what, reason)
+
+
+#: `experiment` and `evaluate` print exact errors, counts and attack rates computed against the
+#: original trajectories: evaluations for the experimenter, not releases.
+EXPERIMENT_GUARANTEE = _not_private(
+    "RMSE table (exact, on the input trajectories)",
+    "an evaluation for the experimenter: the fix count and every RMSE are computed exactly "
+    "from the original trajectories; each row's own setting carries its release guarantee")
+EVALUATION_GUARANTEE = _not_private(
+    "evaluation of a release (exact, on the original trajectories)",
+    "utility, shape, linkage and uniqueness figures are computed exactly from the original "
+    "trajectories: an evaluation for the data's curator, not a release")
 
 
 def register(app: typer.Typer) -> None:

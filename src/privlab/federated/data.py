@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -275,6 +276,97 @@ def ratings_from_frames(
                        part(test_mask))
 
 
+def ratings_schema(schema: str | None = None,
+                   rating_range: tuple[float, float] | None = None) -> tuple[Any, tuple]:
+    """The declared public schema of a ratings file and its rating range.
+
+    Default: the bundled `movielens-ratings` schema (privacy unit userId, ratings in
+    [0.5, 5]). A declared `rating_range` (--rating-range) replaces the schema's rating bounds.
+    """
+    from dataclasses import replace
+
+    from privlab.schema import Schema, load_schema
+
+    sch = load_schema(schema or "movielens-ratings")
+    for name in ("userId", "movieId", "rating"):
+        sch.column(name)
+    col = sch.column("rating")
+    if not col.is_numeric:
+        raise InvalidInputError(f"schema {sch.name!r}: column 'rating' must be numeric with "
+                                "public bounds")
+    if rating_range is None:
+        return sch, (float(col.bounds[0]), float(col.bounds[1]))  # type: ignore[index]
+    lo, hi = check_rating_range(rating_range)
+    cols = tuple(replace(c, bounds=(lo, hi)) if c.name == "rating" else c for c in sch.columns)
+    return Schema(cols, name=sch.name, description=sch.description,
+                  privacy_unit=sch.privacy_unit, max_rows_per_unit=sch.max_rows_per_unit,
+                  public_size=sch.public_size, source=sch.source), (lo, hi)
+
+
+_RATING_COLUMNS = ["userId", "movieId", "rating"]
+
+
+def conform_ratings(frame: pd.DataFrame, schema: Any, policy: str) -> pd.DataFrame:
+    """The ratings rows fitted to the declared schema (only the columns the task uses).
+
+    "refuse": the rows are returned as they are; `ratings_from_frames` refuses anything
+    outside the declared range and `check_ratings_schema` the rest. "coerce": ratings and
+    movie ids are clamped to the schema's bounds (and rounded where integer), rows with no
+    place (missing user, unparseable rating, a movie without a rating) are dropped, and a
+    second rating of the same movie by the same user is dropped (the first one is kept).
+    Rows with a userId and neither movieId nor rating (users enrolled without ratings) stay.
+    """
+    from privlab.schema import check_policy, conform
+
+    policy = check_policy(policy)
+    if any(c not in frame.columns for c in _RATING_COLUMNS):
+        return frame  # ratings_from_frames names the missing column
+    sub = frame[_RATING_COLUMNS]
+    if policy == "refuse":
+        return sub
+    enrol = (sub["movieId"].isna() & sub["rating"].isna()).to_numpy()
+    rated = conform(sub.loc[~enrol], schema, "coerce", columns=_RATING_COLUMNS)
+    rated = rated.drop_duplicates(subset=["userId", "movieId"], keep="first")
+    listed = sub.loc[enrol].astype(object)
+    return pd.concat([rated, listed], ignore_index=True)
+
+
+def check_ratings_schema(frame: pd.DataFrame, schema: Any) -> None:
+    """Refuse mode: every rated row must fit the schema (movie ids within their bounds...)."""
+    from privlab.schema import conform
+
+    sub = frame[_RATING_COLUMNS]
+    enrol = (sub["movieId"].isna() & sub["rating"].isna()).to_numpy()
+    conform(sub.loc[~enrol], schema, "refuse", columns=_RATING_COLUMNS)
+
+
+def pad_users(data: RatingsData, declared: int | None) -> RatingsData:
+    """Enrol users without data up to the declared public number of users.
+
+    The number of enrolled users sizes the sampling plan and is printed; it must not come
+    from the file. Users beyond the declared number are refused (the declaration is wrong).
+    The padded users get negative ids, which are never released.
+    """
+    if declared is None:
+        return data
+    if isinstance(declared, bool) or not isinstance(declared, int) or declared < 1:
+        raise InvalidInputError(f"--users must be a whole number >= 1, got {declared!r}")
+    if data.n_users > declared:
+        raise InvalidInputError(f"--users {declared}: the ratings file has more users than "
+                                "declared; declare the public number of enrolled users")
+    extra = declared - data.n_users
+    if extra == 0:
+        return data
+
+    def grow(part: Interactions) -> Interactions:
+        ptr = np.concatenate([part.indptr, np.full(extra, part.indptr[-1], dtype=np.int64)])
+        return Interactions(ptr, part.items, part.values)
+
+    ids = np.concatenate([data.user_ids, -np.arange(1, extra + 1, dtype=np.int64)])
+    return RatingsData(ids, data.item_ids, data.item_features, data.feature_names,
+                       data.rating_range, grow(data.train), grow(data.test))
+
+
 def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
     if max_users is None:
         return data
@@ -286,11 +378,16 @@ def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
 def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
                        rating_range: tuple[float, float] = MOVIELENS_RANGE,
                        test_fraction: float = 0.2, split_seed: int = 0,
-                       max_users: int | None = None) -> RatingsData:
+                       max_users: int | None = None, schema: str | None = None,
+                       on_invalid: str = "refuse",
+                       declared_users: int | None = None) -> RatingsData:
     """A ratings task from the user's files (CSV/Parquet, MovieLens columns), split per user.
 
     `movies` (movieId,title,genres) is the PUBLIC catalogue and its features; without it the
-    catalogue is the set of rated movie ids and no public features are used.
+    catalogue is the set of rated movie ids and no public features are used. The rows are
+    fitted to the declared `schema` (default: movielens-ratings, with `rating_range` as the
+    rating bounds) under `on_invalid` (refuse | coerce); `declared_users` is the public number
+    of enrolled users (see `pad_users`).
     """
     from privlab.data.io import read_table
 
@@ -300,11 +397,22 @@ def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
         except InvalidInputError as exc:
             raise InvalidInputError(f"{option}: {exc}") from None
 
-    frame = read(ratings, "--ratings")
+    sch, rating_range = ratings_schema(schema, rating_range)
+    frame = conform_ratings(read(ratings, "--ratings"), sch, on_invalid)
     catalogue = None if movies is None else read(movies, "--movies")
+    if on_invalid == "coerce" and catalogue is not None and "movieId" in catalogue.columns:
+        # a rating of a movie outside the public catalogue has no place: dropped
+        known = pd.to_numeric(catalogue["movieId"], errors="coerce")
+        ids = pd.to_numeric(frame["movieId"], errors="coerce")
+        frame = frame.loc[ids.isna() | ids.isin(known)]
     data = ratings_from_frames(frame, catalogue, rating_range=rating_range,
                                test_fraction=test_fraction, split_seed=split_seed)
-    return _subset_first(data, max_users)
+    if on_invalid == "refuse":
+        check_ratings_schema(frame, sch)
+    data = _subset_first(data, max_users)
+    if declared_users is not None and max_users is not None:
+        declared_users = min(declared_users, max_users)
+    return pad_users(data, declared_users)
 
 
 def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
@@ -364,7 +472,8 @@ _ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship
 
 
 def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Adult -> features scaled by PUBLIC bounds (not data statistics) and one-hot categories."""
+    """Adult -> features scaled by PUBLIC bounds (not data statistics) and one-hot categories
+    over the declared categories of the bundled adult schema."""
     cols: list[np.ndarray] = []
     names: list[str] = []
     for col, top in _ADULT_NUMERIC.items():
@@ -374,8 +483,13 @@ def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[s
         val = np.clip(frame[col].to_numpy(dtype=float), 0, top)
         cols.append(np.log1p(val) / math.log1p(top))
         names.append(col)
+    from privlab.schema import bundled_schema
+
+    schema = bundled_schema("adult")
     for col in _ADULT_CATEGORICAL:
-        levels = sorted(frame[col].astype(str).unique())
+        # the levels come from the public schema, never from the rows (one rare row would
+        # otherwise add or remove a feature)
+        levels = sorted(schema.column(col).categories)
         values = frame[col].astype(str).to_numpy()
         for level in levels:
             cols.append((values == level).astype(float))

@@ -177,10 +177,11 @@ def serve(config: RunConfig, address: str = "127.0.0.1:8080", num_clients: int =
     from flwr.server import ServerConfig, start_server
 
     from privlab.federated.simulation import (
+        EVALUATION_NOTE,
         build_trusted_side,
-        guarantee_of,
         load_task,
         make_model,
+        release_guarantee,
         summarize_metrics,
     )
 
@@ -204,19 +205,19 @@ def serve(config: RunConfig, address: str = "127.0.0.1:8080", num_clients: int =
     if strategy.released != config.rounds:
         raise PrivlabError(f"only {strategy.released} of {config.rounds} rounds were released")
     metrics = summarize_metrics(config.dataset, strategy.eval_sums)
-    return {
+    out = {
         "dataset": config.dataset, "algorithm": config.algorithm, "engine": "flower",
         "rounds": config.rounds, "n_users": data.n_users, "num_clients": num_clients,
         "clients_per_round": side.plan.clients_per_round,
         "noise_multiplier": side.plan.noise_multiplier, **metrics,
-        "guarantee": guarantee_of(side).to_dict(),
         "releases_charged": len(side.accountant.events),
         "client_failures_per_round": strategy.failures,
         "client_results_per_round": strategy.results,
         "seconds": seconds,
-        "evaluation_note": "test metrics are summed from the client processes' held-out "
-                           "ratings; they are not part of the DP release",
+        "evaluation_note": EVALUATION_NOTE.replace(" (--no-eval drops them)", ""),
     }
+    out["guarantee"] = release_guarantee(side, out).to_dict()
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,7 +299,9 @@ def run_client(dataset: str = "movielens", address: str = "127.0.0.1:8080", shar
                adult_users: int = 600, fail_at_round: int | None = None,
                max_wait_time: float = 120.0, ratings: str | None = None,
                movies: str | None = None,
-               rating_range: tuple[float, float] = MOVIELENS_RANGE) -> dict[str, Any]:
+               rating_range: tuple[float, float] = MOVIELENS_RANGE, schema: str | None = None,
+               on_invalid: str = "refuse", declared_users: int | None = None
+               ) -> dict[str, Any]:
     """Load this node's users and serve the Flower server until it ends the run.
 
     `ratings`/`movies`/`rating_range`: the same MovieLens-format files the server was started
@@ -307,7 +310,8 @@ def run_client(dataset: str = "movielens", address: str = "127.0.0.1:8080", shar
     from flwr.client import start_client
 
     data = tasks.load_task(dataset, split_seed, max_users, adult_users, ratings=ratings,
-                           movies=movies, rating_range=rating_range)
+                           movies=movies, rating_range=rating_range, schema=schema,
+                           on_invalid=on_invalid, declared_users=declared_users)
 
     users = shard_users(data.n_users, shard, num_shards)
     client = make_numpy_client(data, users, fail_at_round)

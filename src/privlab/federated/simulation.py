@@ -59,6 +59,9 @@ class RunConfig:
     ratings: str | None = None  # a MovieLens-format ratings file instead of the bundled one
     movies: str | None = None  # its public catalogue (movieId,title,genres); None: no features
     rating_range: tuple[float, float] = MOVIELENS_RANGE  # declared public range of the ratings
+    schema: str | None = None  # declared schema of `ratings` (None: movielens-ratings)
+    on_invalid: str = "refuse"  # refuse | coerce values outside the schema
+    declared_users: int | None = None  # public number of enrolled users of `ratings`
     factorized: FactorizedConfig = field(default_factory=FactorizedConfig)
     mlp: MLPConfig = field(default_factory=MLPConfig)
 
@@ -85,7 +88,11 @@ class RunConfig:
         if self.max_users is not None and self.max_users < 1:
             raise InvalidInputError(f"max_users must be >= 1, got {self.max_users}")
         object.__setattr__(self, "rating_range", tasks.check_data_options(
-            self.dataset, self.ratings, self.movies, self.rating_range))
+            self.dataset, self.ratings, self.movies, self.rating_range, self.schema,
+            self.declared_users))
+        if self.on_invalid not in ("refuse", "coerce"):
+            raise InvalidInputError(f"--on-invalid must be refuse or coerce, got "
+                                    f"{self.on_invalid!r}")
 
     @property
     def private(self) -> bool:
@@ -95,7 +102,8 @@ class RunConfig:
 def load_task(config: RunConfig) -> RatingsData | TabularData:
     return tasks.load_task(config.dataset, config.split_seed, config.max_users,
                            config.adult_users, ratings=config.ratings, movies=config.movies,
-                           rating_range=config.rating_range)
+                           rating_range=config.rating_range, schema=config.schema,
+                           on_invalid=config.on_invalid, declared_users=config.declared_users)
 
 
 def make_model(config: RunConfig, data: RatingsData | TabularData) -> Any:
@@ -183,9 +191,50 @@ def guarantee_of(side: TrustedSide) -> PrivacyGuarantee:
     if config.dataset == "movielens" and side.model.q > 0:
         notes.append("public item features (genres, year) used without protection")
     if config.ratings is not None and config.movies is None:
-        notes.append("no catalogue given: the set of rated movie ids is treated as public (it "
-                     "sizes the released item table) and no public item features are used")
+        notes.append("no catalogue given: the set of rated movie ids sizes the released item "
+                     "table (named in not_covered) and no public item features are used")
     return side.accountant.guarantee(MECHANISM_NAMES[config.algorithm], tuple(notes))
+
+
+#: Output keys computed exactly from the private ratings/records (or timed on them): each one
+#: present in an output is named in the guarantee's `not_covered`.
+_TIMINGS = ("wall-clock timings (train_seconds, rounds_per_second, seconds): they grow with the "
+            "number of ratings")
+EXACT_OUTPUTS = {
+    "test_rmse": "test_rmse (exact RMSE on the users' held-out ratings)",
+    "test_accuracy": "test_accuracy (exact, on the users' held-out records)",
+    "test_logloss": "test_logloss (exact, on the users' held-out records)",
+    "n_test": "n_test (exact number of held-out ratings or records)",
+    "item_mean_rmse": "item_mean_rmse (exact non-private baseline: per-item means of the "
+                      "training ratings, scored on the held-out ratings)",
+    "local_only_rmse": "local_only_rmse (exact, on the held-out ratings)",
+    "majority_accuracy": "majority_accuracy (exact: training majority class scored on the "
+                         "held-out records)",
+    "train_seconds": _TIMINGS,
+    "seconds": _TIMINGS,
+}
+EVALUATION_NOTE = ("test metrics and baselines are the experimenter's held-out evaluation, "
+                   "computed exactly on the devices' private test data: they are outside the "
+                   "DP release and named in guarantee.not_covered (--no-eval drops them)")
+
+
+def release_guarantee(side: TrustedSide, out: dict[str, Any]) -> PrivacyGuarantee:
+    """The run's guarantee, naming what it covers and every exact value in `out`."""
+    config = side.config
+    g = guarantee_of(side)
+    what = ("item table (item embeddings and biases) published to the untrusted server after "
+            "every round and at the end" if config.dataset == "movielens"
+            else "model weights published to the untrusted server after every round and at "
+                 "the end")
+    g = g.with_covers(what)
+    missing = [text for key, text in EXACT_OUTPUTS.items() if key in out]
+    if config.ratings is not None and config.declared_users is None:
+        missing.append("n_users (the exact number of users in --ratings; it also sizes the "
+                       "sampling plan and the noise: declare it with --users N)")
+    if config.ratings is not None and config.movies is None:
+        missing.append("the item table's size and rows (the set of movie ids rated in "
+                       "--ratings: pass the public catalogue with --movies)")
+    return g.with_not_covered(*missing)
 
 
 def evaluate_clients(model: Any, clients: list[Client], distributor: TrustedDistributor
@@ -224,8 +273,14 @@ def majority_accuracy(data: TabularData) -> float:
 
 def train(config: RunConfig, data: RatingsData | TabularData | None = None, *,
           engine: str = "vectorized", progress: Callable[[int, int], None] | None = None,
-          baselines: bool = True) -> dict[str, Any]:
-    """Run a whole training round by round in-process; return metrics and the guarantee."""
+          baselines: bool = True, evaluate: bool = True, timings: bool = True
+          ) -> dict[str, Any]:
+    """Run a whole training round by round in-process; return metrics and the guarantee.
+
+    `evaluate` adds the held-out metrics (and, with `baselines`, the non-private baselines),
+    `timings` the wall-clock times: all are exact values on the private data, so the
+    guarantee lists each of them in `not_covered` (release_guarantee).
+    """
     if engine not in ("vectorized", "loop"):
         raise InvalidInputError(f"engine must be 'vectorized' or 'loop', got {engine!r}")
     data = load_task(config) if data is None else data
@@ -250,9 +305,6 @@ def train(config: RunConfig, data: RatingsData | TabularData | None = None, *,
             progress(t + 1, config.rounds)
     train_seconds = time.perf_counter() - started
     side.distributor.load(side.server.publish())
-    metrics = summarize_metrics(config.dataset, evaluate_clients(model, clients,
-                                                                side.distributor))
-    guarantee = guarantee_of(side)
     out: dict[str, Any] = {
         "dataset": config.dataset,
         "algorithm": config.algorithm,
@@ -261,19 +313,23 @@ def train(config: RunConfig, data: RatingsData | TabularData | None = None, *,
         "n_users": data.n_users,
         "clients_per_round": side.plan.clients_per_round,
         "noise_multiplier": side.plan.noise_multiplier,
-        **metrics,
-        "guarantee": guarantee.to_dict(),
-        "train_seconds": train_seconds,
-        "rounds_per_second": config.rounds / train_seconds if train_seconds > 0 else math.inf,
-        "calibration_seconds": side.calibration_seconds,
-        "releases_charged": len(side.accountant.events),
-        "evaluation_note": "test metrics are the experimenter's held-out evaluation, computed "
-                           "on the devices' test ratings; they are not part of the DP release",
     }
-    if baselines and isinstance(data, RatingsData):
+    if evaluate:
+        out.update(summarize_metrics(config.dataset, evaluate_clients(model, clients,
+                                                                      side.distributor)))
+    out["releases_charged"] = len(side.accountant.events)
+    if timings:
+        out["train_seconds"] = train_seconds
+        out["rounds_per_second"] = (config.rounds / train_seconds if train_seconds > 0
+                                    else math.inf)
+        out["calibration_seconds"] = side.calibration_seconds
+    if evaluate and baselines and isinstance(data, RatingsData):
         out["item_mean_rmse"] = item_mean_rmse(data)
         out["local_only_rmse"] = local_only_rmse(model, make_batch(data))
-    elif baselines:
+    elif evaluate and baselines:
         out["majority_accuracy"] = majority_accuracy(data)
+    if evaluate:
+        out["evaluation_note"] = EVALUATION_NOTE
+    out["guarantee"] = release_guarantee(side, out).to_dict()
     out["_side"] = side  # for tests and experiments; dropped by the CLI
     return out

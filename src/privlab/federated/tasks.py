@@ -27,9 +27,13 @@ DATASETS = ("movielens", "adult")
 
 
 def check_data_options(dataset: str, ratings: str | None, movies: str | None,
-                       rating_range: tuple[float, float]) -> tuple[float, float]:
+                       rating_range: tuple[float, float], schema: str | None = None,
+                       declared_users: int | None = None) -> tuple[float, float]:
     """The file options only make sense together and for the ratings task; returns the range."""
     rating_range = check_rating_range(rating_range)
+    if ratings is None and (schema is not None or declared_users is not None):
+        raise InvalidInputError("--schema/--users describe a --ratings file; the bundled "
+                                "datasets have their own (public) schema and user count")
     if dataset != "movielens" and (ratings is not None or movies is not None):
         raise InvalidInputError("--ratings/--movies give MovieLens-format ratings; use them with "
                                 "--dataset movielens")
@@ -44,14 +48,18 @@ def check_data_options(dataset: str, ratings: str | None, movies: str | None,
 
 def load_task(dataset: str, split_seed: int = 0, max_users: int | None = None,
               adult_users: int = 600, *, ratings: str | None = None, movies: str | None = None,
-              rating_range: tuple[float, float] = MOVIELENS_RANGE) -> RatingsData | TabularData:
+              rating_range: tuple[float, float] = MOVIELENS_RANGE, schema: str | None = None,
+              on_invalid: str = "refuse", declared_users: int | None = None
+              ) -> RatingsData | TabularData:
     """The task's per-user data: bundled MovieLens ratings, or a ratings file in the MovieLens
     format (`ratings`, optional public catalogue `movies`, declared `rating_range`), or Adult
     dealt to synthetic users."""
-    rating_range = check_data_options(dataset, ratings, movies, rating_range)
+    rating_range = check_data_options(dataset, ratings, movies, rating_range, schema,
+                                      declared_users)
     if ratings is not None:
         return load_ratings_files(ratings, movies, rating_range=rating_range,
-                                  split_seed=split_seed, max_users=max_users)
+                                  split_seed=split_seed, max_users=max_users, schema=schema,
+                                  on_invalid=on_invalid, declared_users=declared_users)
     if dataset == "movielens":
         return load_movielens_task(split_seed=split_seed, max_users=max_users)
     if dataset == "adult":

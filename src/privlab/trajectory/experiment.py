@@ -7,6 +7,7 @@ metres. Each row carries the guarantee that setting actually gives.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,7 +72,8 @@ def rmse_table(p: Prepared, *, bbox: BBox, settings: Sequence[str] = tuple(SETTI
                     row[key] = float(np.sqrt(np.mean(arr ** 2))) if key.startswith("rmse") \
                         else float(arr.mean())
                 row.update({"windows": release.counts["windows"], "is_dp": g.is_dp,
-                            "epsilon_per_fix": g.epsilon if g.is_dp else None,
+                            # the claim on the locations (times are outside it: not_covered)
+                            "epsilon_per_fix": g.epsilon if math.isfinite(g.epsilon) else None,
                             "neighbouring": g.neighbouring})
                 rows.append(row)
     return pd.DataFrame(rows)

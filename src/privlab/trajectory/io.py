@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -220,3 +221,47 @@ def read_trajectories(path: str | Path, *, fmt: str = "auto", id_col: str | None
         raise InvalidInputError(f"{path} holds no trajectory points")
     return from_frame(pd.concat(frames, ignore_index=True), id_col="id", time_col="time",
                       lat_col="lat", lon_col="lon")
+
+
+_LAT_NAMES = ("lat", "latitude")
+_LON_NAMES = ("lon", "lng", "long", "longitude")
+
+
+def schema_roles(schema: Any) -> dict[str, str]:
+    """Which declared column is the id (the privacy unit), the time, the latitude, the
+    longitude: from the schema alone."""
+    where = f"schema {schema.name!r}"
+    if schema.privacy_unit == "row":
+        raise InvalidInputError(f"{where}: trajectories need a person column as privacy_unit "
+                                "(e.g. uid), not 'row'")
+    times = [c.name for c in schema.columns if c.type == "datetime"]
+    lats = [c.name for c in schema.columns if c.is_numeric and c.name.lower() in _LAT_NAMES]
+    lons = [c.name for c in schema.columns if c.is_numeric and c.name.lower() in _LON_NAMES]
+    for role, found in (("datetime", times), ("latitude (lat)", lats),
+                        ("longitude (lon/lng)", lons)):
+        if len(found) != 1:
+            raise InvalidInputError(f"{where}: declare exactly one {role} column for "
+                                    f"trajectories, found {len(found)}")
+    return {"id": schema.privacy_unit, "time": times[0], "lat": lats[0], "lon": lons[0]}
+
+
+def read_with_schema(path: str | Path, schema: Any, on_invalid: str = "refuse", *,
+                     delimiter: str | None = None) -> pd.DataFrame:
+    """A trajectory table fitted to a declared schema (e.g. the bundled `geolife`), then put
+    in the canonical columns. Coordinates and times outside the schema's bounds are refused
+    or (coerce) clamped; rows with no place (a missing or unparseable value) are dropped."""
+    from privlab.schema import check_policy, conform, load_schema
+
+    sch = load_schema(schema)
+    roles = schema_roles(sch)
+    path = Path(path)
+    if detect_format(path) != "table":
+        raise InvalidInputError("--schema applies to table inputs (CSV/TSV/Parquet); convert "
+                                "the GeoLife/T-Drive files to a table first")
+    frame = read_table(path, delimiter=delimiter)
+    frame = conform(frame, sch, check_policy(on_invalid),
+                    columns=[roles[r] for r in ("id", "time", "lat", "lon")])
+    if len(frame) == 0:
+        raise InvalidInputError("no fix left after fitting the table to the schema")
+    return from_frame(frame, id_col=roles["id"], time_col=roles["time"], lat_col=roles["lat"],
+                      lon_col=roles["lon"])

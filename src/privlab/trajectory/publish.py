@@ -234,7 +234,7 @@ def _guarantees(mechanism: str, sensitivity: str, epsilon: float, radius: float,
     k = windows_per_fix(pb, s)
     max_w = w.counts["max_windows_per_trip"]
     common = ["timestamps, trip boundaries and the number of fixes and windows are published "
-              "unchanged: they are not protected",
+              "unchanged: they are not protected (named in not_covered)",
               "preprocessing filters (bbox, time window, heading, speed) keep or drop fixes by "
               "their values; the guarantee covers the fixes that were kept"]
     if seeded:
@@ -267,7 +267,7 @@ def _guarantees(mechanism: str, sensitivity: str, epsilon: float, radius: float,
             mechanism=fix_g.mechanism, accountant="basic composition over the trip's windows",
             notes=(f"every fix of one trip moved by at most r = {radius:g} m; longest trip: "
                    f"{max_w} windows x epsilon {epsilon:g}",) + tuple(common))
-        return fix_g, trip_g
+        return _label(fix_g), _label(trip_g)
     if sensitivity == "bbox":
         assert box is not None
         per_fix = k * epsilon
@@ -292,13 +292,35 @@ def _guarantees(mechanism: str, sensitivity: str, epsilon: float, radius: float,
             mechanism=fix_g.mechanism, accountant="basic composition over the trip's windows",
             notes=(f"a whole trip replaced within the box: each of its (up to {max_w}) windows has "
                    f"{pb} fixes at epsilon {epsilon:g} each: {trip_eps:.4g}",) + tuple(common))
-        return fix_g, trip_g
+        return _label(fix_g), _label(trip_g)
     ng = PrivacyGuarantee.not_private(
         "window mean + Laplace with data-derived bounds (the authors' setting)", PAPER_REASON,
         model="local")
     ng = ng.with_notes("for comparison with the paper only; use --mechanism planar or "
                        "--mechanism laplace --sensitivity bbox for a real guarantee")
+    ng = _label(ng).with_not_covered(
+        "lat, lon (noise scale and clipping interval from each window's own min/max fixes)")
     return ng, ng
+
+
+#: What every trajectory release publishes exactly, outside any noise. In the local model each
+#: user's own published rows depend on that user's data; these parts do so without noise.
+NOT_COVERED = (
+    "time, trip and window columns and the ids (each user's window times and trip structure "
+    "are published exactly; the neighbouring relation moves locations only)",
+    "counts.windows, counts.trips, counts.ids, counts.max_windows_per_trip and the per-trip "
+    "epsilon (functions of the published time/trip columns)",
+)
+COVERS = ("lat, lon of every published window (noisy window means)",)
+
+
+def _label(g: PrivacyGuarantee) -> PrivacyGuarantee:
+    """What the claim covers and what is published outside it (docs/guarantees.md)."""
+    return g.with_covers(*COVERS).with_not_covered(*NOT_COVERED)
+
+
+#: Counts that can be recomputed from the published file itself (its rows, ids and trips).
+PUBLISHED_COUNTS = ("windows", "trips", "ids", "max_windows_per_trip")
 
 
 @dataclass
@@ -319,12 +341,53 @@ class TrajectoryRelease:
     averaged: pd.DataFrame | None = field(default=None, repr=False)
 
     def sidecar(self) -> dict[str, Any]:
-        """The JSON sidecar: parameters, counts, noise and guarantees (no data)."""
+        """The JSON sidecar: parameters, published counts, noise and guarantees (no data).
+
+        Only the counts that are functions of the published rows go in (PUBLISHED_COUNTS);
+        the input-side counts (fixes read, dropped, in short trips) are the curator's, in
+        `curator_counts()`, never written next to the release.
+        """
         return {"kind": "privlab.trajectory.release", "privlab_version": __version__,
                 "parameters": self.parameters, "guarantee": self.guarantee.to_dict(),
                 "trip_guarantee": self.trip_guarantee.to_dict(), "noise": self.noise,
-                "counts": self.counts, "warnings": self.warnings,
+                "counts": {k: self.counts[k] for k in PUBLISHED_COUNTS if k in self.counts},
+                "warnings": self.warnings,
                 "columns": list(map(str, self.published.columns))}
+
+    def curator_counts(self) -> dict[str, Any]:
+        """Exact counts of the input (read, dropped, unpublished): for the data's curator
+        only, not protected, never in the sidecar."""
+        return {k: v for k, v in self.counts.items() if k not in PUBLISHED_COUNTS}
+
+
+def _subset(w: Windows, rows: np.ndarray) -> Windows:
+    return replace(w, codes=w.codes[rows], trip=w.trip[rows], window=w.window[rows], t=w.t[rows],
+                   lat=w.lat[rows], lon=w.lon[rows], start=w.start[rows],
+                   trip_of_window=w.trip_of_window[rows])
+
+
+def _per_user(p: Prepared, w: Windows, seed: int, noisy: Any
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Seeded runs draw each user's noise from a stream keyed by (seed, that user's id).
+
+    In the local model every user randomizes their own trajectory; keying the stream by the
+    user (not by the position in a shared stream) keeps the other users' published rows
+    identical when one user is added, removed or changed (the neighbouring-dataset harness).
+    """
+    import hashlib
+
+    lat = np.empty(len(w))
+    lon = np.empty(len(w))
+    noise: dict[str, Any] = {}
+    bounds = np.flatnonzero(np.r_[True, w.codes[1:] != w.codes[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        uid = str(p.ids[w.codes[a]])
+        digest = hashlib.sha256(uid.encode("utf-8")).digest()
+        key = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+        gen = np.random.default_rng(np.random.SeedSequence([seed, *key]))
+        rows = np.arange(a, b)
+        lat[rows], lon[rows], noise = noisy(_subset(w, rows), gen)
+    return lat, lon, noise
 
 
 def _frame(p: Prepared, w: Windows, lat: np.ndarray, lon: np.ndarray) -> pd.DataFrame:
@@ -340,11 +403,15 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
               sensitivity: str = "bbox", gap_minutes: float = 30.0,
               filters: Filters | None = None, rng: RngLike = None, on_invalid: str = "error",
               keep_averaged: bool = True, read_options: dict[str, Any] | None = None,
-              ) -> TrajectoryRelease:
+              seed_per_user: bool = False) -> TrajectoryRelease:
     """Publish trajectories with Algorithm 1 and a stated guarantee (see the module docstring).
 
     `bbox` is the public box (LAT0,LON0,LAT1,LON1): it filters the fixes, fixes the planar
     projection and gives the laplace sensitivity; it must not be derived from the data.
+    `seed_per_user` (with an int `rng`): draw each user's noise from a stream keyed by the seed
+    and the user's id, so other users' rows do not move when one user's data changes (what the
+    CLI does with --seed); the default draws one vectorised stream, much faster for the
+    statistical tests' hundreds of thousands of trajectories.
     """
     epsilon = check_epsilon(epsilon)
     window, stride = check_window(window, stride)
@@ -385,14 +452,21 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
         raise InvalidInputError(f"some fixes lie outside --bbox {box}: prepare the data with "
                                 "the same box as filter")
     w = make_windows(p, window, stride, gap_minutes)
-    gen = make_rng(rng)
     warn: list[str] = []
-    if mechanism == "planar":
-        lat, lon, noise = _planar(w, epsilon, radius, box, gen)
-    elif sensitivity == "bbox":
-        lat, lon, noise = _laplace_bbox(p, w, epsilon, box, gen)
+
+    def noisy(part: Windows, gen: np.random.Generator
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        if mechanism == "planar":
+            return _planar(part, epsilon, radius, box, gen)
+        if sensitivity == "bbox":
+            return _laplace_bbox(p, part, epsilon, box, gen)
+        return _laplace_paper(p, part, epsilon, gen)
+
+    if seed_per_user and is_seeded(rng) and not isinstance(rng, np.random.Generator):
+        lat, lon, noise = _per_user(p, w, int(rng), noisy)  # type: ignore[arg-type]
     else:
-        lat, lon, noise = _laplace_paper(p, w, epsilon, gen)
+        lat, lon, noise = noisy(w, make_rng(rng))
+    if mechanism == "laplace" and sensitivity == "paper":
         msg = ("--sensitivity paper is NOT differentially private: " + PAPER_REASON +
                "; use it only to compare with the paper")
         warn.append(msg)
@@ -407,7 +481,7 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
                   "filters": filters.to_dict(), "on_invalid": on_invalid,
                   "seeded": is_seeded(rng), "windows_per_fix": windows_per_fix(window, stride),
                   "read_options": dict(read_options or {})}
-    counts = {**p.counts, **w.counts}
+    counts = {**p.counts, **w.counts, "ids": int(len(np.unique(w.codes)))}
     return TrajectoryRelease(
         published=_frame(p, w, lat, lon), guarantee=g_fix, trip_guarantee=g_trip,
         parameters=parameters, counts=counts, noise=noise, warnings=warn,
@@ -450,6 +524,13 @@ def guarantee_label(sidecar: dict[str, Any]) -> GuaranteeLabel:
     pb, stride = params.get("window"), params.get("stride")
     shape = f"PB {pb}, stride {stride}"
     per_fix = g.get("epsilon")
+    # a claim on the locations with the times and trip structure published outside it
+    locations_only = (g.get("is_dp") is False and list(g.get("not_covered") or []) ==
+                      list(NOT_COVERED) and isinstance(per_fix, (int, float))
+                      and math.isfinite(per_fix))
+    if locations_only:
+        g = {**g, "is_dp": True}
+        shape += "; not covered: times and trip structure (published exactly)"
     if g.get("is_dp") is not True or not isinstance(per_fix, (int, float)) \
             or not math.isfinite(per_fix):
         if params.get("mechanism") == "laplace" and params.get("sensitivity") == "paper":
@@ -458,14 +539,15 @@ def guarantee_label(sidecar: dict[str, Any]) -> GuaranteeLabel:
                 f"guarantee; {shape}", False)
         return GuaranteeLabel(f"NOT DP (no differential-privacy guarantee recorded); {shape}",
                               False)
+    ok = not locations_only
     if params.get("mechanism") == "planar":
         radius = _num(params.get("radius_m"))
         return GuaranteeLabel(
-            f"geo-indistinguishability (local DP), planar Laplace r = {radius} m: epsilon = "
-            f"{eps} per window, {per_fix:.4g} per fix moved <= r; {shape}", True)
+            f"geo-indistinguishability (local DP) on locations, planar Laplace r = {radius} m: "
+            f"epsilon = {eps} per window, {per_fix:.4g} per fix moved <= r; {shape}", ok)
     return GuaranteeLabel(
-        f"local DP, per-axis Laplace, box sensitivity: epsilon = {eps} per window, "
-        f"{per_fix:.4g} per fix moved in the box; {shape}", True)
+        f"local DP on locations, per-axis Laplace, box sensitivity: epsilon = {eps} per "
+        f"window, {per_fix:.4g} per fix moved in the box; {shape}", ok)
 
 
 def sidecar_path(path: str | Path) -> Path:

@@ -1,0 +1,110 @@
+"""`privlab release ... --schema`: neighbouring tables give the same output except the noise.
+
+For every statistic, on D (300 Adult rows) and on each one-row edit D' with the same seed, the
+JSON must agree on everything but the noised value (and a mean's noisy sum and count): keys,
+labels (the histogram's categories or bins, from the schema), grid, noise scale, guarantee.
+In refuse mode a D' may instead be refused with exit 2 and a one-line error naming the column.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from neighbours import assert_same_structure, one_row_edits
+
+from privlab.cli.main import main
+from privlab.schema import bundled_schema
+
+NOISED = ("value", "noisy_sum", "noisy_count")
+STATS = [
+    ["count", "--column", "age"],
+    ["sum", "--column", "age"],
+    ["mean", "--column", "age"],
+    ["quantile", "--column", "age", "--q", "0.5"],
+    ["histogram", "--column", "workclass"],
+    ["histogram", "--column", "age", "--bins", "8"],
+]
+
+
+@pytest.fixture(scope="module")
+def adult(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    from privlab.data.datasets import load_adult
+
+    root = tmp_path_factory.mktemp("release")
+    frame = load_adult().head(300).reset_index(drop=True)
+    base = root / "D.csv"
+    frame.to_csv(base, index=False)
+    paths = {}
+    for name, edited in one_row_edits(frame, bundled_schema("adult")).items():
+        paths[name] = root / f"{name}.csv"
+        edited.to_csv(paths[name], index=False)
+    return base, paths
+
+
+def _run(capsys: pytest.CaptureFixture[str], path: Path, argv: list[str], *extra: str
+         ) -> tuple[int, dict | str]:
+    code = main(["release", argv[0], str(path), *argv[1:], "--epsilon", "1", "--seed", "9",
+                 "--json", *extra])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 else out.err.strip())
+
+
+@pytest.mark.parametrize("policy", ["refuse", "coerce"])
+@pytest.mark.parametrize("argv", STATS, ids=lambda a: "-".join(a[0::2]))
+def test_one_row_edits_change_only_the_noised_value(adult, capsys, argv, policy) -> None:
+    base, edits = adult
+    code, ref = _run(capsys, base, argv, "--schema", "adult", "--on-invalid", policy)
+    assert code == 0, ref
+    assert ref["guarantee"]["is_dp"] and ref["guarantee"]["covers"]
+    for name, path in edits.items():
+        code, doc = _run(capsys, path, argv, "--schema", "adult", "--on-invalid", policy)
+        if code != 0:
+            assert policy == "refuse" and code == 2, (name, doc)
+            assert doc.startswith(f"error: column '{argv[2]}'"), doc  # the released column
+            assert len(doc.splitlines()) == 1, doc
+            continue
+        assert_same_structure(ref, doc, noised=NOISED)
+
+
+def test_histogram_domain_comes_from_the_schema_not_the_data(adult, capsys) -> None:
+    """Regression: a histogram's categories and bins are the schema's, whatever the rows hold."""
+    base, edits = adult
+    code, doc = _run(capsys, base, ["histogram", "--column", "workclass"], "--schema", "adult")
+    assert code == 0, doc
+    declared = list(bundled_schema("adult").column("workclass").categories)
+    assert doc["details"]["labels"][:len(declared)] == declared
+    code, doc = _run(capsys, base, ["histogram", "--column", "age"], "--schema", "adult")
+    lo, hi = bundled_schema("adult").column("age").bounds
+    assert doc["details"]["labels"][0].startswith(f"[{lo:g},")
+    assert doc["details"]["labels"][-1].endswith(f"{hi:g}]")
+
+
+def test_person_level_schema_bounds_contributions(tmp_path, capsys) -> None:
+    """movielens-ratings has privacy unit userId: record-level neighbouring is refused, and
+    with --max-rows-per-unit the claim is per user and adding a whole user changes only the
+    noise."""
+    from privlab.data.datasets import load_movielens
+
+    ratings = load_movielens("ratings")
+    frame = ratings[ratings["userId"] <= 15].reset_index(drop=True)
+    d = tmp_path / "D.csv"
+    frame.to_csv(d, index=False)
+    added = pd.concat([frame, frame[frame["userId"] == 1].assign(userId=777)],
+                      ignore_index=True)
+    d2 = tmp_path / "D2.csv"
+    added.to_csv(d2, index=False)
+    argv = ["mean", "--column", "rating"]
+    code, err = _run(capsys, d, argv, "--schema", "movielens-ratings")
+    assert code == 2 and "--max-rows-per-unit" in err
+    extra = ("--schema", "movielens-ratings", "--max-rows-per-unit", "20")
+    code, ref = _run(capsys, d, argv, *extra)
+    assert code == 0, ref
+    g = ref["guarantee"]
+    assert g["neighbouring"] == "user" and g["epsilon"] == 1.0 and g["is_dp"]
+    assert any("epsilon/20" in n for n in g["notes"])
+    code, doc = _run(capsys, d2, argv, *extra)
+    assert code == 0
+    assert_same_structure(ref, doc, noised=NOISED)
