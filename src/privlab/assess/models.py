@@ -62,7 +62,10 @@ class Grouping:
         never have to reach this process."""
         qis = _check_qis(frame, qis, sensitive)
         cols = list(qis) + ([sensitive] if sensitive else [])
-        table = encode_table(frame, cols, missing=missing, min_rows=1, with_counts=False)
+        # classes numbered in value order, whatever the row order (a table of counts from
+        # an engine comes back in any order; ties in the details must read the same)
+        table = encode_table(frame, cols, missing=missing, min_rows=1, with_counts=False,
+                             ordered_categories=True)
         qcols = [table[q] for q in qis]
         used = qcols + ([table[sensitive]] if sensitive else [])
         n = table.n
