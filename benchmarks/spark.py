@@ -7,7 +7,8 @@ time for the three answers (session start excluded, the file's first read includ
 
     python benchmarks/spark.py gen --rows 1000000 10000000     # Parquet under /tmp (not git)
     python benchmarks/spark.py run --rows 1000000 10000000 --tools privlab,plain
-    python benchmarks/spark.py run --rows 1000000 --tools tumult --python /tmp/tumult-venv/bin/python
+    python benchmarks/spark.py run --rows 1000000 --tools tumult \
+        --python /tmp/tumult-venv/bin/python
     python benchmarks/spark.py assess --rows 50000000 --engine duckdb
 
 Each tool runs in its own process (`one` sub-command), so Tumult (pyspark 3.5, pandas < 2)
