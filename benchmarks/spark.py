@@ -7,8 +7,8 @@ time for the three answers (session start excluded, the file's first read includ
 
     python benchmarks/spark.py gen --rows 1000000 10000000     # Parquet under /tmp (not git)
     python benchmarks/spark.py run --rows 1000000 10000000 --tools privlab,plain
-    python benchmarks/spark.py run --rows 1000000 --tools tumult \
-        --python /tmp/tumult-venv/bin/python
+    python benchmarks/spark.py run --rows 1000000 --tools privlab,plain,tumult,pipelinedp \
+        --python tumult=/tmp/tumult-venv/bin/python,pipelinedp=/tmp/pdp-venv/bin/python
     python benchmarks/spark.py assess --rows 50000000 --engine duckdb
 
 Each tool runs in its own process (`one` sub-command), so Tumult (pyspark 3.5, pandas < 2)
@@ -95,13 +95,28 @@ def exact(rows: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the tools
 
+#: One Spark configuration for every tool (privlab's `get_spark` defaults, made explicit), so
+#: the only difference between the runs is the library on top.
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": os.environ.get("BENCH_DRIVER_MEMORY", "3g"),
+}
+
+
 def _spark(master: str = "local[*]") -> Any:
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(master).appName("bench")
-            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", os.environ.get("BENCH_DRIVER_MEMORY", "3g"))
-            .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # UDF workers: this venv
+    builder = SparkSession.builder.master(master).appName("bench")
+    for k, v in SPARK_CONF.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def run_privlab(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -109,8 +124,7 @@ def run_privlab(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
     from privlab.engines.spark import SparkEngine, get_spark
     from privlab.query.runner import DPQuery
 
-    spark = get_spark(conf={"spark.driver.memory": os.environ.get("BENCH_DRIVER_MEMORY", "3g"),
-                            "spark.sql.shuffle.partitions": "8"})
+    spark = get_spark("local[*]", conf=SPARK_CONF)
     tables = {"people": {"columns": {
         "id": "int", "education": {"type": "text", "domain": EDU},
         "hours": {"type": "int", "bounds": list(HOURS)},
@@ -225,12 +239,16 @@ def one(tool: str, rows: int) -> None:
 
 
 def run(rows_list: list[int], tools: list[str], python: str, out: Path,
-        timeout: float) -> None:
+        timeout: float, repeat: int = 1) -> None:
+    """Each tool in a fresh process per run; with `repeat`, the tools alternate (A B A B) so
+    that a burst of load on the shared machine hits them alike."""
     results = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    pythons = dict(p.split("=", 1) for p in python.split(",") if "=" in p)
+    default_python = next((p for p in python.split(",") if "=" not in p), sys.executable)
     for rows in rows_list:
         truth = exact(rows)
-        for tool in tools:
-            cmd = [python, __file__, "one", tool, str(rows)]
+        for rep, tool in ((r, t) for r in range(repeat) for t in tools):
+            cmd = [pythons.get(tool, default_python), __file__, "one", tool, str(rows)]
             t0 = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -250,6 +268,7 @@ def run(rows_list: list[int], tools: list[str], python: str, out: Path,
                         "mean_abs": abs(entry["mean_age"] - truth["mean_age"]),
                     }
                     entry.pop("counts")
+            entry["repeat"] = rep
             entry["process_wall_s"] = round(time.perf_counter() - t0, 2)
             print(json.dumps(entry), flush=True)
             results["runs"].append(entry)
@@ -293,7 +312,9 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--rows", type=int, nargs="+", required=True)
     r.add_argument("--tools", default="privlab,plain")
-    r.add_argument("--python", default=sys.executable)
+    r.add_argument("--python", default=sys.executable,
+                   help="interpreter, or TOOL=PATH pairs: tumult=/tmp/tumult-venv/bin/python")
+    r.add_argument("--repeat", type=int, default=1)
     r.add_argument("--timeout", type=float, default=1800)
     r.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/spark.json")
     o = sub.add_parser("one")
@@ -313,7 +334,7 @@ def main() -> None:
     elif args.cmd == "assess":
         assess_run(args.rows, args.engine, args.out)
     else:
-        run(args.rows, args.tools.split(","), args.python, args.out, args.timeout)
+        run(args.rows, args.tools.split(","), args.python, args.out, args.timeout, args.repeat)
 
 
 if __name__ == "__main__":

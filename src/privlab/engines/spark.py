@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -88,6 +89,9 @@ def get_spark(master: str | None = None, *, conf: Mapping[str, str] | None = Non
             if active is not None:
                 return active
             find_java()
+        if remote is None and master.startswith("local"):
+            # Python UDF workers (applyInPandas) must run this interpreter, not `python3`
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.appName(APP_NAME)
         if remote is not None:
             builder = builder.remote(remote)
