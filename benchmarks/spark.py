@@ -119,7 +119,13 @@ def _spark(master: str = "local[*]") -> Any:
     return spark
 
 
-def run_privlab(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_privlab_bounded(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same workload with `id` declared the privacy unit (max_rows 1): contribution
+    bounding by ROW_NUMBER() OVER (PARTITION BY id) costs a shuffle of every row."""
+    return run_privlab(rows, unit=True)
+
+
+def run_privlab(rows: int, unit: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "src"))
     from privlab.engines.spark import SparkEngine, get_spark
     from privlab.query.runner import DPQuery
@@ -129,6 +135,8 @@ def run_privlab(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "id": "int", "education": {"type": "text", "domain": EDU},
         "hours": {"type": "int", "bounds": list(HOURS)},
         "age": {"type": "int", "bounds": list(AGE)}}}}
+    if unit:
+        tables["people"].update(privacy_unit="id", max_rows=1)
     t0 = time.perf_counter()
     q = DPQuery(tables, SparkEngine({"people": str(path_for(rows))}, spark=spark))
     # eps 1 in total: three queries of 1/3 each
@@ -257,7 +265,8 @@ def run_pipelinedp(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
         {"note": "PipelineDP Laplace, budget split evenly by its accountant"}
 
 
-TOOLS = {"privlab": run_privlab, "duckdb": run_duckdb, "plain": run_plain, "tumult": run_tumult,
+TOOLS = {"privlab": run_privlab, "privlab_bounded": run_privlab_bounded,
+         "duckdb": run_duckdb, "plain": run_plain, "tumult": run_tumult,
          "pipelinedp": run_pipelinedp}
 
 
@@ -334,7 +343,8 @@ def assess_run(rows: int, engine: str, out: Path) -> None:
     """`privlab assess --engine E` on N rows in a child process; peak RSS of its process tree
     (Spark's JVM included), sampled every 0.5 s."""
     data = path_for(rows)
-    cmd = [sys.executable, "-m", "privlab.cli.main", "assess", str(data), "--engine", engine,
+    cmd = [sys.executable, "-c", "import sys; from privlab.cli.main import main; "
+           "sys.exit(main(sys.argv[1:]))", "assess", str(data), "--engine", engine,
            "-q", "age,sex,race", "-s", "education", "--attributes",
            "education,hours,age,sex,race,zip", "--json"]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))

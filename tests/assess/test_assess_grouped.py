@@ -93,3 +93,9 @@ def test_bad_input(tmp_path: Path, adult_parquet: Path) -> None:
         assess_grouped(DuckDBSource(adult_parquet), quasi_identifiers=["nope"])
     assert main(["assess", str(tmp_path / "missing.parquet"), "--engine", "duckdb"]) == 2
     assert main(["assess", str(adult_parquet), "--master", "local[1]"]) == 2
+
+
+def test_no_progress_bar_in_json(adult_parquet: Path) -> None:
+    """DuckDB draws a progress bar on stdout for long queries: it would corrupt `--json`."""
+    src = DuckDBSource(adult_parquet)
+    assert src.sql("SELECT current_setting('enable_progress_bar')")[0][0] is False

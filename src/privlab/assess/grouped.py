@@ -86,7 +86,9 @@ class DuckDBSource(CountSource):
             raise InvalidInputError(f"{what}: {p} does not exist; pass a Parquet file or a "
                                     "directory of Parquet files")
         pattern = str(p / "**" / "*.parquet") if p.is_dir() else str(p)
+        # no progress bar: it would write to stdout, inside `--json` output
         self.con = duckdb.connect()
+        self.con.execute("SET enable_progress_bar = false")
         try:
             literal = "'" + pattern.replace("'", "''") + "'"
             self.con.execute(f"CREATE VIEW __data AS SELECT * FROM read_parquet({literal})")
