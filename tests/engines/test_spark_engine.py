@@ -104,6 +104,7 @@ def test_gateway_on_spark_matches_duckdb(spark: Any, lake: Path, tmp_path: Path)
     duck = small_config(str(lake / "small.duckdb"), str(tmp_path / "l1.db"))
     raw = {"database": {"url": "spark:lake"}, "ledger": str(tmp_path / "l2.db"),
            "tables": SMALL_TABLES, "joins": SMALL_JOINS,
+           "limits": {"statement_timeout_s": 300},  # a loaded CI machine is not a timeout
            "analysts": {a.name: {"key_sha256": a.key_sha256, "epsilon": a.epsilon,
                                  "delta": a.delta} for a in duck.analysts.values()}}
     (tmp_path / "lake").symlink_to(lake)
@@ -120,6 +121,24 @@ def test_gateway_on_spark_matches_duckdb(spark: Any, lake: Path, tmp_path: Path)
     assert g_spark.budget(alice_s)["spent_epsilon"] == pytest.approx(1.0)
     g_spark.close()
     g_duck.close()
+
+
+def test_statement_timeout_interrupts(spark: Any, lake: Path) -> None:
+    """A query past the engine's timeout is cancelled (a generic EngineError, no data)."""
+    import time
+
+    from privlab.engines.spark import SparkEngine
+    from privlab.query.engine import EngineError
+
+    engine = SparkEngine(root=str(lake), spark=spark, timeout_s=1.0)
+    huge = ('SELECT COUNT(*) AS __n FROM "visits" AS a CROSS JOIN "visits" AS b '
+            'CROSS JOIN "visits" AS c CROSS JOIN "visits" AS d')  # ~1.6e9 rows
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="^spark: "):
+        engine.run(huge)
+    assert time.monotonic() - started < 60
+    engine.timeout_s = 60
+    assert engine.run('SELECT COUNT(*) AS __n FROM "people" AS t0') == [(len(PEOPLE),)]
 
 
 def test_bad_input_one_line(spark: Any, lake: Path, tmp_path: Path) -> None:

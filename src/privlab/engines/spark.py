@@ -310,24 +310,36 @@ class SparkEngine(Engine):
 
     @contextlib.contextmanager
     def _deadline(self) -> Any:
-        """Interrupt this thread's Spark jobs past `timeout_s` (Spark job tags)."""
+        """Cancel this thread's Spark jobs past `timeout_s`: a job group (interruptible) on
+        classic Spark, a job tag on Spark Connect."""
         if not self.timeout_s:
             yield
             return
-        tag = f"privlab-{uuid.uuid4().hex}"
-        self.spark.addTag(tag)
-        timer = threading.Timer(self.timeout_s, lambda: self.spark.interruptTag(tag))
+        group = f"privlab-{uuid.uuid4().hex}"
+        try:
+            sc = self.spark.sparkContext  # classic; Spark Connect has none
+        except Exception:
+            sc = None
+        if sc is not None:
+            sc.setJobGroup(group, "privlab query", interruptOnCancel=True)
+            cancel = lambda: sc.cancelJobGroup(group)  # noqa: E731
+        else:
+            self.spark.addTag(group)
+            cancel = lambda: self.spark.interruptTag(group)  # noqa: E731
+        timer = threading.Timer(self.timeout_s, cancel)
         timer.daemon = True
         timer.start()
         try:
             yield
         finally:
             timer.cancel()
-            with contextlib.suppress(Exception):
-                self.spark.removeTag(tag)
+            if sc is None:
+                with contextlib.suppress(Exception):
+                    self.spark.removeTag(group)
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
+            self._ensure_views(to_spark_sql(sql))  # reading schemas is not the query's time
             with self._deadline():
                 df = self.dataframe(sql, params)
                 if "COUNT(*) AS __n" not in sql:
