@@ -77,6 +77,18 @@ def test_exact_aggregates_equal_duckdb(spark: Any, lake: Path) -> None:
     sql = QUERIES[0]
     assert on_spark.query(sql, epsilon=1.0, rng=7).to_dict() == \
         on_duck.query(sql, epsilon=1.0, rng=7).to_dict()
+    # DP-selected group keys (no public domain): partition selection, delta > 0
+    selected = copy.deepcopy(UNBOUNDED)
+    del selected["visits"]["columns"]["city"]["domain"]
+    sel_spark = DPQuery(selected, on_spark.engine, joins=SMALL_JOINS)
+    sel_duck = DPQuery(selected, on_duck.engine, joins=SMALL_JOINS)
+    sql = "SELECT city, COUNT(*), SUM(amount) FROM visits GROUP BY city"
+    assert sel_spark.plan(sql).partition_selection
+    assert _norm(sel_spark.exact(sel_spark.plan(sql))[0]) == \
+        _norm(sel_duck.exact(sel_duck.plan(sql))[0])
+    a = sel_spark.query(sql, epsilon=1.0, delta=1e-6, rng=11).to_dict()
+    assert a == sel_duck.query(sql, epsilon=1.0, delta=1e-6, rng=11).to_dict()
+    assert a["guarantee"]["delta"] > 0
 
 
 def test_contribution_bounding_on_spark(spark: Any, lake: Path) -> None:
