@@ -153,6 +153,21 @@ def test_statement_timeout_interrupts(spark: Any, lake: Path) -> None:
     assert engine.run('SELECT COUNT(*) AS __n FROM "people" AS t0') == [(len(PEOPLE),)]
 
 
+def test_catalog_tables(spark: Any, lake: Path) -> None:
+    """`spark:catalog` / `table:NAME`: tables the Spark catalog already knows."""
+    from privlab.engines.spark import SparkEngine, read_source
+    from privlab.query.runner import DPQuery
+
+    spark.read.parquet(str(lake / "people.parquet")).createOrReplaceTempView("cat_people")
+    tables = {"people": {**copy.deepcopy(SMALL_TABLES["people"]), "source": "cat_people"}}
+    q = DPQuery(tables, SparkEngine(catalog=True, spark=spark))
+    rows, _ = q.exact(q.plan("SELECT region, COUNT(*) FROM people GROUP BY region"))
+    assert sorted(rows) == sorted(Counter(r for _, _, r in PEOPLE).items())
+    assert read_source(spark, "table:cat_people", columns=["age"]).count() == len(PEOPLE)
+    with pytest.raises(InvalidInputError, match="catalog table 'nope' does not exist"):
+        read_source(spark, "table:nope")
+
+
 def test_bad_input_one_line(spark: Any, lake: Path, tmp_path: Path) -> None:
     from privlab.engines.spark import SparkEngine, find_java, read_source
     from privlab.query.runner import DPQuery
