@@ -53,20 +53,40 @@ class Grouping:
 
     @classmethod
     def build(cls, frame: pd.DataFrame, qis: Sequence[str], sensitive: str | None = None,
-              missing: MissingPolicy = "value") -> Grouping:
+              missing: MissingPolicy = "value", weights: Any = None) -> Grouping:
         """Classes from the distinct (QI..., sensitive) tuples: one pass over the rows, then
-        every class figure is computed on that small table."""
+        every class figure is computed on that small table.
+
+        `weights`: each row of `frame` stands for that many records (a table of group-by
+        counts from DuckDB or Spark: `privlab.assess.grouped`), so the records themselves
+        never have to reach this process."""
         qis = _check_qis(frame, qis, sensitive)
         cols = list(qis) + ([sensitive] if sensitive else [])
-        table = encode_table(frame, cols, missing=missing, min_rows=1, with_counts=False)
+        # classes numbered in value order, whatever the row order (a table of counts from
+        # an engine comes back in any order; ties in the details must read the same)
+        table = encode_table(frame, cols, missing=missing, min_rows=1, with_counts=False,
+                             ordered_categories=True)
         qcols = [table[q] for q in qis]
         used = qcols + ([table[sensitive]] if sensitive else [])
-        parts, counts = distinct_tuples([c.codes for c in used], [c.card for c in used])
+        n = table.n
+        if weights is None:
+            parts, counts = distinct_tuples([c.codes for c in used], [c.card for c in used])
+        else:
+            w = _weights(weights, len(frame))
+            if table.kept is not None:
+                w = w[table.kept]
+            # two rows may encode alike (NaN and None are one missing value): merge them
+            full, n_full = combine_codes([c.codes for c in used], [c.card for c in used])
+            counts = np.bincount(full, weights=w, minlength=n_full)
+            counts = np.rint(counts).astype(np.int64)
+            rep = representatives(full, n_full)
+            parts = [c.codes[rep] for c in used]
+            n = int(counts.sum())
         nq = len(qcols)
         group, n_groups = combine_codes(parts[:nq], [c.card for c in qcols])
         sizes = np.bincount(group, weights=counts, minlength=n_groups).astype(np.int64)
         rep = representatives(group, n_groups)
-        g = cls(list(qis), table.n, n_groups, sizes, [p[rep] for p in parts[:nq]], qcols)
+        g = cls(list(qis), n, n_groups, sizes, [p[rep] for p in parts[:nq]], qcols)
         if sensitive:
             order = np.lexsort((parts[nq], group))
             g.sensitive = table[sensitive]
@@ -123,7 +143,7 @@ class Grouping:
             raise InvalidInputError(f"sensitive kind must be auto, numeric or categorical, got "
                                     f"{kind!r}")
         gi, si, c = self.pair_group, self.pair_value, self.pair_count
-        global_counts = np.bincount(s.codes, minlength=s.card)
+        global_counts = np.bincount(si, weights=c, minlength=s.card)  # the pairs cover all rows
         if resolved == "categorical":
             p = global_counts / self.n
             q = c / self.sizes[gi]
@@ -139,6 +159,14 @@ class Grouping:
             labels = col.label_list()
             data[col.name] = [labels[i] for i in codes]
         return pd.DataFrame(data)
+
+
+def _weights(weights: Any, n: int) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if len(w) != n or not np.all(np.isfinite(w)) or np.any(w < 1) \
+            or not np.all(w == np.rint(w)):
+        raise InvalidInputError("weights must give a positive integer count for every row")
+    return w
 
 
 def pair_counts(group: np.ndarray, n_groups: int, values: np.ndarray,
@@ -253,8 +281,10 @@ class PopulationCounts:
 
 
 def population_counts(frame: pd.DataFrame, population: pd.DataFrame,
-                      qis: Sequence[str]) -> PopulationCounts:
-    """Join sample and population on exact QI values (both must use the same generalization)."""
+                      qis: Sequence[str], weights: Any = None,
+                      population_weights: Any = None) -> PopulationCounts:
+    """Join sample and population on exact QI values (both must use the same generalization).
+    `weights` / `population_weights`: records per row (group-by counts), as in `Grouping`."""
     require_columns(population, list(qis), "population column")
     if len(population) == 0:
         raise InvalidInputError("the population table has no rows")
@@ -267,15 +297,18 @@ def population_counts(frame: pd.DataFrame, population: pd.DataFrame,
     group, n_groups = combine_codes([table[q].codes for q in qis],
                                     [table[q].card for q in qis])
     n = len(frame)
-    f = np.bincount(group[:n], minlength=n_groups)
-    big_f = np.bincount(group[n:], minlength=n_groups)
+    ws = None if weights is None else _weights(weights, n)
+    wp = None if population_weights is None else _weights(population_weights, len(population))
+    f = np.rint(np.bincount(group[:n], weights=ws, minlength=n_groups)).astype(np.int64)
+    big_f = np.rint(np.bincount(group[n:], weights=wp, minlength=n_groups)).astype(np.int64)
     bad = np.flatnonzero(f > big_f)
     if len(bad):
         raise InvalidInputError(
             f"the sample is not a subset of the population: {int(f[bad[0]])} sample record(s) "
             f"but {int(big_f[bad[0]])} population record(s) share one QI combination; pass the "
             "population the sample was drawn from, generalized the same way")
-    return PopulationCounts(len(population), f, big_f, group[:n])
+    pop_rows = len(population) if wp is None else int(wp.sum())
+    return PopulationCounts(pop_rows, f, big_f, group[:n])
 
 
 @dataclass
@@ -295,13 +328,15 @@ class DeltaPresence:
 
 
 def delta_presence(frame: pd.DataFrame, population: pd.DataFrame,
-                   qis: Sequence[str]) -> DeltaPresence:
+                   qis: Sequence[str], weights: Any = None,
+                   population_weights: Any = None) -> DeltaPresence:
     """(delta_min, delta_max)-presence of the sample `frame` within `population`."""
     _check_qis(frame, qis, None)
-    pc = population_counts(frame, population, qis)
+    pc = population_counts(frame, population, qis, weights, population_weights)
     mask = pc.population_counts > 0
     ratio = pc.sample_counts[mask] / pc.population_counts[mask]
-    return DeltaPresence(float(ratio.min()), float(ratio.max()), pc.population_rows, len(frame),
+    rows = len(frame) if weights is None else int(pc.sample_counts.sum())
+    return DeltaPresence(float(ratio.min()), float(ratio.max()), pc.population_rows, rows,
                          int(mask.sum()))
 
 
@@ -414,16 +449,21 @@ def evaluate_privacy(frame: pd.DataFrame, qis: Sequence[str], sensitive: str | N
                      population: pd.DataFrame | None = None,
                      sensitive_kind: SensitiveKind = "auto", recursive_l: int | None = None,
                      risk_threshold: float = 0.2, missing: MissingPolicy = "value",
-                     detail_rows: int = 20) -> PrivacyModelReport:
-    """k, l (three kinds), t, delta-presence and re-identification risk in one pass."""
+                     detail_rows: int = 20, weights: Any = None,
+                     population_weights: Any = None) -> PrivacyModelReport:
+    """k, l (three kinds), t, delta-presence and re-identification risk in one pass.
+    `weights` / `population_weights`: records per row when the frames hold group-by counts."""
     if missing == "drop":
         used = list(qis) + ([sensitive] if sensitive else [])
         require_columns(frame, used, "column")
-        frame = frame.dropna(subset=used).reset_index(drop=True)
+        complete = frame[used].notna().all(axis=1).to_numpy()
+        if weights is not None:
+            weights = _weights(weights, len(frame))[complete]
+        frame = frame[complete].reset_index(drop=True)
         if len(frame) == 0:
             raise InvalidInputError("no row is complete on the quasi-identifiers and sensitive "
                                     "attribute; count missing as a value instead")
-    g = Grouping.build(frame, qis, sensitive, "value")
+    g = Grouping.build(frame, qis, sensitive, "value", weights=weights)
     details = g.class_values()
     details["size"] = g.sizes
     details["prosecutor_risk"] = 1.0 / g.sizes
@@ -450,8 +490,8 @@ def evaluate_privacy(frame: pd.DataFrame, qis: Sequence[str], sensitive: str | N
         ascending.append(False)
     pc = None
     if population is not None:
-        pc = population_counts(frame, population, g.qis)
-        report.delta = delta_presence(frame, population, g.qis)
+        pc = population_counts(frame, population, g.qis, weights, population_weights)
+        report.delta = delta_presence(frame, population, g.qis, weights, population_weights)
         # population size of each sample class (classes of g map 1:1 to the joint classes)
         joint_of_class = np.empty(g.n_groups, dtype=np.int64)
         joint_of_class[g.row_groups()] = pc.sample_group

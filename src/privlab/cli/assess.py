@@ -54,6 +54,13 @@ def assess_cmd(
                                          help="Per-record risk counted as 'at risk' above this."),
     target_k: int = typer.Option(5, "--target-k", help="k the recommendations aim for."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
+    engine: str = typer.Option("auto", "--engine",
+                               help="auto (DuckDB over Parquet, pandas for CSV) | pandas | "
+                                    "duckdb (Parquet, out of core) | spark (Parquet or "
+                                    "table:NAME; only counts reach this process)."),
+    master: str = typer.Option(None, "--master",
+                               help="Spark master (default local[*]; spark://host:7077, "
+                                    "sc://host:15002 for Spark Connect, or $SPARK_REMOTE)."),
     report: Path = typer.Option(None, "--report", help="Write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -68,8 +75,11 @@ def assess_cmd(
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
     qis = parse_list(quasi_identifiers, "--quasi-identifiers")
     attrs = parse_list(attributes, "--attributes")
-    frame = read_table(file, delimiter=delimiter)
-    pop = read_table(population, delimiter=delimiter) if population is not None else None
+    sources = _count_sources(file, population, engine, master)
+    frame = pop = None
+    if sources is None:
+        frame = read_table(file, delimiter=delimiter)
+        pop = read_table(population, delimiter=delimiter) if population is not None else None
     show_progress = not as_json and sys.stderr.isatty()
     status = err_console.status("assessing", spinner="dots") if show_progress else nullcontext()
     with status as live:
@@ -77,12 +87,19 @@ def assess_cmd(
             if live is not None:
                 live.update(f"assessing: {msg}")
 
-        result = assess(frame, attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
-                        thresholds=thresholds, max_combination_size=max_combination_size,
-                        missing="drop" if drop_missing else "value", bins=bin_numeric,
-                        population=pop, sensitive_kind=sensitive_kind,  # type: ignore[arg-type]
-                        recursive_l=recursive_l, risk_threshold=risk_threshold,
-                        target_k=target_k, source=str(file), progress=progress)
+        options = dict(attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
+                       thresholds=thresholds, max_combination_size=max_combination_size,
+                       missing="drop" if drop_missing else "value", bins=bin_numeric,
+                       sensitive_kind=sensitive_kind, recursive_l=recursive_l,
+                       risk_threshold=risk_threshold, target_k=target_k, source=str(file),
+                       progress=progress)
+        if sources is None:
+            result = assess(frame, population=pop, **options)  # type: ignore[arg-type]
+        else:
+            from privlab.assess.grouped import assess_grouped
+
+            result = assess_grouped(sources[0], population=sources[1],
+                                    **options)  # type: ignore[arg-type]
         if report is not None:
             progress("writing the HTML report")
             write_assessment_report(result, report)
@@ -103,6 +120,35 @@ ASSESSMENT_GUARANTEE = PrivacyGuarantee.not_private(
     "re-identification risk assessment (exact, on the input rows)",
     "an assessment for the data's curator: every count, class size, risk and "
     "recommendation is computed exactly from the input rows; do not publish it")
+
+
+def _count_sources(file: Path, population: Path | None, engine: str,
+                   master: str | None) -> tuple[object, object] | None:
+    """(data, population) count sources for DuckDB or Spark, or None for the pandas path."""
+    from privlab.assess.grouped import DuckDBSource, SparkSource, is_parquet
+
+    if engine not in ("auto", "pandas", "duckdb", "spark"):
+        raise InvalidInputError(f"--engine must be auto, pandas, duckdb or spark, got {engine!r}")
+    if master is not None and engine != "spark":
+        raise InvalidInputError("--master applies to --engine spark; add --engine spark")
+    paths = [("DATA", str(file))] + ([("--population", str(population))] if population else [])
+    if engine == "spark":
+        from privlab.engines.spark import get_spark, read_source
+
+        spark = get_spark(master)
+        return tuple(SparkSource(read_source(spark, p, what=w)) for w, p in paths) + \
+            ((None,) if population is None else ())  # type: ignore[return-value]
+    local = [(w, Path(p)) for w, p in paths]
+    if engine == "pandas" or (engine == "auto" and not all(is_parquet(p) for _, p in local)):
+        return None
+    for w, p in local:
+        if not p.exists():
+            raise InvalidInputError(f"{w}: file not found: {p}")
+        if not is_parquet(p):
+            raise InvalidInputError(f"{w}: --engine duckdb reads Parquet; {p} is not a .parquet "
+                                    "file or directory (use --engine pandas for CSV)")
+    return tuple(DuckDBSource(p, what=w) for w, p in local) + \
+        ((None,) if population is None else ())  # type: ignore[return-value]
 
 
 def _print_human(result, report: Path | None) -> None:  # noqa: ANN001 - Assessment

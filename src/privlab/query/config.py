@@ -444,7 +444,9 @@ def _limits(raw: Any) -> Limits:
 
 def _resolve(target: str, base: Path) -> str:
     """Relative file paths in the config are relative to the config file."""
-    if "://" in target or target == ":memory:":
+    if target.startswith("spark:") and "://" not in target and target != "spark:catalog":
+        return "spark:" + _resolve(target[len("spark:"):], base)  # spark:DIR, DIR relative
+    if "://" in target or target == ":memory:" or target.startswith("spark:"):
         return target
     path = Path(target).expanduser()
     return str(path if path.is_absolute() else (base / path).resolve())

@@ -263,7 +263,12 @@ class PostgresEngine(Engine):
 
 def open_engine(url: str, timeout_s: float = 10.0, threads: int | None = None) -> Engine:
     """DuckDB for a file path (or duckdb:///path), PostgreSQL for a postgresql URL.
-    `threads`: DuckDB threads per query (None: DuckDB's default, every core)."""
+    `threads`: DuckDB threads per query (None: DuckDB's default, every core).
+    `spark:DIR` / `spark:catalog`: Apache Spark (`privlab.engines.spark`, the [spark] extra)."""
+    if url.startswith("spark:"):
+        from privlab.engines.spark import open_spark_engine
+
+        return open_spark_engine(url, timeout_s=timeout_s)
     if url.startswith("duckdb:///"):
         return DuckDBEngine(url[len("duckdb:///"):], timeout_s=timeout_s, threads=threads)
     if "://" in url:

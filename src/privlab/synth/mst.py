@@ -77,6 +77,37 @@ def _measure(counts: np.ndarray, sigma: float, gen: np.random.Generator) -> np.n
     return (counts + discrete_gaussian(sigma, size=counts.shape, rng=gen)).astype(np.float64)
 
 
+class MarginalCounts:
+    """Exact 1-way and (compressed) 2-way marginal counts of the encoded table."""
+
+    def one(self, j: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def two(self, a: int, b: int, mappings: list[np.ndarray], csizes: list[int]) -> np.ndarray:
+        """Counts of (mappings[a][code_a], mappings[b][code_b]): a csizes[a] x csizes[b]
+        table of the columns after rare values were merged."""
+        raise NotImplementedError
+
+
+class CodeCounts(MarginalCounts):
+    """Marginals of an in-memory (rows x columns) code matrix by `np.bincount`."""
+
+    def __init__(self, codes: np.ndarray, sizes: list[int]) -> None:
+        self.codes, self.sizes = codes, sizes
+        self._comp: dict[int, np.ndarray] = {}
+
+    def one(self, j: int) -> np.ndarray:
+        return np.bincount(self.codes[:, j], minlength=self.sizes[j])
+
+    def two(self, a: int, b: int, mappings: list[np.ndarray], csizes: list[int]) -> np.ndarray:
+        for j in (a, b):
+            if j not in self._comp:
+                self._comp[j] = mappings[j][self.codes[:, j]]
+        flat = self._comp[a] * csizes[b] + self._comp[b]
+        return np.bincount(flat, minlength=csizes[a] * csizes[b]).astype(np.float64).reshape(
+            csizes[a], csizes[b])
+
+
 class _DisjointSet:
     def __init__(self, n: int) -> None:
         self.parent = list(range(n))
@@ -115,9 +146,9 @@ class MSTSynthesizer(Synthesizer):
             self._build_domain(prep, 0.0, 0.0, 0.0)
             rho = math.inf
         assert self.domain is not None
-        codes = self.domain.encode(prep.frame)
-        d = codes.shape[1]
+        counts = self._marginals(prep)
         sizes = self.domain.sizes
+        d = len(sizes)
         names = self.domain.names
         phases = 3 if d > 1 else 1
         rho_phase = rho / phases
@@ -125,8 +156,7 @@ class MSTSynthesizer(Synthesizer):
         # 1. one-way marginals
         self.progress("1-way marginals", 0, d)
         sigma1 = 0.0 if not prep.private else math.sqrt(d / (2 * rho_phase))
-        y1 = [_measure(np.bincount(codes[:, j], minlength=sizes[j]), sigma1, gen)
-              for j in range(d)]
+        y1 = [_measure(counts.one(j), sigma1, gen) for j in range(d)]
         if prep.private:
             self.account.spend(f"1-way marginals of {d} column(s)", rho_phase,
                                detail=f"discrete Gaussian sigma={sigma1:.4g} per cell")
@@ -139,8 +169,7 @@ class MSTSynthesizer(Synthesizer):
         self.progress("1-way marginals", d, d)
 
         # 2. compress rare values
-        kept, merged = [], []
-        comp = np.empty_like(codes)
+        kept, merged, mappings = [], [], []
         for j in range(d):
             sup = y1[j] >= 3 * sigma1
             if sup.all():
@@ -155,7 +184,7 @@ class MSTSynthesizer(Synthesizer):
                 mapping[m_idx] = k_idx.size
                 kept.append(k_idx)
                 merged.append(m_idx)
-            comp[:, j] = mapping[codes[:, j]]
+            mappings.append(mapping)
         csizes = [kept[j].size + int(merged[j].size > 0) for j in range(d)]
         self._kept, self._merged, self._y1 = kept, merged, y1
         y1c = [self._compress_vec(j, y1[j]) for j in range(d)]
@@ -168,7 +197,7 @@ class MSTSynthesizer(Synthesizer):
             pairs = list(itertools.combinations(range(d), 2))
             scores = {}
             for a, b in pairs:
-                x = self._pair_counts(comp, a, b, csizes)
+                x = counts.two(a, b, mappings, csizes).ravel()
                 indep = total * np.outer(p1[a], p1[b]).ravel()
                 scores[a, b] = float(np.abs(x - indep).sum())
             eps_sel = math.sqrt(8 * rho_phase / (d - 1)) if prep.private else math.inf
@@ -195,8 +224,7 @@ class MSTSynthesizer(Synthesizer):
         y2 = {}
         for i, (a, b) in enumerate(edges):
             self.progress("2-way marginals", i, len(edges))
-            y2[a, b] = _measure(self._pair_counts(comp, a, b, csizes), sigma2, gen).reshape(
-                csizes[a], csizes[b])
+            y2[a, b] = _measure(counts.two(a, b, mappings, csizes), sigma2, gen)
         if edges and prep.private:
             self.account.spend(f"2-way marginals of {len(edges)} tree edge(s)", rho_phase,
                                detail=f"discrete Gaussian sigma={sigma2:.4g} per cell")
@@ -216,10 +244,11 @@ class MSTSynthesizer(Synthesizer):
             out = np.append(out, y[self._merged[j]].sum())
         return out
 
-    @staticmethod
-    def _pair_counts(comp: np.ndarray, a: int, b: int, csizes: list[int]) -> np.ndarray:
-        flat = comp[:, a] * csizes[b] + comp[:, b]
-        return np.bincount(flat, minlength=csizes[a] * csizes[b]).astype(np.float64)
+    def _marginals(self, prep: Prepared) -> MarginalCounts:
+        """Where the exact marginals come from: the encoded rows in memory here;
+        `privlab.synth.spark` counts them in Spark instead (only tables come back)."""
+        assert self.domain is not None
+        return CodeCounts(self.domain.encode(prep.frame), self.domain.sizes)
 
     @staticmethod
     def _total(measured: list[tuple[np.ndarray, float]]) -> float:

@@ -1,0 +1,215 @@
+"""MST with its marginals measured on Spark: the rows stay in the cluster; the exact 1-way and
+2-way marginal tables (a few thousand cells) come back to this process, where the discrete
+Gaussian noise is added and the tree model is fitted exactly as `MSTSynthesizer` does.
+
+Why a declared domain is required: the in-memory MST may estimate categories and bounds
+privately from the rows (a thresholded histogram, a log-grid histogram); at this scale the
+publisher declares them (`--domain`), so every code is computed by a SQL CASE in Spark and
+the privacy accounting is exactly MST's (three rho/3 phases, zCDP).
+
+    from privlab.synth.spark import SparkMSTSynthesizer
+    synth = SparkMSTSynthesizer(domain="domain.json").fit("people.parquet", 1.0, 1e-6)
+    synth.sample(100_000)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privlab.core.guarantee import check_delta, check_epsilon
+from privlab.core.rng import make_rng
+from privlab.errors import InvalidInputError
+from privlab.synth.base import Prepared
+from privlab.synth.domain import ColumnSpec, plan_columns
+from privlab.synth.mst import MarginalCounts, MSTSynthesizer
+
+#: Pairs of columns counted per Spark query (GROUPING SETS): one scan serves them all.
+PAIRS_PER_QUERY = 64
+
+
+def _lit(x: float) -> str:
+    return f"CAST('{float(x)!r}' AS DOUBLE)"
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def code_expression(spec: ColumnSpec, spark_type: str) -> str:
+    """Spark SQL for `ColumnSpec.encode`: the same code for every value (categories by their
+    text, numbers by searchsorted over the edges after clipping, missing last). An unknown
+    category without `other` gives -1, refused before anything is measured."""
+    col = f"`{spec.name.replace('`', '``')}`"
+    is_float = spark_type in ("double", "float")
+    missing = f"{col} IS NULL" + (f" OR isnan({col})" if is_float else "")
+    when_missing = f"WHEN {missing} THEN {spec.values if spec.missing else -2}"
+    if spec.kind == "categorical":
+        text = f"(CASE WHEN {col} THEN 'True' ELSE 'False' END)" if spark_type == "boolean" \
+            else f"CAST({col} AS STRING)"
+        whens = " ".join(f"WHEN {text} = {_text(c)} THEN {i}"
+                         for i, c in enumerate(spec.categories))
+        other = len(spec.categories) if spec.other else -1
+        return f"CASE {when_missing} {whens} ELSE {other} END"
+    e = spec.edges
+    whens = " ".join(f"WHEN CAST({col} AS DOUBLE) >= {_lit(e[i])} THEN {i}"
+                     for i in range(spec.bins - 1, 0, -1))
+    return f"CASE {when_missing} {whens} ELSE 0 END"
+
+
+class SparkCounts(MarginalCounts):
+    """Marginals counted by Spark group-bys over the coded columns (kept on the executors:
+    persisted, so the 1-way pass and the pair pass read the Parquet once)."""
+
+    def __init__(self, coded: Any, names: list[str], sizes: list[int]) -> None:
+        self.coded = coded
+        self.names, self.sizes = names, sizes
+        self._one: dict[int, np.ndarray] | None = None
+        self._two: dict[tuple[int, int], np.ndarray] = {}
+
+    def _fetch_one(self) -> dict[int, np.ndarray]:
+        d = len(self.names)
+        out = {j: np.zeros(self.sizes[j], dtype=np.int64) for j in range(d)}
+        for sid, code, count in self._grouping([[f"c{j}"] for j in range(d)]):
+            out[sid[0]][code[0]] = count
+        return out
+
+    def _grouping(self, sets: list[list[str]]) -> list[tuple[list[int], list[int], int]]:
+        """(column indices, codes, count) rows of one GROUPING SETS query over `sets`."""
+        cols = sorted({c for s in sets for c in s}, key=lambda c: int(c[1:]))
+        self.coded.createOrReplaceTempView("__privlab_coded")
+        gsets = ", ".join("(" + ", ".join(s) + ")" for s in sets)
+        spark = self.coded.sparkSession
+        gid_sql = " + ".join(f"GROUPING({c}) * {2 ** i}" for i, c in enumerate(cols))
+        rows = spark.sql(f"SELECT {gid_sql} AS __gid, {', '.join(cols)}, COUNT(*) AS __n FROM "
+                         f"__privlab_coded GROUP BY GROUPING SETS ({gsets})").collect()
+        full = 2 ** len(cols) - 1
+        by_gid = {full - sum(2 ** cols.index(c) for c in s): s for s in sets}
+        out = []
+        for r in rows:
+            s = by_gid[int(r["__gid"])]
+            out.append(([int(c[1:]) for c in s], [int(r[c]) for c in s], int(r["__n"])))
+        return out
+
+    def one(self, j: int) -> np.ndarray:
+        if self._one is None:
+            self._one = self._fetch_one()
+        return self._one[j]
+
+    def _fetch_pairs(self) -> None:
+        d = len(self.names)
+        pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
+        for start in range(0, len(pairs), PAIRS_PER_QUERY):
+            batch = pairs[start:start + PAIRS_PER_QUERY]
+            for a, b in batch:
+                self._two[a, b] = np.zeros((self.sizes[a], self.sizes[b]), dtype=np.int64)
+            for (a, b), (ca, cb), count in self._grouping(
+                    [[f"c{a}", f"c{b}"] for a, b in batch]):
+                self._two[a, b][ca, cb] = count
+
+    def two(self, a: int, b: int, mappings: list[np.ndarray], csizes: list[int]) -> np.ndarray:
+        if not self._two:
+            self._fetch_pairs()
+        raw = self._two[a, b] if a < b else self._two[b, a].T
+        out = np.zeros((csizes[a], csizes[b]), dtype=np.float64)
+        np.add.at(out, (mappings[a][:, None], mappings[b][None, :]), raw)
+        return out
+
+    def release(self) -> None:
+        self.coded.unpersist()
+
+
+class SparkMSTSynthesizer(MSTSynthesizer):
+    """`MSTSynthesizer` whose `fit` takes a Spark DataFrame, a Parquet path or `table:NAME`.
+
+    Same guarantee, same budget lines, same model; `sample(n)` runs here (post-processing).
+    """
+
+    mechanism = MSTSynthesizer.mechanism + " (marginals counted on Spark)"
+
+    def __init__(self, *, spark: Any = None, master: str | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._spark = spark
+        self._master = master
+        self._df: Any = None
+
+    def _prepare(self, data: Any, epsilon: float | None, delta: float) -> Prepared:  # type: ignore[override]
+        import math
+
+        from privlab.engines.spark import get_spark, read_source
+
+        spark = self._spark or get_spark(self._master)
+        df = read_source(spark, data, what="DATA")
+        private = not (epsilon is None or (isinstance(epsilon, (int, float))
+                                           and math.isinf(epsilon) and epsilon > 0))
+        if private:
+            epsilon = check_epsilon(epsilon)
+            delta = check_delta(delta)
+            if delta == 0:
+                raise InvalidInputError("delta must be > 0: the synthesizers add Gaussian "
+                                        "noise (zCDP), which is never (epsilon, 0)-DP")
+        else:
+            epsilon, delta = math.inf, 0.0
+        empty = df.limit(0).toPandas()  # the schema as pandas dtypes, no rows
+        plans = plan_columns(empty, self.declaration, self.drop)
+        open_ = [p.name for p in plans if p.needs_bounds or p.needs_categories]
+        if open_:
+            raise InvalidInputError(f"on Spark every column's domain must be declared; "
+                                    f"{', '.join(open_)} has no categories / bounds / edges in "
+                                    "--domain (or drop it)")
+        df = df.select(*[p.name for p in plans])
+        if self.missing == "drop":
+            df = df.dropna()
+        self._df = df
+        self.rows_in = -1  # not counted: nothing here depends on the row count
+        return Prepared(empty[[p.name for p in plans]], plans, private, float(epsilon),
+                        float(delta), make_rng(self.rng))
+
+    def _marginals(self, prep: Prepared) -> MarginalCounts:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        assert self.domain is not None and self._df is not None
+        types = dict(self._df.dtypes)
+        exprs = [F.expr(code_expression(c, types[c.name])).alias(f"c{j}")
+                 for j, c in enumerate(self.domain.columns)]
+        coded = self._df.select(*exprs).persist(StorageLevel.MEMORY_AND_DISK)
+        mins = coded.select(*[F.min(f"c{j}") for j in range(len(exprs))]).first()
+        for j, c in enumerate(self.domain.columns):
+            if mins is not None and mins[j] is not None and mins[j] < 0:
+                if mins[j] == -2:
+                    raise InvalidInputError(
+                        f"column {c.name!r} has missing values but its domain declares none; "
+                        "set \"missing\": true or drop those rows")
+                raise InvalidInputError(
+                    f"column {c.name!r} has values outside its declared categories; add them "
+                    "to the domain or set \"other\": true")
+        return SparkCounts(coded, self.domain.names, self.domain.sizes)
+
+    def _fit(self, prep: Prepared) -> None:
+        try:
+            super()._fit(prep)
+        finally:
+            if self._df is not None:
+                self._df.unpersist()
+
+
+def sample_to_parquet(synth: MSTSynthesizer, n: int, path: str,
+                      chunk: int = 1_000_000) -> str:
+    """Sample n rows in chunks of `chunk` and write them as one Parquet file (post-processing
+    of the fitted model; memory stays at one chunk)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privlab.utils.atomic import atomic_open
+
+    with atomic_open(path, "wb") as handle:
+        writer = None
+        for i in range(0, n, chunk):
+            table = pa.Table.from_pandas(synth.sample(min(chunk, n - i)), preserve_index=False)
+            writer = writer or pq.ParquetWriter(handle, table.schema)
+            writer.write_table(table)
+        if writer is not None:
+            writer.close()
+    return path
