@@ -53,7 +53,7 @@ def assessment_sections(result: Assessment) -> list[Section]:
     combos = sorted(result.combinations.combinations,
                     key=lambda c: (not c.escalated, -c.stats.richness))
     combo_rows = [[" + ".join(c.attributes), c.stats.richness, c.tier,
-                   ", ".join(c.member_tiers), "yes" if c.escalated else "no",
+                   ", ".join(c.member_tiers), "yes: DO NOT PUBLISH" if c.escalated else "no",
                    pct(c.stats.unique_share, 2), c.stats.k, c.stats.distinct] for c in combos]
     combo_images = []
     if combos:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import typer
 
-from privlab.cli.common import console, emit_json, parse_list, parse_pair
+from privlab.cli.common import (
+    check_delta_strength,
+    console,
+    emit_json,
+    parse_list,
+    parse_pair,
+    warn_weak_epsilon,
+)
 from privlab.core import queries
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.data.io import read_table, require_columns
@@ -48,11 +55,17 @@ def release_cmd(
     ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
     principal: str = typer.Option(None, "--principal", help="Whose budget to charge."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
+                                    "or not below 1/rows (refused otherwise, exit 4)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Release one DP statistic of a column, with its guarantee and grid."""
+    """Release one DP statistic of a column, with its guarantee and grid.
+
+    An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/rows is
+    refused (exit 4) unless --allow-weak."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    warn_weak_epsilon(epsilon)
     pair = parse_pair(bounds, "--bounds")
     mech = mechanism.value if mechanism else None
     if mech == "gaussian" and delta == 0:
@@ -63,6 +76,7 @@ def release_cmd(
         raise InvalidInputError("--ledger and --principal go together")
     frame = read_table(file, delimiter=delimiter)
     require_columns(frame, [column], "--column")
+    check_delta_strength(delta, len(frame), allow_weak)
     values = frame[column]
     stat = statistic.value
     if stat in ("sum", "mean", "quantile") and pair is None:
@@ -125,13 +139,23 @@ def release_cmd(
         return
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     console.print(f"  grid: {result.granularity}   95% noise half-width: "
-                  f"{payload['confidence_interval_95']}")
+                  f"{half_width_text(payload['confidence_interval_95'], result.noise)}")
     console.print(f"  guarantee: {result.guarantee.describe()}")
     for note in result.guarantee.notes:
         console.print(f"  note: {note}")
     if charge is not None:
         console.print(f"  ledger: charged {principal}; remaining epsilon "
                       f"{charge.remaining_epsilon:g}")
+
+
+def half_width_text(width: float | None, noise: dict) -> str:
+    """The 95% noise half-width, or in words why a mechanism has none."""
+    if width is not None:
+        return f"{width:.4g}"
+    if noise.get("distribution") == "ratio":
+        return ("none in closed form (a ratio of a noisy sum and a noisy count; see the noise "
+                "scales in --json)")
+    return "none (the exponential mechanism picks a value; it adds no additive noise)"
 
 
 def register(app: typer.Typer) -> None:
