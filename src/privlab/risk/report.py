@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privlab.report.figures import figure_data_uri, new_figure
+from privlab.report.figures import figure_data_uri, new_figure, place_labels
 from privlab.report.html import Image, Section, Table, write_page
 
 
@@ -106,9 +106,8 @@ def _loss_fig(doc: Mapping[str, Any]) -> str:
     front = sorted((r["risk_mean"], r["utility_loss"]) for r in rows if r["pareto"])
     ax2.plot([p[0] for p in front], [p[1] for p in front], "o-", color="#4c9a2a",
              label="Pareto frontier")
-    for r in rows:
-        ax2.annotate(f"{r['epsilon']:g}", (r["risk_mean"], r["utility_loss"]), fontsize=7,
-                     xytext=(3, 3), textcoords="offset points")
+    place_labels(ax2, [(r["risk_mean"], r["utility_loss"]) for r in rows],
+                 [f"{r['epsilon']:g}" for r in rows])
     ax2.set_xlabel("risk R (posterior mean)")
     ax2.set_ylabel("utility loss U")
     ax2.set_title("Risk vs utility loss (labels: epsilon)", fontsize=10)
