@@ -212,7 +212,8 @@ def reference_calibration(trainer: ShadowTrainer, pool: Any, size: int, *,
 
 
 def shadow_features(stats: RecordStats, kind: str) -> np.ndarray:
-    """'softmax': the probability vector (the thesis' and Shokri's features).
+    """'softmax': the probability vector (the features of Shokri, Stronati, Song and
+    Shmatikov, "Membership Inference Attacks Against Machine Learning Models", IEEE S&P 2017).
     'label': probabilities, one-hot label, log p_y, logit-scaled confidence, modified entropy
     (what an attacker who knows the record's label can use)."""
     p = stats.proba
@@ -324,7 +325,8 @@ def _gauss_fit(phi: np.ndarray, mask: np.ndarray, fixed: bool) -> tuple[np.ndarr
 def lira_scores(phi_target: np.ndarray, phi_shadow: np.ndarray, in_mask: np.ndarray, *,
                 online: bool, fixed_variance: bool) -> np.ndarray:
     """Online: log N(phi; mu_in, s_in) - log N(phi; mu_out, s_out). Offline: the one-sided
-    z-score (phi - mu_out) / s_out (Carlini et al. 2022, Algorithm 1)."""
+    z-score (phi - mu_out) / s_out (Carlini, Chien, Nasr, Song, Terzis and Tramer, "Membership
+    Inference Attacks From First Principles", IEEE S&P 2022)."""
     mu_out, sd_out = _gauss_fit(phi_shadow, ~in_mask, fixed_variance)
     if not online:
         return (phi_target - mu_out) / sd_out
