@@ -54,3 +54,18 @@ def test_choose_epsilon_report_figures_have_no_overlapping_labels(monkeypatch, p
     assert len(figs) == 3
     for fig in figs:
         assert F.text_overlaps(fig) == []
+
+
+def test_choose_epsilon_report_starts_in_plain_words_and_shows_no_raw_dicts(tmp_path):
+    from privlab.risk.report import write_report
+
+    doc = simulated_doc("finance")
+    doc["data"].update(class_counts={"no": 700, "yes": 300},
+                       split={"target_train": 300, "test": 300, "attacker_pool": 400})
+    doc["chosen_epsilon"] = 16.0  # a weak choice must be flagged on the first page
+    html = write_report(doc, tmp_path / "r.html").read_text()
+    first = html.index("<section")
+    assert html.index('id="summary"') < html.index("<section", first + 1)
+    assert "WARNING: the recommended epsilon 16 is weak" in html
+    assert "{&#39;" not in html and "{'" not in html
+    assert "no: 700; yes: 300" in html and "target train: 300" in html

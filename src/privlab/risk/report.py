@@ -130,6 +130,14 @@ def _best_attack(doc: Mapping[str, Any]) -> tuple[str, float, float] | None:
     return best
 
 
+def _pairs(d: Mapping[str, Any] | None) -> str:
+    """'a: 1,200; b: 300' instead of a raw dict on the page."""
+    if not d:
+        return ""
+    return "; ".join(f"{str(k).replace('_', ' ')}: {v:,}" if isinstance(v, int)
+                     else f"{str(k).replace('_', ' ')}: {v}" for k, v in d.items())
+
+
 def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
     """The first page, for people: what was released, what an attacker could learn, the
     recommendation and why, how sure we are. Rounded numbers, terms defined where used."""
@@ -314,8 +322,9 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
     data = doc["data"]
     sections.append(Section("Data", facts={
         "rows used": data.get("rows"), "target": data.get("target"),
-        "classes": data.get("class_counts"), "features (encoded)": data.get("features_encoded"),
-        "split": data.get("split")}))
+        "classes (rows)": _pairs(data.get("class_counts")),
+        "features (encoded)": data.get("features_encoded"),
+        "split (rows)": _pairs(data.get("split"))}))
     if assess:
         attrs = [a for a in assess.get("attributes", []) if isinstance(a, Mapping)]
         recs = [r if isinstance(r, str) else
