@@ -131,3 +131,15 @@ def test_demo_shows_its_tables_before_the_epsilon_step(tmp_path, capsys, monkeyp
     before = " ".join(seen["stdout"].split())
     assert "DP releases on UCI Adult" in before and "budget left" in before
     assert "Which attributes identify people" in before
+
+
+def test_unreachable_gateway_is_exit_1_in_one_line(capsys):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = main(["query", "--url", f"http://127.0.0.1:{port}", "--key", "k", "--budget"])
+    assert code == 1 and "could not be reached" in EXIT_CODES[1]
+    err = _lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("error: gateway") and "unreachable" in err[0]
