@@ -142,7 +142,7 @@ def choose_epsilon_cmd(
     iv = unc.get("interval")
     console.print(f"[bold]recommended epsilon: "
                   f"{'none acceptable' if chosen is None else f'{chosen:g}'}[/bold]"
-                  + (f" (plausible range {iv[0]:g} to {iv[1]:g})" if iv else "")
+                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else "")
                   + f"  [{pol.name} policy; the point rule alone would pick "
                   f"{doc['argmin_epsilon']}]")
     console.print(f"  {doc['reason']}")

@@ -145,7 +145,7 @@ def demo_cmd(
                       f"Adult rows, {ce['models_per_epsilon']} models per epsilon, attacks "
                       f"{', '.join(ce['attacks'])}): recommended epsilon "
                       f"{'none acceptable' if chosen is None else f'{chosen:g}'}"
-                      + (f" (plausible range {iv[0]:g} to {iv[1]:g})" if iv else ""))
+                      + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else ""))
         console.print(f"  {ce['reason']}")
         for r in ce["per_epsilon"]:
             p = ce["prob_best"].get(f"{r['epsilon']:g}", 0.0)
@@ -281,9 +281,8 @@ def _plain_section(assessed: dict, releases: list[dict], budget: float, remainin
                 "from noise, so the more private choice is taken. How sure we are: re-drawing "
                 f"the measurements within their noise, {ce:g} is the single best choice "
                 f"{p:.0%} of the time"
-                + (f", and the choices the evidence cannot rule out run from {iv[0]:g} to "
-                   f"{iv[1]:g}; a re-run with other seeds should land in that range." if iv
-                   else "."))
+                + (f"; a re-run with other random seeds would recommend an epsilon from "
+                   f"{iv[0]:g} to {iv[1]:g} (95% of re-runs)." if iv else "."))
             if ce > 8:
                 paras.insert(0, f"WARNING: the recommended epsilon {ce:g} is weak (above 8).")
         for n in chosen.get("notes", []):

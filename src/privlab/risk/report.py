@@ -185,9 +185,8 @@ def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
                 f"epsilon {chosen:g} is the single best choice {cands[chosen]['prob_best']:.0%} "
                 "of the time")
         if iv:
-            sure += (f"; the choices the evidence cannot rule out run from {iv[0]:g} to "
-                     f"{iv[1]:g}. Re-running with other random seeds should recommend an "
-                     "epsilon in that range.")
+            sure += (f"; a re-run with other random seeds would recommend an epsilon from "
+                     f"{iv[0]:g} to {iv[1]:g} (95% of re-runs).")
         else:
             sure += "."
     paras = [what, learn, rec] + ([sure] if sure else [])
@@ -197,7 +196,7 @@ def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
                         "person grow a great deal. Consider a smaller epsilon or more data.")
     facts: dict[str, Any] = {"recommended epsilon": "none" if chosen is None else f"{chosen:g}"}
     if unc.get("interval"):
-        facts["plausible range"] = f"{unc['interval'][0]:g} to {unc['interval'][1]:g}"
+        facts["re-run range (95%)"] = f"{unc['interval'][0]:g} to {unc['interval'][1]:g}"
     if chosen is not None and chosen in rows:
         facts["accuracy at the recommendation"] = f"{rows[chosen]['accuracy']:.1%}"
     return Section("In plain words", paragraphs=paras, facts=facts, anchor="summary")

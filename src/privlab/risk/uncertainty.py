@@ -21,12 +21,17 @@ and the recommendation: the SMALLEST feasible epsilon whose expected loss is wit
 standard error (of its difference to the best) of the best expected loss. This is the
 one-standard-error rule of Hastie, Tibshirani and Friedman, "The Elements of Statistical
 Learning" (2nd ed., Springer 2009, section 7.10), applied to privacy: among choices the data
-cannot tell apart, take the most private one. The interval is the range of candidates within
-two standard errors of the best (the choices the evidence cannot rule out).
+cannot tell apart, take the most private one.
+
+The interval answers "would a re-run recommend the same?": each draw, widened by a re-run's
+own fresh noise, is put through the same rule, which gives P(a re-run recommends eps); the
+interval is the central 95% of that distribution. (The candidates within two standard errors
+of the best are reported too, as `plausible_best`.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,21 +61,30 @@ class ChoiceUncertainty:
     accuracy_se: np.ndarray
     draws: int
     reason: str
+    prob_recommended: np.ndarray | None = None  # P(a re-run recommends eps)
+    plausible_best: tuple[float, float] | None = None  # within two standard errors of the best
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "recommended_epsilon": self.recommended,
             "interval": list(self.interval) if self.interval else None,
+            "interval_meaning": "where a re-run with new random seeds would put "
+                                "the recommendation: the central 95% of its predictive "
+                                "distribution",
+            "plausible_best": list(self.plausible_best) if self.plausible_best else None,
             "rule": f"smallest epsilon whose expected loss is within {SE_RULE:g} standard "
                     "error of the best (one-standard-error rule)",
             "reason": self.reason,
             "draws": self.draws,
             "candidates": [
                 {"epsilon": float(e), "prob_best": float(p), "expected_loss": float(m),
-                 "loss_gap_se": float(s), "feasible_prob": float(f), "accuracy_se": float(a)}
-                for e, p, m, s, f, a in zip(self.epsilons, self.prob_best, self.expected_loss,
-                                            self.loss_se, self.feasible_prob, self.accuracy_se,
-                                            strict=True)],
+                 "loss_gap_se": float(s), "feasible_prob": float(f), "accuracy_se": float(a),
+                 "prob_recommended": None if r is None else float(r)}
+                for e, p, m, s, f, a, r in zip(
+                    self.epsilons, self.prob_best, self.expected_loss, self.loss_se,
+                    self.feasible_prob, self.accuracy_se,
+                    self.prob_recommended if self.prob_recommended is not None
+                    else [None] * len(self.epsilons), strict=True)],
         }
 
 
@@ -145,7 +159,8 @@ def choice_uncertainty(curves: RiskCurves, accuracy_seeds: Sequence[Sequence[flo
     within = ok & (gap <= SE_RULE * gap_se + 1e-12)
     rec = int(np.flatnonzero(within)[0])
     plausible = np.flatnonzero(ok & (gap <= INTERVAL_SE * gap_se + 1e-12))
-    interval = (float(eps[plausible.min()]), float(eps[plausible.max()]))
+    prob_rec = rerun_distribution(loss, exp_loss, gap_se, ok)
+    interval = _central_range(eps, prob_rec, rec)
     if rec == best:
         reason = (f"epsilon {eps[rec]:g} has the lowest expected loss, and no smaller epsilon "
                   "comes within one standard error of it")
@@ -155,4 +170,33 @@ def choice_uncertainty(curves: RiskCurves, accuracy_seeds: Sequence[Sequence[flo
                   f"(gap {gap[rec]:.4f}, standard error {gap_se[rec]:.4f}): the evidence cannot "
                   "tell them apart, so the more private one is recommended")
     return ChoiceUncertainty(eps, float(eps[rec]), interval, prob_best, exp_loss, gap_se,
-                             feas_p, se, n_draws, reason)
+                             feas_p, se, n_draws, reason, prob_rec,
+                             (float(eps[plausible.min()]), float(eps[plausible.max()])))
+
+
+def rerun_distribution(loss: np.ndarray, exp_loss: np.ndarray, gap_se: np.ndarray,
+                       ok: np.ndarray) -> np.ndarray:
+    """P(a re-run recommends eps) for each candidate: the predictive distribution of the rule.
+
+    A re-run measures the true curve with fresh noise; a posterior draw is a plausible true
+    curve, so a re-run's measured curve is the mean plus sqrt(2) times a draw's deviation
+    (truth's uncertainty plus the new measurement's noise, equal and independent). The
+    one-standard-error rule is applied to each such replicate."""
+    rep = exp_loss + math.sqrt(2.0) * (loss - exp_loss)
+    masked = np.where(ok, rep, np.inf)
+    best = masked.min(axis=1, keepdims=True)
+    within = ok & (rep - best <= SE_RULE * gap_se + 1e-12)
+    first = np.argmax(within, axis=1)  # the smallest epsilon within one standard error
+    return np.bincount(first, minlength=loss.shape[1]) / loss.shape[0]
+
+
+def _central_range(eps: np.ndarray, prob: np.ndarray, rec: int,
+                   mass: float = 0.95) -> tuple[float, float]:
+    """Smallest and largest candidate after trimming (1 - mass) / 2 of the probability from
+    each end; always contains the recommendation."""
+    cum = np.cumsum(prob)
+    tail = (1.0 - mass) / 2.0
+    lo = int(np.searchsorted(cum, tail, side="right"))
+    hi = int(np.searchsorted(cum, 1.0 - tail, side="left"))
+    lo, hi = min(lo, rec), max(min(hi, eps.size - 1), rec)
+    return float(eps[lo]), float(eps[hi])
