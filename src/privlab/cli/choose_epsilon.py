@@ -143,8 +143,8 @@ def choose_epsilon_cmd(
     console.print(f"[bold]recommended epsilon: "
                   f"{'none acceptable' if chosen is None else f'{chosen:g}'}[/bold]"
                   + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else "")
-                  + f"  [{pol.name} policy; the point rule alone would pick "
-                  f"{doc['argmin_epsilon']}]")
+                  + f"; {pol.name} policy; the point rule alone would pick "
+                  f"{doc['argmin_epsilon']}", highlight=False)
     console.print(f"  {doc['reason']}")
     pb = {c["epsilon"]: c["prob_best"] for c in unc.get("candidates", [])}
     for r in doc["per_epsilon"]:
