@@ -356,6 +356,8 @@ def _choose_epsilon(frame: Any, grid: list[float], out: Path, seed: int | None,
             "interval": unc.get("interval"), "argmin_epsilon": doc.get("argmin_epsilon"),
             "prob_best": {f"{c['epsilon']:g}": c["prob_best"]
                           for c in unc.get("candidates", [])},
+            "prob_recommended": {f"{c['epsilon']:g}": c.get("prob_recommended")
+                                 for c in unc.get("candidates", [])},
             "notes": list(doc["notes"]), "models_per_epsilon": DEMO_SEEDS,
             "policy": "finance", "attacks": list(attacks),
             "rows": doc["data"]["rows"], "report": str(path),

@@ -76,6 +76,7 @@ class ChoiceUncertainty:
                     "error of the best (one-standard-error rule)",
             "reason": self.reason,
             "draws": self.draws,
+            "prob_none_feasible": max(0.0, float(1.0 - self.prob_best.sum())),
             "candidates": [
                 {"epsilon": float(e), "prob_best": float(p), "expected_loss": float(m),
                  "loss_gap_se": float(s), "feasible_prob": float(f), "accuracy_se": float(a),
