@@ -109,19 +109,41 @@ def test_choose_epsilon_report_first_page_fits_one_screen_without_overlaps(tmp_p
     assert "In plain words" in html and "How sure we are" in html
 
 
-def test_demo_report_first_page_fits_one_screen_without_overlaps(tmp_path, capsys):
+def _fake_choice(frame, epsilons, out, seed, show):
+    """What the demo's epsilon step returns, without training (layout only)."""
+    g = {"epsilon": 2.0, "delta": 1e-5, "accountant": "PLD (dp-accounting)"}
+    return {"chosen_epsilon": 2.0, "interval": [1.0, 8.0], "argmin_epsilon": 4.0,
+            "reason": "epsilon 4 has the lowest expected loss, but epsilon 2 is within one "
+                      "standard error of it",
+            "prob_best": {"1": 0.07, "2": 0.43, "4": 0.19, "8": 0.31},
+            "prob_recommended": {"1": 0.2, "2": 0.5, "4": 0.3, "8": 0.0},
+            "notes": ["every membership attack was at chance (...)"],
+            "models_per_epsilon": 8, "policy": "finance", "attacks": ["loss", "shadow", "lira"],
+            "rows": 5799, "report": str(out / "choose_epsilon.html"),
+            "per_epsilon": [{"epsilon": e, "accuracy": 0.8, "risk_mean": 0.01,
+                             "risk_upper": 0.02, "guarantee": {**g, "epsilon": e}}
+                            for e in (1.0, 2.0, 4.0, 8.0)]}
+
+
+def test_demo_report_first_page_fits_one_screen_without_overlaps(tmp_path, capsys,
+                                                                 monkeypatch):
+    from privlab.cli import demo
     from privlab.cli.main import main
 
+    # the full section list, including the long "Choosing epsilon (...)" title in the nav bar
+    # (a nav link broken over two lines once overlapped its neighbours)
+    monkeypatch.setattr(demo, "_choose_epsilon_step", _fake_choice)
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--seed", "1", "--epsilons", "none",
-                 "--json"]) == 0
+    assert main(["demo", "--out", str(out), "--seed", "1", "--json"]) == 0
     capsys.readouterr()
     page = out / "report.html"
     lay = _layout(page, tmp_path)
     assert lay["overlaps"] == []
     assert lay["summary_bottom"] is not None and lay["summary_bottom"] <= lay["viewport"]
     _screenshot(page, tmp_path)
-    assert "DO NOT PUBLISH" in page.read_text()
+    html = page.read_text()
+    assert "DO NOT PUBLISH" in html and "Choosing epsilon (audit" in html
+    assert "a re-run with other random seeds would recommend an epsilon from 1 to 8" in html
 
 
 def test_pdf_export(tmp_path):
