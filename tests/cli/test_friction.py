@@ -143,3 +143,18 @@ def test_unreachable_gateway_is_exit_1_in_one_line(capsys):
     assert code == 1 and "could not be reached" in EXIT_CODES[1]
     err = _lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith("error: gateway") and "unreachable" in err[0]
+
+
+def test_pdf_needs_a_report_and_chromium(tmp_path, capsys, monkeypatch, ages):
+    code = main(["choose-epsilon", str(ages), "--target", "age", "--pdf"])
+    assert code == 2
+    err = _lines(capsys.readouterr().err)
+    assert len(err) == 1 and "--pdf prints the HTML report: give --report" in err[0]
+    from privlab.report import pdf
+
+    monkeypatch.setattr(pdf, "find_browser", lambda: None)
+    code = main(["demo", "--out", str(tmp_path / "d"), "--pdf", "--epsilons", "none"])
+    assert code == 5 and "optional extra" in EXIT_CODES[5]
+    err = _lines(capsys.readouterr().err)
+    assert len(err) == 1 and "apt-get install chromium" in err[0]
+    assert not (tmp_path / "d").exists()  # refused before any work

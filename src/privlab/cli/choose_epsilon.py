@@ -85,6 +85,8 @@ def choose_epsilon_cmd(
     from privlab.risk.pipeline import PipelineConfig, choose_epsilon
     from privlab.risk.report import write_report
 
+    if pdf and report is None:  # before any training
+        raise InvalidInputError("--pdf prints the HTML report: give --report PATH.html too")
     if policy is None and w_risk is None:
         policy = "finance"
     pol = make_policy(policy, w_risk=w_risk, level=level, max_risk=max_risk,
@@ -124,8 +126,6 @@ def choose_epsilon_cmd(
                                 progress=progress)
     doc = result.to_dict()
     doc["source"] = source
-    if pdf and report is None:
-        raise InvalidInputError("--pdf prints the HTML report: give --report PATH.html too")
     if report is not None:
         write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment,
                      source=source)
