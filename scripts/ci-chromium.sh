@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make headless Chromium available for the report render test (tests/risk/test_report_render.py).
+# Make headless Chromium available for the report render tests (tests/risk/test_report_render.py,
+# tests/report/test_report_chromium.py: first page fits one screen, no overlapping text, PDF).
 #
 #   PRIVLAB_TEST_CHROMIUM=1 scripts/ci-chromium.sh
 #

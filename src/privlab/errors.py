@@ -29,3 +29,9 @@ class UnsafeConfigurationError(PrivlabError):
     """A configuration that would not deliver the privacy it claims (exit code 4)."""
 
     exit_code = 4
+
+
+class MissingExtraError(PrivlabError):
+    """An optional dependency (extra) the command needs is not installed (exit code 5)."""
+
+    exit_code = 5

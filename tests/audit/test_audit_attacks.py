@@ -142,3 +142,30 @@ def test_stratified_subset_keeps_proportions():
     ins, outs = stratified_subset(y, 50, np.random.default_rng(0))
     assert ins.size == 50 and (y[ins] == 1).sum() == 5
     assert np.intersect1d(ins, outs).size == 0 and ins.size + outs.size == 100
+
+
+def test_rmia_finds_members_of_an_overfit_model_and_nothing_in_a_random_split(setup):
+    from privlab.audit.attacks import rmia
+    from privlab.audit.metrics import auc
+
+    est, mem, non, pool, trainer = setup
+    res = rmia(est, mem, non, trainer, n_ref=1, pool=pool, population=300)
+    assert res.name == "rmia" and res.details["reference_models"] == 1
+    assert np.all((res.scores_in >= 0) & (res.scores_in <= 1))
+    assert auc(res.scores_in, res.scores_out) > 0.6  # C=100 logistic regression on 100 dims
+    # a target trained on neither half: 'members' are no members at all -> chance (AUC 0.5
+    # within 3 standard errors of the Mann-Whitney statistic for 150 vs 150)
+    x, y = _data(seed=9)
+    other = LogisticRegression(C=100.0, max_iter=300).fit(x[:150], y[:150])
+    res0 = rmia(other, mem, non, trainer, n_ref=2, pool=pool, population=300)
+    assert abs(auc(res0.scores_in, res0.scores_out) - 0.5) < 3 * np.sqrt(301 / (12 * 150 * 150))
+    with pytest.raises(InvalidInputError, match="at least 1 reference"):
+        rmia(est, mem, non, trainer, n_ref=0, pool=pool)
+
+
+def test_offline_lira_accepts_one_reference_model(setup):
+    est, mem, non, pool, trainer = setup
+    res = lira(est, mem, non, trainer, n_shadow=1, pool=pool, online=False)
+    assert res.details["shadow_models"] == 1 and np.all(np.isfinite(res.scores_in))
+    with pytest.raises(InvalidInputError, match="online LiRA needs at least 2"):
+        lira(est, mem, non, trainer, n_shadow=1, pool=pool)

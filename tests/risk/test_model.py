@@ -178,8 +178,10 @@ def test_bad_weights_and_policy():
         normalise_weights({"a": 0, "b": 0}, "weights")
     with pytest.raises(InvalidInputError, match="weights"):
         make_policy(w_risk=0.0, w_util=0.0)
-    with pytest.raises(InvalidInputError, match=">= 0"):
+    with pytest.raises(InvalidInputError, match=r"--w-risk must be a weight in \[0, 1\]"):
         make_policy(w_risk=-1.0, w_util=2.0)
+    with pytest.raises(InvalidInputError, match=r"--w-risk must be a weight in \[0, 1\]"):
+        make_policy(w_risk=2.0)  # was silently clamped to w_util = 0
     with pytest.raises(InvalidInputError, match="policy"):
         make_policy("banking")
     with pytest.raises(InvalidInputError, match="level"):

@@ -147,7 +147,10 @@ def test_adaptive_pipeline_trains_at_most_the_budget(monkeypatch):
     assert doc["adaptive"] and doc["utility"]["baseline_accuracy"] == 0.84
     full = P.choose_epsilon(small_frame(), "label", make_policy("finance"),
                             P.PipelineConfig(epsilons=grid, seed=0)).to_dict()
-    assert abs(grid.index(doc["chosen_epsilon"]) - grid.index(full["chosen_epsilon"])) <= 1
+    # the adaptive search looks for the point rule's argmin; the stable recommendation is
+    # then taken over the points it evaluated only
+    assert abs(grid.index(doc["argmin_epsilon"]) - grid.index(full["argmin_epsilon"])) <= 1
+    assert doc["chosen_epsilon"] in doc["evaluated_order"]
 
 
 def test_public_adult_preprocessing_reads_nothing_from_the_data():
@@ -169,3 +172,24 @@ def test_duplicate_rows_cannot_be_member_and_nonmember():
     assert prep.info["duplicates_dropped"] == 40 and prep.info["rows"] == 200
     both = np.r_[prep.x_train, prep.x_test, prep.x_pool]
     assert np.unique(both, axis=0).shape[0] == both.shape[0]
+
+
+def test_canary_evidence_feeds_the_risk_model():
+    cfg = P.PipelineConfig(epsilons=[1.0, 8.0], attacks=("loss", "canary"), epochs=1,
+                           batch_size=32, seed=3, seeds=2)
+    doc = P.choose_epsilon(small_frame(), "label", make_policy("finance"), cfg).to_dict()
+    jsonschema.validate(doc, schema())
+    pool = doc["data"]["split"]["attacker_pool"]
+    m = min(P.CANARIES, pool)
+    for r in doc["per_epsilon"]:
+        c = r["attacks"]["canary"]  # in the risk model like any attack
+        assert c["trials"] == 2 * max(1, round(0.5 * m / 2))
+        det = doc["attack_details"][f"{r['epsilon']:g}"]["canary"]
+        assert det["canaries"] == m and 0 <= det["epsilon_lower_bound"] <= r["epsilon"]
+    assert "canary" in doc["attack_weights"]
+    # two models per epsilon: the uncertainty analysis ran and names every candidate
+    u = doc["uncertainty"]
+    assert [c["epsilon"] for c in u["candidates"]] == [1.0, 8.0]
+    assert sum(c["prob_best"] for c in u["candidates"]) + u["prob_none_feasible"] == \
+        pytest.approx(1.0)
+    assert doc["chosen_epsilon"] in (None, 1.0, 8.0) and doc["rule"] == "stable_one_se"

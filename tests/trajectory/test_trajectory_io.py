@@ -105,7 +105,10 @@ def test_bbox_that_excludes_everything_is_an_error(traj):
 
 
 def test_bbox_parsing_rejects_bad_boxes():
-    assert BBox.parse("40.1,116.6,39.8,116.2") == BBox(39.8, 116.2, 40.1, 116.6)
+    assert BBox.parse("39.8,116.2,40.1,116.6") == BBox(39.8, 116.2, 40.1, 116.6)
+    # reversed corners are refused with the corrected order in the message, not swapped
+    with pytest.raises(InvalidInputError, match="reversed.*39.8,116.2,40.1,116.6"):
+        BBox.parse("40.1,116.6,39.8,116.2")
     for text in ("1,2,3", "a,b,c,d", "91,0,92,1", "10,10,10,20", "0,170,1,-170.5x"):
         with pytest.raises(InvalidInputError):
             BBox.parse(text)

@@ -25,8 +25,9 @@ def assessment_sections(result: Assessment) -> list[Section]:
     sections = [Section(
         "Summary",
         paragraphs=[f"Missing values: {result.missing_statement}.",
-                    "Richness K = 1 - sum_j (|v_j| / n)^2 (Gini, seed 001 Eq. 2): near 1 when "
-                    "values are nearly unique (identifying), near 0 when one value dominates."],
+                    "Richness K = 1 - sum_j (|v_j| / n)^2 (the Gini index of the attribute's "
+                    "values): near 1 when values are nearly unique (identifying), near 0 when "
+                    "one value dominates."],
         facts={"records used": result.rows_used, "records read": result.rows_in,
                "attributes": len(attrs), "thresholds": b.thresholds.describe(),
                "low cut": round(b.low, 4), "high cut": round(b.high, 4)},
@@ -41,7 +42,7 @@ def assessment_sections(result: Assessment) -> list[Section]:
         "Domain richness",
         images=[Image(chart, "bar chart of domain richness per attribute, coloured by tier",
                       "Horizontal hatching: no hiding needed; vertical: low-level hiding; "
-                      "solid: must be hidden (as in seed 001, Figures 1-2).")],
+                      "solid: must be hidden.")],
         tables=[Table(["attribute", "kind", "distinct", "richness", "tier", "unique share",
                        "k", "missing"],
                       [[a.name, a.kind + (" (binned)" if a.binned else ""), a.distinct,
@@ -53,7 +54,7 @@ def assessment_sections(result: Assessment) -> list[Section]:
     combos = sorted(result.combinations.combinations,
                     key=lambda c: (not c.escalated, -c.stats.richness))
     combo_rows = [[" + ".join(c.attributes), c.stats.richness, c.tier,
-                   ", ".join(c.member_tiers), "yes" if c.escalated else "no",
+                   ", ".join(c.member_tiers), "yes: DO NOT PUBLISH" if c.escalated else "no",
                    pct(c.stats.unique_share, 2), c.stats.k, c.stats.distinct] for c in combos]
     combo_images = []
     if combos:
@@ -130,6 +131,6 @@ def assessment_sections(result: Assessment) -> list[Section]:
 def write_assessment_report(result: Assessment, path: str | Path) -> Path:
     """Write the assessment as one self-contained HTML page (atomically)."""
     return write_page(path, "Privacy impact assessment", assessment_sections(result),
-                      subtitle=f"{result.source}: attribute-level richness (seed 001), risky "
+                      subtitle=f"{result.source}: attribute-level richness, risky "
                                "combinations and privacy models",
                       guarantee=result.guarantee)

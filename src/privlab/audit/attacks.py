@@ -212,7 +212,8 @@ def reference_calibration(trainer: ShadowTrainer, pool: Any, size: int, *,
 
 
 def shadow_features(stats: RecordStats, kind: str) -> np.ndarray:
-    """'softmax': the probability vector (the thesis' and Shokri's features).
+    """'softmax': the probability vector (the features of Shokri, Stronati, Song and
+    Shmatikov, "Membership Inference Attacks Against Machine Learning Models", IEEE S&P 2017).
     'label': probabilities, one-hot label, log p_y, logit-scaled confidence, modified entropy
     (what an attacker who knows the record's label can use)."""
     p = stats.proba
@@ -312,8 +313,10 @@ def _gauss_fit(phi: np.ndarray, mask: np.ndarray, fixed: bool) -> tuple[np.ndarr
     mu = np.where(mask, phi, 0.0).sum(0) / cnt
     dev = np.where(mask, phi - mu, 0.0)
     if fixed:
-        dof = max(int(mask.sum() - mask.shape[1]), 1)
-        sd = np.full(mu.shape, math.sqrt(float((dev ** 2).sum()) / dof))
+        dof = int(mask.sum() - mask.shape[1])
+        # one model per record: no spread to estimate; a common scale leaves the ranking (and
+        # so every TPR at a fixed FPR) unchanged, so 1 is as good as any
+        sd = np.full(mu.shape, math.sqrt(float((dev ** 2).sum()) / dof) if dof > 0 else 1.0)
     else:
         sd = np.sqrt((dev ** 2).sum(0) / np.maximum(cnt - 1, 1))
     return mu, np.maximum(sd, 1e-6)
@@ -322,7 +325,8 @@ def _gauss_fit(phi: np.ndarray, mask: np.ndarray, fixed: bool) -> tuple[np.ndarr
 def lira_scores(phi_target: np.ndarray, phi_shadow: np.ndarray, in_mask: np.ndarray, *,
                 online: bool, fixed_variance: bool) -> np.ndarray:
     """Online: log N(phi; mu_in, s_in) - log N(phi; mu_out, s_out). Offline: the one-sided
-    z-score (phi - mu_out) / s_out (Carlini et al. 2022, Algorithm 1)."""
+    z-score (phi - mu_out) / s_out (Carlini, Chien, Nasr, Song, Terzis and Tramer, "Membership
+    Inference Attacks From First Principles", IEEE S&P 2022)."""
     mu_out, sd_out = _gauss_fit(phi_shadow, ~in_mask, fixed_variance)
     if not online:
         return (phi_target - mu_out) / sd_out
@@ -359,8 +363,10 @@ def lira(target: Any, members: Any, nonmembers: Any, trainer: ShadowTrainer, *,
     candidates (random subsets of the pool only). With fewer than 64 models one variance is
     shared by all records (`fixed_variance`), as Carlini et al. recommend.
     """
-    if not (isinstance(n_shadow, int) and n_shadow >= 2):
-        raise InvalidInputError(f"LiRA needs at least 2 shadow models, got {n_shadow!r}")
+    least = 2 if online else 1
+    if not (isinstance(n_shadow, int) and n_shadow >= least):
+        raise InvalidInputError(f"{'online' if online else 'offline'} LiRA needs at least "
+                                f"{least} shadow model(s), got {n_shadow!r}")
     if online and n_shadow % 2:
         raise InvalidInputError(f"online LiRA needs an even number of shadow models (pairs of "
                                 f"complementary halves), got {n_shadow}")
@@ -434,6 +440,59 @@ def lira(target: Any, members: Any, nonmembers: Any, trainer: ShadowTrainer, *,
                "fixed_variance": fixed, "statistic": "logit-scaled confidence of the true label",
                "threshold_source": "leave-one-out: shadow model 0 as pseudo-target"}
     return AttackResult(name, scores[:n_in], scores[n_in:], thr, details, notes)
+
+
+# --------------------------------------------------------------------------- RMIA
+
+
+def rmia(target: Any, members: Any, nonmembers: Any, trainer: ShadowTrainer, *,
+         n_ref: int = 1, pool: Any, population: int = 2000, a: float = 0.3,
+         gamma: float = 1.0, rng: int = 0) -> AttackResult:
+    """Robust membership inference (Zarifzadeh, Liu and Shokri, "Low-Cost High-Power
+    Membership Inference Attacks", ICML 2024), offline: reference models never see the
+    audited records, so they are trained once and reused for every target.
+
+    For a record x, Pr(x | theta) is the target's probability of x's label and Pr(x) its
+    average over the reference models, corrected for their never having seen x:
+    Pr(x) = ((1 + a) mean_ref Pr(x | theta_ref) + (1 - a)) / 2. The likelihood ratio of x is
+    compared with that of `population` records z the target never saw; the score is the share
+    of z with (Pr(x|theta) / Pr(x)) / (Pr(z|theta) / Pr(z)) >= gamma. Pairwise comparison
+    against the population cancels what is common to all records (e.g. the model's overall
+    calibration), which is why few reference models suffice.
+    """
+    if not (isinstance(n_ref, int) and n_ref >= 1):
+        raise InvalidInputError(f"RMIA needs at least 1 reference model, got {n_ref!r}")
+    if not (0.0 <= a <= 1.0):
+        raise InvalidInputError(f"RMIA offline correction a must be in [0, 1], got {a!r}")
+    if not gamma > 0:
+        raise InvalidInputError(f"RMIA gamma must be > 0, got {gamma!r}")
+    tm = as_target(target)
+    mem, non = as_records(members, "members"), as_records(nonmembers, "non-members")
+    check_disjoint(mem, non)
+    p = as_records(pool, "pool")
+    cand_y = np.r_[mem.y, non.y]
+    _check_pool_classes(p, cand_y, "RMIA")
+    gen = np.random.default_rng(rng)
+    n_in = len(mem)
+    size = min(n_in, len(p) // 2)
+    subsets = [stratified_subset(p.y, size, gen)[0] for _ in range(n_ref)]
+    z_idx = gen.choice(len(p), size=min(int(population), len(p)), replace=False)
+    query_x = np.concatenate([mem.x, non.x, p.x[z_idx]])
+    query_y = np.r_[cand_y, p.y[z_idx]]
+    lp = trainer.fit_predict(p.x, p.y, subsets, query_x, seed=rng)
+    ref_p = np.exp(lp[:, np.arange(query_y.size), query_y]).mean(0)
+    prior_p = 0.5 * ((1.0 + a) * ref_p + (1.0 - a))
+    target_p = np.exp(tm.log_proba(query_x)[np.arange(query_y.size), query_y])
+    ratio = np.log(np.maximum(target_p, 1e-300)) - np.log(prior_p)
+    c = cand_y.size
+    rx, rz = ratio[:c], np.sort(ratio[c:])
+    # share of z with ratio_x - ratio_z >= log gamma, i.e. ratio_z <= ratio_x - log gamma
+    scores = np.searchsorted(rz, rx - math.log(gamma), side="right") / rz.size
+    details = {"reference_models": n_ref, "online": False, "a": a, "gamma": gamma,
+               "population": int(rz.size), "reference_train_size": int(size),
+               "statistic": "share of population records the candidate's likelihood ratio "
+                            "beats"}
+    return AttackResult("rmia", scores[:n_in], scores[n_in:], None, details, [])
 
 
 def lira_from_parts(phi_target: np.ndarray, phi_shadow: np.ndarray, in_mask: np.ndarray,

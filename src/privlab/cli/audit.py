@@ -1,5 +1,6 @@
 """`privlab audit DATA --target COL`: membership-inference audit of a model trained on DATA;
-`privlab audit lm`: secret extraction from a small language model (seed 004, section 2.3).
+`privlab audit lm`: secret extraction from a small language model (exposure and extraction of
+inserted secrets, as in Carlini et al., "The Secret Sharer", USENIX Security 2019).
 
 Exactly one of --epsilon E (DP-SGD to the accounted (E, delta)) or --no-dp (a deliberately
 non-private target) is required. Features and classes come from the declared schema

@@ -14,7 +14,15 @@ from typing import Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.cli.common import (
+    console,
+    emit_json,
+    err_console,
+    parse_floats,
+    parse_list,
+    progress_reporter,
+    warn_weak_epsilon,
+)
 from privlab.errors import InvalidInputError
 
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
@@ -37,7 +45,8 @@ def choose_epsilon_cmd(
     target: str = typer.Option(None, "--target", help="Label column (default for bundled)."),
     model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
     policy: str = typer.Option(None, "--policy", help="medical | finance | recommender."),
-    w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom)."),
+    w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom); "
+                                 "outside [0, 1] is refused (exit 2)."),
     max_risk: float = typer.Option(None, "--max-risk", help="Cap on the rule's risk in [0, 1]."),
     min_accuracy: float = typer.Option(None, "--min-accuracy", help="Accuracy floor."),
     level: float = typer.Option(None, "--level", help="Credible level of the risk-averse rule."),
@@ -47,7 +56,8 @@ def choose_epsilon_cmd(
     attacks: str = typer.Option("loss,shadow", "--attacks", help="loss,shadow,lira."),
     attack_weights: str = typer.Option(None, "--attack-weights",
                                        help="Weights of the attacks in R, e.g. loss=1,shadow=2."),
-    seeds: int = typer.Option(1, "--seeds", help="Models per epsilon (accuracy spread)."),
+    seeds: int = typer.Option(4, "--seeds", help="Models per epsilon, trained at once: their "
+                              "spread is the noise the recommendation accounts for."),
     epochs: int = typer.Option(10, "--epochs"),
     batch_size: int = typer.Option(64, "--batch-size"),
     lr: float = typer.Option(1e-3, "--lr"),
@@ -63,6 +73,8 @@ def choose_epsilon_cmd(
     w_cost: float = typer.Option(0.0, "--w-cost"),
     seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
     report: Path = typer.Option(None, "--report", help="Write the HTML report here."),
+    pdf: bool = typer.Option(False, "--pdf", help="Also print the report to REPORT.pdf "
+                             "(needs headless Chromium on PATH; exit 5 without it)."),
     assess_json: Path = typer.Option(None, "--assess-json",
                                      help="Output of `privlab assess --json` to include."),
     delimiter: str = typer.Option(None, "--delimiter"),
@@ -73,6 +85,8 @@ def choose_epsilon_cmd(
     from privlab.risk.pipeline import PipelineConfig, choose_epsilon
     from privlab.risk.report import write_report
 
+    if pdf and report is None:  # before any training
+        raise InvalidInputError("--pdf prints the HTML report: give --report PATH.html too")
     if policy is None and w_risk is None:
         policy = "finance"
     pol = make_policy(policy, w_risk=w_risk, level=level, max_risk=max_risk,
@@ -107,34 +121,38 @@ def choose_epsilon_cmd(
                          delta=delta, shadow_models=shadow_models, max_rows=max_rows, prior=pr,
                          seed=seed, public="adult" if source == "bundled dataset 'adult'" else None)
     util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
-    show = not as_json and err_console.is_terminal
-    from rich.progress import Progress
-
-    with Progress(console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task("choose-epsilon", total=None)
-
-        def progress(msg: str, done: int, total: int) -> None:
-            bar.update(task, description=msg, completed=done, total=total)
-
+    with progress_reporter("choose-epsilon", not as_json) as progress:
         result = choose_epsilon(frame, target, pol, cfg, util, relative_utility=relative,
                                 progress=progress)
     doc = result.to_dict()
     doc["source"] = source
     if report is not None:
-        write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment)
+        write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment,
+                     source=source)
         doc["report"] = str(report)
+        if pdf:
+            from privlab.report.pdf import export_pdf
+
+            doc["report_pdf"] = str(export_pdf(report, Path(report).with_suffix(".pdf")))
     if as_json:
         emit_json(doc)
         return
     chosen = doc["chosen_epsilon"]
-    console.print(f"[bold]eps* = {chosen if chosen is not None else 'none acceptable'}[/bold] "
-                  f"({pol.name} policy, risk-averse rule; posterior-mean rule: "
-                  f"{doc['mean_rule_epsilon']})")
+    unc = doc.get("uncertainty") or {}
+    iv = unc.get("interval")
+    console.print(f"[bold]recommended epsilon: "
+                  f"{'none acceptable' if chosen is None else f'{chosen:g}'}[/bold]"
+                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else "")
+                  + f"; {pol.name} policy; the point rule alone would pick "
+                  f"{doc['argmin_epsilon']}", highlight=False)
     console.print(f"  {doc['reason']}")
+    pb = {c["epsilon"]: c["prob_best"] for c in unc.get("candidates", [])}
     for r in doc["per_epsilon"]:
         console.print(f"  eps={r['epsilon']:<8g} accuracy {r['accuracy']:.3f}  risk "
                       f"{r['risk_mean']:.3f} [{r['risk_lower']:.3f}, {r['risk_upper']:.3f}]  "
-                      f"L {r['loss_risk_averse']:.3f}")
+                      f"P(best) {pb.get(r['epsilon'], 0.0):.0%}")
+    if chosen is not None:
+        warn_weak_epsilon(chosen, "the recommended epsilon")
     for n in doc["notes"]:
         err_console.print(f"note: {n}")
     if report is not None:

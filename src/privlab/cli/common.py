@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from rich.console import Console
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, MissingExtraError, UnsafeConfigurationError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -80,3 +83,89 @@ def parse_floats(text: str | None, field: str) -> list[float] | None:
         return [float(x) for x in items]
     except ValueError:
         raise InvalidInputError(f"{field} must be comma-separated numbers, got {text!r}") from None
+
+
+#: Above this epsilon a guarantee protects little: e^8 ~ 3000, so an attacker's odds about any
+#: one person may grow 3000-fold. Commands still run, with a one-line warning.
+WEAK_EPSILON = 8.0
+#: The largest delta accepted without --allow-weak (and never 1/n or more: a mechanism may then
+#: publish a whole record with probability delta per person).
+MAX_DELTA = 1e-3
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (stdout stays clean for --json)."""
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
+    """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
+    if epsilon > WEAK_EPSILON:
+        warn(f"{field} {epsilon:g} is weak (above {WEAK_EPSILON:g}): the guarantee lets an "
+             f"attacker's odds about a person grow up to e^{epsilon:g}-fold; prefer "
+             f"{WEAK_EPSILON:g} or less")
+        return True
+    return False
+
+
+def check_delta_strength(delta: float, n: int | None, allow_weak: bool,
+                         field: str = "--delta") -> None:
+    """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4)."""
+    if delta <= 0:
+        return
+    too_big = delta > MAX_DELTA
+    vs_n = n is not None and n > 0 and delta >= 1.0 / n
+    if not (too_big or vs_n):
+        return
+    why = (f"it is not below 1/n = {1.0 / n:.3g} for {n} rows" if vs_n
+           else f"it is above {MAX_DELTA:g}")
+    if not allow_weak:
+        raise UnsafeConfigurationError(
+            f"{field} {delta:g} is too weak: {why}, so the mechanism may reveal a whole record "
+            "with that probability; use e.g. 1e-6, or pass --allow-weak to accept it")
+    warn(f"{field} {delta:g} accepted with --allow-weak although {why}")
+
+
+def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
+    """A one-line error with the install command when an optional extra is missing (exit 5)."""
+    import importlib.util
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):  # e.g. sys.modules[name] is None
+            return True
+
+    missing = [m for m in modules if absent(m)]
+    if missing:
+        raise MissingExtraError(
+            f"{what} needs the [{extra}] extra (missing: {', '.join(missing)}); install it "
+            f"with: pip install 'privlab[{extra}]'")
+
+
+@contextlib.contextmanager
+def progress_reporter(name: str, show: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback (message, done, total): a live bar on a terminal, plain
+    timestamped lines on stderr when piped (so a log shows the job is alive), nothing when
+    `show` is False (--json)."""
+    if not show:
+        yield lambda msg, done, total: None
+        return
+    if err_console.is_terminal:
+        from rich.progress import Progress
+
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task(name, total=None)
+
+            def update(msg: str, done: int, total: int) -> None:
+                bar.update(task, description=msg, completed=done, total=total)
+
+            yield update
+        return
+    start = time.monotonic()
+
+    def line(msg: str, done: int, total: int) -> None:
+        sys.stderr.write(f"[{time.monotonic() - start:5.0f}s] {name} {done}/{total}: {msg}\n")
+        sys.stderr.flush()
+
+    yield line

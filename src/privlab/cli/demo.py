@@ -16,13 +16,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json, to_json
+from privlab.cli.common import console, emit_json, to_json, warn_weak_epsilon
 from privlab.core import queries
 from privlab.data.datasets import load_adult
+from privlab.errors import InvalidInputError
 from privlab.utils.atomic import atomic_write_text
 
 DEMO_GRID = "0.5,1,2,4,8,16"
 DEMO_ATTACKS = ("loss", "shadow", "lira")
+#: Models trained per epsilon (all at once, stacked): their spread is the accuracy noise that
+#: the choice's uncertainty carries, and the loss attack averages over them.
+DEMO_SEEDS = 8
 DEMO_RELEASES = [
     # (statistic, column, options)
     ("count", "age", {}),
@@ -65,6 +69,8 @@ def demo_cmd(
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
     epsilons: str = typer.Option(DEMO_GRID, "--epsilons", help="Epsilon grid of the "
                                  "choose-epsilon step on an Adult sample; 'none' skips it."),
+    pdf: bool = typer.Option(False, "--pdf", help="Also print the reports to PDF (needs "
+                             "headless Chromium on PATH; exit 5 without it)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Assess and release DP statistics of bundled UCI Adult; write a report."""
@@ -74,6 +80,18 @@ def demo_cmd(
 
     check_epsilon(epsilon)
     check_epsilon(budget, "budget")
+    warn_weak_epsilon(epsilon)
+    if pdf:
+        from privlab.report.pdf import find_browser
+
+        if find_browser() is None:  # refuse before an expensive run, not after it
+            from privlab.errors import MissingExtraError
+
+            raise MissingExtraError("--pdf needs headless Chromium on PATH: install Debian's "
+                                    "chromium package (apt-get install chromium)")
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"--out {out} is a file; give a folder (it is created if "
+                                "missing)")
     out.mkdir(parents=True, exist_ok=True)
     frame = load_adult(drop_missing=True)
     rng = make_rng(seed)
@@ -91,6 +109,9 @@ def demo_cmd(
 
     assessment, result = _assessment(frame, out)
     remaining = ledger.remaining("demo-analyst")[0]
+    if not as_json:  # show what exists now; the epsilon step takes a while
+        _print_assessment(assessment)
+        _print_releases(releases, budget, remaining)
     chosen = None
     if epsilons.strip().lower() != "none":
         chosen = _choose_epsilon_step(frame, epsilons, out, seed, show=not as_json)
@@ -103,19 +124,49 @@ def demo_cmd(
                           "remaining_epsilon": remaining}}
     if chosen is not None:
         summary["choose_epsilon"] = chosen
+    if pdf:
+        from privlab.report.pdf import export_pdf
+
+        summary["pdf"] = [str(export_pdf(report, report.with_suffix(".pdf")))]
+        if chosen is not None and chosen.get("report"):
+            ce_html = Path(chosen["report"])
+            summary["pdf"].append(str(export_pdf(ce_html, ce_html.with_suffix(".pdf"))))
     atomic_write_text(out / "summary.json", to_json(summary))
     if as_json:
         emit_json(summary)
         return
-    table = Table("statistic", "column", "true", "released", "95% +-", "guarantee",
-                  title="DP releases on UCI Adult (not the true values: those are shown only "
-                        "because this is a demo on public data)")
-    for r in releases:
-        table.add_row(r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
-                      _short(r["confidence_interval_95"]),
-                      f"eps={r['guarantee']['epsilon']:g} {r['guarantee']['model']}")
+    ce = summary.get("choose_epsilon")
+    if ce and "skipped" in ce:
+        console.print(f"choose-epsilon skipped: {ce['skipped']}")
+    elif ce:
+        chosen = ce["chosen_epsilon"]
+        iv = ce.get("interval")
+        console.print(f"[bold]choose-epsilon[/bold] (finance policy, DP-SGD MLP on {ce['rows']} "
+                      f"Adult rows, {ce['models_per_epsilon']} models per epsilon, attacks "
+                      f"{', '.join(ce['attacks'])}): recommended epsilon "
+                      f"{'none acceptable' if chosen is None else f'{chosen:g}'}"
+                      + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else ""))
+        console.print(f"  {ce['reason']}")
+        for r in ce["per_epsilon"]:
+            p = ce["prob_best"].get(f"{r['epsilon']:g}", 0.0)
+            console.print(f"  eps={r['epsilon']:<5g} accuracy {r['accuracy']:.3f}  membership "
+                          f"risk {r['risk_mean']:.3f} (bound {r['risk_upper']:.3f})  "
+                          f"P(best) {p:.0%}")
+        for n in ce.get("notes", []):
+            console.print(f"  note: {n}")
+        if chosen is not None:
+            warn_weak_epsilon(chosen, "the recommended epsilon")
+        console.print(f"  report {ce['report']}")
+    console.print(f"wrote {out / 'summary.json'}"
+                  + (f" and {assessment['report']}" if assessment.get("report") else ""))
+
+
+DEMO_QIS = ["age", "education", "marital-status", "race", "sex", "native-country"]
+
+
+def _print_assessment(assessment: dict) -> None:
     attr_table = Table("attribute", "distinct", "richness", "tier",
-                       title="Which attributes identify people (seed 001 domain richness)")
+                       title="Which attributes identify people (domain richness)")
     for a in assessment["attributes"]:
         attr_table.add_row(a["name"], str(a["distinct"]), f"{a['richness']:.3f}", a["tier"])
     console.print(attr_table)
@@ -128,30 +179,23 @@ def demo_cmd(
         console.print(f"on quasi-identifiers {', '.join(DEMO_QIS)}: k = {pm['k_anonymity']['k']}, "
                       f"{risk['unique_share']:.1%} of records unique, average prosecutor risk "
                       f"{risk['prosecutor']['average']:.3f}")
+
+
+def _print_releases(releases: list[dict], budget: float, remaining: float) -> None:
+    table = Table("statistic", "column", "true", "released", "95% +-", "guarantee",
+                  title="DP releases on UCI Adult (not the true values: those are shown only "
+                        "because this is a demo on public data)")
+    for r in releases:
+        table.add_row(r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
+                      _short(r["confidence_interval_95"]),
+                      f"eps={r['guarantee']['epsilon']:g} {r['guarantee']['model']}")
     console.print(table)
-    console.print(f"budget left: {summary['ledger']['remaining_epsilon']:g} of {budget:g}")
-    ce = summary.get("choose_epsilon")
-    if ce and "skipped" in ce:
-        console.print(f"choose-epsilon skipped: {ce['skipped']}")
-    elif ce:
-        chosen = ce["chosen_epsilon"]
-        console.print(f"[bold]choose-epsilon[/bold] (finance policy, DP-SGD MLP on {ce['rows']} "
-                      f"Adult rows, attacks {', '.join(ce['attacks'])}): eps* = "
-                      f"{chosen if chosen is not None else 'none acceptable'}")
-        console.print(f"  {ce['reason']}")
-        for r in ce["per_epsilon"]:
-            console.print(f"  eps={r['epsilon']:<5g} accuracy {r['accuracy']:.3f}  membership "
-                          f"risk {r['risk_mean']:.3f} (95% bound {r['risk_upper']:.3f})")
-        console.print(f"  report {ce['report']}")
-    console.print(f"wrote {out / 'summary.json'}"
-                  + (f" and {assessment['report']}" if assessment.get("report") else ""))
-
-
-DEMO_QIS = ["age", "education", "marital-status", "race", "sex", "native-country"]
+    console.print(f"budget left: {remaining:g} of {budget:g}")
 
 
 def _assessment(frame: Any, out: Path) -> tuple[dict, Any]:
-    """Seed 001's attribute-level assessment of Adult plus k/l/t on a usual QI set."""
+    """The attribute-level assessment of Adult (domain richness of each attribute and pair)
+    plus k-anonymity, l-diversity and t-closeness on a usual quasi-identifier set."""
     from privlab.assess import assess
 
     result = assess(frame, attributes=[c for c in frame.columns if c != "salary"],
@@ -187,11 +231,66 @@ def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
         tables=[Table(["statistic", "column", "true", "released", "grid", "95% +-",
                        "mechanism", "guarantee"], rows)],
     )
-    sections = assessment_sections(result) + [releases_section]
+    assessed = result.to_dict()
+    sections = [_plain_section(assessed, releases, budget, remaining, chosen)]
+    sections += assessment_sections(result) + [releases_section]
     if chosen is not None:
         sections.append(_choose_epsilon_section(chosen))
     write_page(path, "privlab demo: UCI Adult", sections,
                subtitle="assess -> protect -> audit -> choose epsilon on bundled data")
+
+
+def _plain_section(assessed: dict, releases: list[dict], budget: float, remaining: float,
+                   chosen: dict | None) -> Any:
+    """The first page, for people: what was released, what an attacker could learn, the
+    recommended epsilon and why, how sure we are, and what must not be published."""
+    from privlab.report.html import Section
+
+    eps = ", ".join(f"{e:g}" for e in sorted({r["guarantee"]["epsilon"] for r in releases}))
+    what = (f"What was released: {len(releases)} statistics of UCI Adult (a public census "
+            f"extract) with differential privacy, each at epsilon {eps}, "
+            f"{budget - remaining:g} of the analyst's budget of {budget:g} in all. Epsilon "
+            "measures how much a release can reveal about any one person: smaller is more "
+            "private; 1 or less is strong, above 8 is weak. Each released number carries random "
+            "noise; the 95% column says how far it may be from the truth.")
+    pm = assessed.get("privacy_models") or {}
+    risk = (pm.get("reidentification_risk") or {})
+    hide = [a["name"] for a in assessed.get("attributes", []) if a.get("tier") == "hide"]
+    danger = [" + ".join(c["attributes"]) for c in assessed.get("combinations", [])
+              if c.get("escalated")]
+    learn = "What an attacker could learn from the raw table: "
+    if risk:
+        learn += (f"{risk.get('unique_share', 0):.0%} of people are the only one with their "
+                  "combination of age, education, marital status, race, sex and country, so "
+                  "anyone who knows those facts about them finds their row. ")
+    if hide or danger:
+        learn += ("Do not publish these attributes or combinations, even de-identified: "
+                  + "; ".join([f"{h} (DO NOT PUBLISH)" for h in hide]
+                              + [f"{d} (DO NOT PUBLISH)" for d in danger][:8]) + ".")
+    paras = [what, learn]
+    if chosen and "skipped" not in chosen:
+        ce = chosen["chosen_epsilon"]
+        iv = chosen.get("interval")
+        if ce is None:
+            paras.append("Model training: no epsilon on the tried grid meets the policy.")
+        else:
+            p = chosen.get("prob_best", {}).get(f"{ce:g}", 0.0)
+            paras.append(
+                f"Recommended epsilon for training a model on this data: {ce:g}. Larger "
+                "epsilons did not give an accuracy gain that the measurements can tell apart "
+                "from noise, so the more private choice is taken. How sure we are: re-drawing "
+                f"the measurements within their noise, {ce:g} is the single best choice "
+                f"{p:.0%} of the time"
+                + (f"; a re-run with other random seeds would recommend an epsilon from "
+                   f"{iv[0]:g} to {iv[1]:g} (95% of re-runs)." if iv else "."))
+            if ce > 8:
+                paras.insert(0, f"WARNING: the recommended epsilon {ce:g} is weak (above 8).")
+        for n in chosen.get("notes", []):
+            if "at chance" in n:
+                paras.append("Every membership attack (guessing whether a person's record was "
+                             "used in training) was at chance, no better than a coin toss: no "
+                             "measurable leak, though a stronger attacker might do better.")
+    return Section("In plain words", paragraphs=paras, anchor="summary")
 
 
 def _choose_epsilon_section(chosen: dict) -> Any:
@@ -231,17 +330,9 @@ def _choose_epsilon_step(frame: Any, epsilons: str, out: Path, seed: int | None,
         return {"skipped": "torch/opacus are not installed; install the ml extra "
                            "(pip install torch==2.13.0 && pip install -e '.[ml]') to choose "
                            "epsilon, or pass --epsilons none"}
-    from rich.progress import Progress
+    from privlab.cli.common import progress_reporter
 
-    from privlab.cli.common import err_console
-
-    with Progress(console=err_console, disable=not (show and err_console.is_terminal),
-                  transient=True) as bar:
-        task = bar.add_task("choose-epsilon", total=None)
-
-        def progress(msg: str, done: int, total: int) -> None:
-            bar.update(task, description=msg, completed=done, total=total)
-
+    with progress_reporter("choose-epsilon", show) as progress:
         return _choose_epsilon(frame, grid, out, seed, progress=progress)
 
 
@@ -254,12 +345,20 @@ def _choose_epsilon(frame: Any, grid: list[float], out: Path, seed: int | None,
     from privlab.risk.report import write_report
 
     cfg = PipelineConfig(epsilons=grid, attacks=attacks, epochs=8, lr=5e-3, max_rows=max_rows,
-                         seed=seed, public="adult")
+                         seed=seed, public="adult", seeds=DEMO_SEEDS)
     doc = choose_epsilon(frame, "salary", make_policy("finance"), cfg,
                          progress=progress).to_dict()
     path = out / "choose_epsilon.html"
-    write_report(doc, path, title="privlab demo: choosing epsilon on an Adult sample")
+    write_report(doc, path, title="privlab demo: choosing epsilon on an Adult sample",
+                 source="the bundled UCI Adult census data")
+    unc = doc.get("uncertainty") or {}
     return {"chosen_epsilon": doc["chosen_epsilon"], "reason": doc["reason"],
+            "interval": unc.get("interval"), "argmin_epsilon": doc.get("argmin_epsilon"),
+            "prob_best": {f"{c['epsilon']:g}": c["prob_best"]
+                          for c in unc.get("candidates", [])},
+            "prob_recommended": {f"{c['epsilon']:g}": c.get("prob_recommended")
+                                 for c in unc.get("candidates", [])},
+            "notes": list(doc["notes"]), "models_per_epsilon": DEMO_SEEDS,
             "policy": "finance", "attacks": list(attacks),
             "rows": doc["data"]["rows"], "report": str(path),
             "per_epsilon": [{"epsilon": r["epsilon"], "accuracy": r["accuracy"],

@@ -1,7 +1,10 @@
 """Entry point: builds the Typer app from one module per verb and maps errors to exit codes.
 
-Exit codes: 0 ok, 1 internal error, 2 invalid input, 3 budget exceeded, 4 unsafe
-configuration. A `PrivlabError` prints one line (`error: ...`) and no traceback.
+Exit codes (also in `privlab --help`, `EXIT_CODES`): 0 ok; 1 the gateway could not be reached
+or refused the request (wrong API key, rate limit: `privlab query`), or an internal error; 2
+invalid input; 3 budget exceeded; 4 unsafe configuration (e.g. a delta too large without
+--allow-weak); 5 an optional extra is missing (the message gives the pip command); 130
+interrupted. A `PrivlabError` prints one line (`error: ...`) and no traceback.
 """
 
 from __future__ import annotations
@@ -15,9 +18,21 @@ import typer
 from privlab import __version__
 from privlab.errors import InvalidInputError, PrivlabError
 
+EXIT_CODES = {
+    0: "success",
+    1: "the gateway could not be reached or refused the request (wrong API key, rate "
+       "limit), or an internal error",
+    2: "invalid input (the message names the option and the fix)",
+    3: "privacy budget exceeded: nothing was released",
+    4: "unsafe configuration (e.g. a delta too large without --allow-weak)",
+    5: "an optional extra is missing (the message gives the pip command)",
+    130: "interrupted",
+}
+
 app = typer.Typer(
     name="privlab",
     help="Assess, protect, audit and choose epsilon for personal data.",
+    epilog="Exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items()) + ".",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

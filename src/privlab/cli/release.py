@@ -21,7 +21,14 @@ from typing import Any, NamedTuple
 
 import typer
 
-from privlab.cli.common import console, emit_json, parse_list, parse_pair
+from privlab.cli.common import (
+    check_delta_strength,
+    console,
+    emit_json,
+    parse_list,
+    parse_pair,
+    warn_weak_epsilon,
+)
 from privlab.core import queries
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.data.io import read_table, require_columns
@@ -67,11 +74,17 @@ def release_cmd(
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
+                                    "or not below 1/rows (refused otherwise, exit 4)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Release one DP statistic of a column, with its guarantee and grid."""
+    """Release one DP statistic of a column, with its guarantee and grid.
+
+    An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/rows is
+    refused (exit 4) unless --allow-weak."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    warn_weak_epsilon(epsilon)
     pair = parse_pair(bounds, "--bounds")
     mech = mechanism.value if mechanism else None
     if mech == "gaussian" and delta == 0:
@@ -92,6 +105,7 @@ def release_cmd(
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
     pair, cats, bins, per_unit, unit = declared
     epsilon_record = epsilon / per_unit
+    check_delta_strength(delta, len(frame), allow_weak)
     values = frame[column]
     if stat in ("sum", "mean", "quantile") and pair is None:
         raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range) or "
@@ -159,7 +173,7 @@ def release_cmd(
     console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     console.print(f"  grid: {result.granularity}   95% noise half-width: "
-                  f"{payload['confidence_interval_95']}")
+                  f"{half_width_text(payload['confidence_interval_95'], result.noise)}")
     console.print(f"  guarantee: {result.guarantee.describe()}")
     for note in result.guarantee.notes:
         console.print(f"  note: {note}")
@@ -236,6 +250,14 @@ def _guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: float, per_
     elif schema is None:
         g = g.with_notes("no --schema: each row is taken to be a different person")
     return g
+def half_width_text(width: float | None, noise: dict) -> str:
+    """The 95% noise half-width, or in words why a mechanism has none."""
+    if width is not None:
+        return f"{width:.4g}"
+    if noise.get("distribution") == "ratio":
+        return ("none in closed form (a ratio of a noisy sum and a noisy count; see the noise "
+                "scales in --json)")
+    return "none (the exponential mechanism picks a value; it adds no additive noise)"
 
 
 def register(app: typer.Typer) -> None:

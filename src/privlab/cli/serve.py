@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console
+from privlab.cli.common import console, emit_json, err_console, require_extra
 from privlab.errors import InvalidInputError
 
 
@@ -45,6 +45,7 @@ def serve_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Serve aggregate SQL over a database with differential privacy and per-analyst budgets."""
+    require_extra(("fastapi", "uvicorn", "yaml", "sqlglot"), "server", "privlab serve")
     from privlab.query.config import hash_key, load_config
     from privlab.query.config import new_key as make_key
 

@@ -2,7 +2,9 @@
 
 `anonymize` writes the published windows (CSV / Parquet) and a JSON sidecar with parameters,
 counts and the guarantee; `evaluate` and `plot` read that sidecar to recompute the true window
-means from the original; `experiment` prints the paper's RMSE table for a dataset.
+means from the original; `experiment` prints the RMSE table of Akin, Canbay and Sagiroglu
+("A new privacy-aware model proposal and application on trajectory data publishing", Journal
+of Polytechnic 24(3), 2021) for a dataset.
 """
 
 from __future__ import annotations
@@ -128,15 +130,16 @@ def anonymize_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="Published file: .csv, .csv.gz, .parquet"),
     window: int = typer.Option(..., "--window", help="Window length PB (fixes per window)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Epsilon per window, > 0."),
-    stride: int = typer.Option(1, "--stride", help="1 = sliding windows (the paper), PB = "
-                               "non-overlapping."),
+    stride: int = typer.Option(1, "--stride", help="1 = sliding windows (as in Akin et al. "
+                               "2021), PB = non-overlapping."),
     mechanism: Mechanism = typer.Option(Mechanism.planar, "--mechanism", "-m",
                                         help="planar (geo-indistinguishability) or laplace."),
     radius: float = typer.Option(100.0, "--radius", help="planar: protection radius r, metres."),
     bbox: str = typer.Option(None, "--bbox", help="Public box LAT0,LON0,LAT1,LON1 (filter, "
                              "projection, laplace sensitivity)."),
     sensitivity: Sensitivity = typer.Option(Sensitivity.bbox, "--sensitivity",
-                                            help="laplace: bbox (DP) or paper (NOT DP)."),
+                                            help="laplace: bbox (DP) or paper = Akin et al. "
+                                            "2021's data-derived bounds (NOT DP)."),
     gap: float = typer.Option(30.0, "--gap", help="Split trips at time gaps > GAP minutes."),
     time_window: str = typer.Option(None, "--time-window", help="Keep fixes in START,END."),
     heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO,HI deg."),
@@ -151,7 +154,7 @@ def anonymize_cmd(
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Publish trajectories: window means (Algorithm 1) plus noise, with a JSON sidecar."""
+    """Publish trajectories: window means (Akin et al. 2021) plus noise, with a JSON sidecar."""
     from privlab.trajectory.publish import NotPrivateWarning, anonymize, write_release
 
     options = _read_options(fmt, id_col, time_col, lat_col, lon_col, heading_col, time_unit,
@@ -269,7 +272,7 @@ def plot_cmd(
     trip: int = typer.Option(None, "--trip", help="Trip number within the id."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Figures 8-10 of the paper (X, Y over time; 3-D) and an HTML map of one trip."""
+    """Figures 8-10 of Akin et al. 2021 (X, Y over time; 3-D) and an HTML map of one trip."""
     from privlab.trajectory.evaluate import align, averaged_for, read_trajectories_table
     from privlab.trajectory.io import read_trajectories
     from privlab.trajectory.plots import plot_release, select
@@ -313,7 +316,7 @@ def experiment_cmd(
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """The paper's RMSE table (PB x epsilon) for each setting, with each setting's guarantee."""
+    """RMSE table of Akin et al. 2021 (PB x epsilon) per setting, with each setting's guarantee."""
     from rich.progress import Progress
     from rich.table import Table
 

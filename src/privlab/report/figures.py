@@ -30,6 +30,59 @@ def new_figure(width: float = 8.0, height: float = 4.0) -> Figure:
     return fig
 
 
+def _texts(fig: Figure) -> list:
+    """Every visible, non-empty text artist of the figure (labels, ticks, titles, legends,
+    annotations), after a draw so their positions are final."""
+    fig.canvas.draw()
+    cands = list(fig.texts)
+    for ax in fig.axes:
+        cands += [ax.title, ax._left_title, ax._right_title, *ax.texts]
+        for axis in (ax.xaxis, ax.yaxis):
+            cands += [axis.label, axis.offsetText]
+            for tick in axis._update_ticks():  # only the ticks actually drawn (in view)
+                cands += [t for t, on in ((tick.label1, tick.label1.get_visible()),
+                                          (tick.label2, tick.label2.get_visible())) if on]
+        leg = ax.get_legend()
+        if leg is not None:
+            cands += [*leg.get_texts(), leg.get_title()]
+    return [t for t in cands if t.get_visible() and t.get_text().strip()]
+
+
+def text_overlaps(fig: Figure, tolerance: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of texts whose boxes overlap by more than `tolerance` pixels each way: labels a
+    reader cannot read. Reports are tested to have none."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _texts(fig)]
+    pairs = []
+    for i, (ta, a) in enumerate(boxes):
+        for tb, b in boxes[i + 1:]:
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > tolerance and h > tolerance:
+                pairs.append((ta, tb))
+    return pairs
+
+
+def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str], *,
+                 fontsize: int = 7) -> None:
+    """Annotate points without overlapping: each label tries a few offsets around its point and
+    takes the first that overlaps no label placed before it (dropped if none is free)."""
+    fig = ax.get_figure()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    offsets = [(4, 4), (4, -11), (-16, 4), (-16, -11), (4, 14), (-16, 14), (4, -21), (-16, -21)]
+    for (x, y), text in zip(points, labels, strict=True):
+        for dx, dy in offsets:
+            ann = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                              fontsize=fontsize)
+            box = ann.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            ann.remove()
+
+
 def figure_data_uri(fig: Figure, dpi: int = 110) -> str:
     """Render `fig` to PNG and return it as a `data:image/png;base64,...` URI."""
     buf = io.BytesIO()

@@ -1,4 +1,5 @@
-"""privlab.risk: choose epsilon from attack evidence (seed 004, SPEC section 5).
+"""privlab.risk: choose epsilon from attack evidence (a Bayesian risk model over membership
+attacks, with the uncertainty of the choice carried through).
 
 - `posterior`: Beta-binomial posterior on an attack's success rate; normalised risk
   r = max(0, 2 theta - 1) with closed-form mean and quantiles.

@@ -173,6 +173,10 @@ def make_policy(policy: str | None = None, w_risk: float | None = None,
         base = POLICIES[policy]
     else:
         base = Policy("custom", 0.5, 0.5, why="Custom weights given by the user.")
+    for name, v in (("--w-risk", w_risk), ("--w-util", w_util)):
+        if v is not None and not (math.isfinite(float(v)) and 0.0 <= float(v) <= 1.0):
+            raise InvalidInputError(f"{name} must be a weight in [0, 1], got {v:g}; the other "
+                                    "weight is 1 minus it")
     if w_risk is None and w_util is None:
         wr, wu = base.w_risk, base.w_util
     elif w_util is None:

@@ -9,7 +9,13 @@ models of a sweep trained at once with `train_many`), attacks from `privlab.audi
   model 0 when the shadow attack runs, else one reference model trained on the pool);
 - `shadow`: Shokri's shadow models (trained like the target, at the same epsilon) and a
   RandomForest on their softmax outputs;
-- `lira`: online LiRA with shadow models on halves of the candidates topped up from the pool.
+- `lira`: online LiRA with shadow models on halves of the candidates topped up from the pool;
+- `canary`: the one-run audit of Steinke, Nasr and Jagielski ("Privacy Auditing with One (1)
+  Training Run", NeurIPS 2023): one extra model per epsilon is trained on the target rows plus
+  a random half of up to 500 mislabelled pool records (worst-case-like records); the attacker
+  guesses "in" for the quarter of canaries with the lowest loss and "out" for the quarter with
+  the highest; (correct, guesses) feed the risk model like any attack, and the audit's
+  epsilon lower bound is reported beside it.
 
 Each attack's (successes, trials) counts on the balanced member/non-member challenge feed the
 Beta posterior. Attacks run against the first seed's model; further seeds measure accuracy
@@ -41,8 +47,11 @@ from privlab.risk.model import (
     prior_sensitivity,
 )
 from privlab.risk.posterior import parse_prior
+from privlab.risk.uncertainty import ChoiceUncertainty, choice_uncertainty
 
-ATTACKS = ("loss", "shadow", "lira")
+ATTACKS = ("loss", "shadow", "lira", "canary")
+#: planted mislabelled records of the "canary" evidence (one-run audit), at most
+CANARIES = 500
 Progress = Callable[[str, int, int], None]
 MIN_PART = 20  # rows per split part; below this the attack counts carry almost no evidence
 
@@ -88,14 +97,15 @@ class PipelineConfig:
         check_grid(self.epsilons)
         bad = [a for a in self.attacks if a not in ATTACKS]
         if bad or not self.attacks:
-            raise InvalidInputError(f"attacks: use a comma list of {', '.join(ATTACKS)}, got "
+            raise InvalidInputError(f"--attacks: use a comma list of {', '.join(ATTACKS)}, got "
                                     f"{list(self.attacks)}")
         if self.model not in ("mlp", "logreg"):
-            raise InvalidInputError(f"model: use 'mlp' or 'logreg', got {self.model!r}")
+            raise InvalidInputError(f"--model: use 'mlp' or 'logreg', got {self.model!r}")
         for name in ("seeds", "epochs", "batch_size", "shadow_models"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidInputError(f"{name}: must be a whole number >= 1, got {v!r}")
+                flag = "--" + name.replace("_", "-")
+                raise InvalidInputError(f"{flag} must be a whole number >= 1, got {v!r}")
         if self.lira_models < 2 or self.lira_models % 2:
             raise InvalidInputError(f"lira_models: must be even and >= 2, got {self.lira_models}")
         if self.adaptive and (self.budget_runs is None or self.budget_runs < 2):
@@ -239,6 +249,13 @@ def feasible_epsilons(prep: Prepared, cfg: PipelineConfig,
     return ok, notes
 
 
+def _correct(model: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per test record: 1.0 when the model's prediction is right (for paired bootstraps)."""
+    from privlab.audit.target import as_target
+
+    return (as_target(model).log_proba(x).argmax(1) == y).astype(np.float64)
+
+
 def _accuracy(model: Any, x: np.ndarray, y: np.ndarray) -> float:
     from privlab.audit.target import as_target
 
@@ -246,9 +263,17 @@ def _accuracy(model: Any, x: np.ndarray, y: np.ndarray) -> float:
     return float((lp.argmax(1) == y).mean())
 
 
-def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any
+def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any,
+            extra_models: Sequence[Any] = ()
             ) -> tuple[dict[str, tuple[int, int]], dict[str, float], dict[str, Any]]:
-    """Run the configured attacks on one target; failures are recorded, not raised."""
+    """Run the configured attacks on one target; failures are recorded, not raised.
+
+    `extra_models` (the other seeds' models at the same epsilon) are attacked with the loss
+    attack only, reusing its attacker-side threshold. The loss attack's success count becomes
+    the average over the models (rounded) out of the same number of challenge records: the
+    guesses on one record by several models are not independent, so they are averaged, not
+    added (adding them would claim more evidence than the challenge set holds). Averaging
+    removes the training noise of a single model from the risk estimate at almost no cost."""
     from privlab.audit import attacks as A
     from privlab.audit.trainers import TorchTrainer
 
@@ -262,6 +287,7 @@ def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any
     details: dict[str, Any] = {}
     results: dict[str, Any] = {}
     order = [a for a in ("shadow", "loss", "lira") if a in cfg.attacks]
+    pooled: list[tuple[int, int]] = []
     for name in order:
         try:
             if name == "shadow":
@@ -272,6 +298,11 @@ def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any
                 calib = results["shadow"].calibration if "shadow" in results else \
                     A.reference_calibration(trainer, pool, n_in, rng=cfg.split_seed)
                 res = A.threshold_attack("loss", model, members, non, calibration=calib)
+                for extra in extra_models:
+                    more = A.threshold_attack("loss", extra, members, non,
+                                              calibration=calib).summary().get("counts")
+                    if more:
+                        pooled.append((int(more["successes"]), int(more["trials"])))
             else:
                 res = A.lira(model, members, non, trainer, n_shadow=cfg.lira_models, pool=pool,
                              rng=cfg.split_seed)
@@ -284,6 +315,10 @@ def _attack(prep: Prepared, cfg: PipelineConfig, model: Any, train_cfg: Any
             if "counts" in s:
                 c = s["counts"]
                 counts[name] = (int(c["successes"]), int(c["trials"]))
+                if name == "loss" and pooled:
+                    ks = [counts[name][0]] + [k for k, n in pooled if n == counts[name][1]]
+                    counts[name] = (int(round(float(np.mean(ks)))), counts[name][1])
+                    c = {**c, "successes": counts[name][0], "models_averaged": len(ks)}
                 entry.update(counts=c, threshold=s["threshold"],
                              balanced_accuracy=s["balanced_accuracy"])
             else:
@@ -319,20 +354,57 @@ def evaluate_epsilons(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[fl
     t0 = time.perf_counter()
     res = train_many(fn, prep.x_train, prep.y_train, config=configs, seeds=seeds)
     per_model = (time.perf_counter() - t0) / len(configs)
+    canary = _canary_evidence(prep, cfg, epsilons) if "canary" in cfg.attacks else {}
     evs, details = [], {}
     for j, e in enumerate(epsilons):
         models = res.models[j * cfg.seeds:(j + 1) * cfg.seeds]
-        accs = [_accuracy(m, prep.x_test, prep.y_test) for m in models]
+        hits = np.stack([_correct(m, prep.x_test, prep.y_test) for m in models])
+        accs = [float(h.mean()) for h in hits]
         if progress:
             progress(f"attacking the eps={e:g} model ({', '.join(cfg.attacks)})",
                      step[0] + j, step[1])
-        counts, aucs, det = _attack(prep, cfg, models[0], configs[j * cfg.seeds])
+        counts, aucs, det = _attack(prep, cfg, models[0], configs[j * cfg.seeds], models[1:])
+        if float(e) in canary:
+            c = canary[float(e)]
+            counts["canary"] = (c["counts"]["successes"], c["counts"]["trials"])
+            aucs["canary"] = c["auc"]
+            det["canary"] = c
         g = res.guarantees[j * cfg.seeds]
         evs.append(Evaluation(float(e), counts, accs, per_model * cfg.seeds, aucs))
         details[float(e)] = {"guarantee": g.to_dict(), "guarantee_text": g.describe(),
                              "plan": res.plans[j * cfg.seeds].to_dict(), "attacks": det,
-                             "accuracy_seeds": accs}
+                             "accuracy_seeds": accs, "correct": hits.mean(0)}
     return evs, details
+
+
+def _canary_evidence(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[float]
+                     ) -> dict[float, dict[str, Any]]:
+    """One-run canary audit per epsilon (see the module docstring); all models at once."""
+    from privlab.audit.canary import make_canaries, one_run_from_scores
+    from privlab.audit.metrics import auc
+    from privlab.audit.target import as_target
+    from privlab.learn.multi import train_many
+
+    m = min(CANARIES, len(prep.y_pool))
+    cx, cy = make_canaries(prep.x_pool, prep.y_pool, m, prep.n_classes, seed=cfg.split_seed)
+    inc = np.random.default_rng(cfg.split_seed + 1).random(m) < 0.5
+    xa = np.concatenate([prep.x_train, cx[inc]]).astype(np.float32)
+    ya = np.r_[prep.y_train, cy[inc]].astype(prep.y_train.dtype)
+    configs = [_train_config(prep, cfg, e) for e in epsilons]
+    res = train_many(_model_fn(prep, cfg), xa, ya, config=configs,
+                     seeds=cfg.model_seeds(77_000, len(configs)))
+    out = {}
+    for e, model, tc in zip(epsilons, res.models, configs, strict=True):
+        scores = -as_target(model).stats(cx, cy).loss
+        audit = one_run_from_scores(scores, inc, delta=tc.delta,
+                                    guess_fractions=(0.05, 0.1, 0.2, 0.5))
+        half = next(r for r in audit["per_fraction"] if r["fraction"] == 0.5)
+        out[float(e)] = {"counts": {"successes": int(half["correct"]),
+                                    "trials": int(half["guesses"])},
+                         "auc": float(auc(scores[inc], scores[~inc])),
+                         "epsilon_lower_bound": float(audit["best"]["epsilon"]),
+                         "canaries": m, "included": int(inc.sum()), "audit": audit}
+    return out
 
 
 def baseline(prep: Prepared, cfg: PipelineConfig) -> dict[str, Any]:
@@ -367,6 +439,7 @@ class ChooseResult:
     order: list[float]
     grid: list[float]
     seconds: float
+    uncertainty: ChoiceUncertainty | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return result_dict(self)
@@ -431,8 +504,44 @@ def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
                              utility_config=util_cfg, seed=cfg.split_seed)
     runs = len(evaluations) * cfg.seeds + cfg.seeds
     sweep = Sweep(evaluations, details, base, runs)
+    by_eps = {e.epsilon: e.accuracy for e in evaluations}
+    unc = choice_uncertainty(curves, [by_eps[float(e)] for e in curves.epsilons], policy,
+                             util_cfg, seed=cfg.split_seed,
+                             correct=_correct_rows(details, curves.epsilons))
+    if cfg.seeds < 2:
+        notes.append("one model per epsilon: the accuracy noise between training runs is not "
+                     "measured, so the interval and probabilities reflect the attack evidence "
+                     "only; use --seeds 4 or more")
+    notes.extend(_chance_notes(evaluations, details, cfg))
     return ChooseResult(decision, sweep, cfg, prep.info, sens, notes, order, grid,
-                        time.perf_counter() - started)
+                        time.perf_counter() - started, unc)
+
+
+def _correct_rows(details: dict[float, dict[str, Any]], epsilons: Any
+                  ) -> list[np.ndarray] | None:
+    """Per-record correctness of every epsilon's models, or None when any is missing."""
+    rows = [details.get(float(e), {}).get("correct") for e in epsilons]
+    return None if any(r is None for r in rows) else rows
+
+
+def _chance_notes(evaluations: Sequence[Evaluation], details: dict[float, dict[str, Any]],
+                  cfg: PipelineConfig) -> list[str]:
+    """Say plainly when no attack did better than guessing: such a test bounds nothing."""
+    from privlab.audit.epsilon import cp_lower
+
+    beaten = []
+    tests = max(1, sum(len(e.counts) for e in evaluations))
+    for e in evaluations:  # Bonferroni: 95% confidence over all the tests together
+        for a, (k, n) in e.counts.items():
+            if n and float(cp_lower(k, n, 0.05 / tests)) > 0.5:
+                beaten.append(f"{a} at eps={e.epsilon:g}")
+    if beaten:
+        return [f"attacks better than guessing (95% confidence): {', '.join(beaten)}"]
+    return ["every membership attack was at chance (no success rate is above 50% with 95% "
+            "confidence, Bonferroni-corrected over attacks and epsilons) at every epsilon: "
+            "the attacks show no measurable leak, but a membership attack is only a lower "
+            "bound on what an attacker can learn, and at chance it bounds nothing; the risk "
+            "curve is flat within its noise and the choice rests on accuracy"]
 
 
 def _f(v: Any) -> Any:
@@ -474,11 +583,15 @@ def result_dict(r: ChooseResult) -> dict[str, Any]:
     cfg["hidden"] = list(r.config.hidden)
     cfg["prior"] = list(parse_prior(r.config.prior)) if not isinstance(r.config.prior, str) \
         else r.config.prior
+    unc = r.uncertainty.to_dict() if r.uncertainty is not None else None
     return {
-        "chosen_epsilon": d.chosen_epsilon,
-        "rule": "risk_averse",
+        "chosen_epsilon": unc["recommended_epsilon"] if unc else d.chosen_epsilon,
+        "rule": "stable_one_se" if unc else "risk_averse",
+        "argmin_epsilon": d.chosen_epsilon,
+        "argmin_reason": d.risk_averse.reason,
+        "uncertainty": unc,
         "mean_rule_epsilon": d.mean_rule.epsilon,
-        "reason": d.risk_averse.reason,
+        "reason": unc["reason"] if unc else d.risk_averse.reason,
         "mean_rule_reason": d.mean_rule.reason,
         "policy": d.policy.to_dict(),
         "utility": {"baseline_accuracy": d.utility_config.baseline_accuracy,

@@ -3,8 +3,8 @@
 Each membership guess of attack a at privacy level eps is modelled as Bernoulli(theta), theta
 the attack's success rate. With prior Beta(alpha, beta) and k correct guesses out of N the
 posterior is Beta(alpha + k, beta + N - k) (conjugacy), mean (alpha + k) / (alpha + beta + N).
-(The thesis' Table 1.4 does not follow this formula: Beta(1,1), N=10, k=3 has mean 1/3, not
-0.375; we implement the mathematics.)
+(A worked table in the design this module follows does not match this formula: Beta(1,1),
+N=10, k=3 has mean 1/3, not 0.375; we implement the mathematics.)
 
 Risk is normalised to [0, 1] as the success rate above the 0.5 guessing rate,
 r = max(0, 2 theta - 1), i.e. the attack's membership advantage on a balanced challenge.

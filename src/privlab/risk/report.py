@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privlab.report.figures import figure_data_uri, new_figure
+from privlab.report.figures import figure_data_uri, new_figure, place_labels
 from privlab.report.html import Image, Section, Table, write_page
 
 
@@ -37,7 +37,7 @@ def _accuracy_fig(doc: Mapping[str, Any]) -> str:
     if doc["policy"].get("min_accuracy") is not None:
         ax.axhline(doc["policy"]["min_accuracy"], color="#c0392b", linestyle=":",
                    label="accuracy floor")
-    _mark(ax, doc["chosen_epsilon"], "eps* (risk-averse)", "#c0392b")
+    _mark(ax, doc["chosen_epsilon"], "recommended epsilon", "#c0392b")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon (log scale)")
     ax.set_ylabel("test accuracy")
@@ -76,7 +76,7 @@ def _risk_fig(doc: Mapping[str, Any]) -> str:
     ax2.plot(eps, [r["risk_mean_raw"] for r in rows], "o", color="#c0392b", label="raw mean")
     if doc["policy"].get("max_risk") is not None:
         ax2.axhline(doc["policy"]["max_risk"], color="#555555", linestyle=":", label="risk cap")
-    _mark(ax2, doc["chosen_epsilon"], "eps*", "#c0392b")
+    _mark(ax2, doc["chosen_epsilon"], "recommended epsilon", "#c0392b")
     ax2.set_xscale("log")
     ax2.set_xlabel("epsilon (log scale)")
     ax2.set_ylabel("integral risk R (advantage)")
@@ -93,7 +93,7 @@ def _loss_fig(doc: Mapping[str, Any]) -> str:
     ax1.plot(eps, [r["loss_mean_rule"] for r in rows], "o-", label="L, posterior mean")
     ax1.plot(eps, [r["loss_risk_averse"] for r in rows], "s-", label="L, risk-averse")
     _mark(ax1, doc["mean_rule_epsilon"], "eps* mean rule", "#4a6fa5")
-    _mark(ax1, doc["chosen_epsilon"], "eps* risk-averse", "#c0392b")
+    _mark(ax1, doc["chosen_epsilon"], "recommended", "#c0392b")
     ax1.set_xscale("log")
     ax1.set_xlabel("epsilon (log scale)")
     ax1.set_ylabel("composite loss L")
@@ -106,9 +106,8 @@ def _loss_fig(doc: Mapping[str, Any]) -> str:
     front = sorted((r["risk_mean"], r["utility_loss"]) for r in rows if r["pareto"])
     ax2.plot([p[0] for p in front], [p[1] for p in front], "o-", color="#4c9a2a",
              label="Pareto frontier")
-    for r in rows:
-        ax2.annotate(f"{r['epsilon']:g}", (r["risk_mean"], r["utility_loss"]), fontsize=7,
-                     xytext=(3, 3), textcoords="offset points")
+    place_labels(ax2, [(r["risk_mean"], r["utility_loss"]) for r in rows],
+                 [f"{r['epsilon']:g}" for r in rows])
     ax2.set_xlabel("risk R (posterior mean)")
     ax2.set_ylabel("utility loss U")
     ax2.set_title("Risk vs utility loss (labels: epsilon)", fontsize=10)
@@ -116,8 +115,95 @@ def _loss_fig(doc: Mapping[str, Any]) -> str:
     return figure_data_uri(fig)
 
 
+#: Above this epsilon the report warns that the guarantee is weak.
+WEAK_EPSILON = 8.0
+
+
+def _best_attack(doc: Mapping[str, Any]) -> tuple[str, float, float] | None:
+    """(attack, epsilon, success rate) of the attack that guessed best anywhere."""
+    best = None
+    for r in doc["per_epsilon"]:
+        for a, s in r["attacks"].items():
+            rate = s["successes"] / s["trials"] if s["trials"] else 0.5
+            if best is None or rate > best[2]:
+                best = (a, r["epsilon"], rate)
+    return best
+
+
+def _pairs(d: Mapping[str, Any] | None) -> str:
+    """'a: 1,200; b: 300' instead of a raw dict on the page."""
+    if not d:
+        return ""
+    return "; ".join(f"{str(k).replace('_', ' ')}: {v:,}" if isinstance(v, int)
+                     else f"{str(k).replace('_', ' ')}: {v}" for k, v in d.items())
+
+
+def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
+    """The first page, for people: what was released, what an attacker could learn, the
+    recommendation and why, how sure we are. Rounded numbers, terms defined where used."""
+    chosen = doc["chosen_epsilon"]
+    unc = doc.get("uncertainty") or {}
+    rows = {r["epsilon"]: r for r in doc["per_epsilon"]}
+    data = doc.get("data") or {}
+    settings = doc.get("settings") or {}
+    what = (f"What was released: a {settings.get('model', 'machine-learning')} model that "
+            f"predicts {data.get('target', 'the target')!s} from {data.get('rows', '?')} rows"
+            + (f" of {source}" if source else "") + ", trained with DP-SGD (differentially "
+            "private stochastic gradient descent: every person's influence on each training "
+            "step is capped and hidden under random noise). Epsilon measures how much the "
+            "model can reveal about any one person: smaller is more private; 1 or less is "
+            "strong, above 8 is weak.")
+    notes = " ".join(doc.get("notes", []))
+    best = _best_attack(doc)
+    if "at chance" in notes or best is None:
+        learn = ("What an attacker could learn: we tried to tell, for individual people, "
+                 "whether their record was used in training (a membership attack). Every "
+                 "attack was at chance, about as good as a coin toss, at every epsilon. This "
+                 "shows no measurable leak, but it does not prove safety: a stronger attacker "
+                 "might do better, and only epsilon itself is a guarantee.")
+    else:
+        a, e, rate = best
+        learn = (f"What an attacker could learn: we tried to tell, for individual people, "
+                 f"whether their record was used in training (a membership attack). The "
+                 f"strongest attack ({a}) was right {rate:.0%} of the time at epsilon {e:g}, "
+                 "where a coin toss is right 50% of the time.")
+    if chosen is None:
+        rec = ("Recommendation: none of the tried epsilons meets this policy's limits; "
+               f"{doc['reason']}.")
+    else:
+        r = rows[chosen]
+        top = max(doc["per_epsilon"], key=lambda x: x["accuracy"])
+        rec = (f"Recommendation: use epsilon {chosen:g}. Its model is right "
+               f"{r['accuracy']:.0%} of the time (the best tried: {top['accuracy']:.0%} at "
+               f"epsilon {top['epsilon']:g}). Larger epsilons are not better by more than the "
+               "measurements' own noise, so the more private choice is taken.")
+    sure = ""
+    cands = {c["epsilon"]: c for c in unc.get("candidates", [])}
+    if chosen is not None and cands:
+        iv = unc.get("interval")
+        sure = (f"How sure we are: when the measurements are re-drawn within their noise, "
+                f"epsilon {chosen:g} is the single best choice {cands[chosen]['prob_best']:.0%} "
+                "of the time")
+        if iv:
+            sure += (f"; a re-run with other random seeds would recommend an epsilon from "
+                     f"{iv[0]:g} to {iv[1]:g} (95% of re-runs).")
+        else:
+            sure += "."
+    paras = [what, learn, rec] + ([sure] if sure else [])
+    if chosen is not None and chosen > WEAK_EPSILON:
+        paras.insert(0, f"WARNING: the recommended epsilon {chosen:g} is weak (above "
+                        f"{WEAK_EPSILON:g}): it lets an attacker's confidence about any one "
+                        "person grow a great deal. Consider a smaller epsilon or more data.")
+    facts: dict[str, Any] = {"recommended epsilon": "none" if chosen is None else f"{chosen:g}"}
+    if unc.get("interval"):
+        facts["re-run range (95%)"] = f"{unc['interval'][0]:g} to {unc['interval'][1]:g}"
+    if chosen is not None and chosen in rows:
+        facts["accuracy at the recommendation"] = f"{rows[chosen]['accuracy']:.1%}"
+    return Section("In plain words", paragraphs=paras, facts=facts, anchor="summary")
+
+
 def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
-                 assess: Mapping[str, Any] | None = None) -> Path:
+                 assess: Mapping[str, Any] | None = None, source: str = "") -> Path:
     """Write the report page for a result document; returns the path."""
     pol = doc["policy"]
     chosen = doc["chosen_epsilon"]
@@ -127,7 +213,7 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
     by_eps = {r["epsilon"]: r for r in rows}
     g = (by_eps.get(chosen) or {}).get("guarantee") if chosen is not None else None
     facts: dict[str, Any] = {
-        "chosen epsilon (risk-averse rule)": "none acceptable" if chosen is None else chosen,
+        "recommended epsilon": "none acceptable" if chosen is None else chosen,
         "posterior-mean rule": "none acceptable" if doc["mean_rule_epsilon"] is None
         else doc["mean_rule_epsilon"],
         "policy": pol["name"], "w_risk": pol["w_risk"], "w_util": pol["w_util"],
@@ -148,10 +234,18 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
            "(0 = guessing, 1 = always right), theta the attack's success rate with a Beta "
            "posterior from its (successes, trials); the integral risk weights the attacks "
            f"{', '.join(f'{a} {w:.2f}' for a, w in doc['attack_weights'].items())}.",
-           "The risk-averse rule (the answer) uses the upper credible bound; it never picks a "
+           "The risk-averse point rule uses the upper credible bound; it never picks a "
            "larger epsilon than the posterior-mean rule. Curves are monotone fits, so one noisy "
            "grid point cannot decide the answer."]
-    sections = [Section("Answer", paragraphs=[answer, *why], facts=facts)]
+    unc = doc.get("uncertainty") or {}
+    if unc.get("candidates"):
+        why.insert(1, "Uncertainty: " + unc.get("rule", "") + ". P(best) per epsilon: "
+                   + ", ".join(f"{c['epsilon']:g}: {c['prob_best']:.0%}"
+                               for c in unc["candidates"])
+                   + f". The point rule alone (argmin of the loss) would pick "
+                   f"{doc.get('argmin_epsilon')}.")
+    sections = [plain_summary(doc, source),
+                Section("Answer", paragraphs=[answer, *why], facts=facts)]
     sections.append(Section(
         "Curves", images=[
             Image(_accuracy_fig(doc), "epsilon vs accuracy",
@@ -227,8 +321,9 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
     data = doc["data"]
     sections.append(Section("Data", facts={
         "rows used": data.get("rows"), "target": data.get("target"),
-        "classes": data.get("class_counts"), "features (encoded)": data.get("features_encoded"),
-        "split": data.get("split")}))
+        "classes (rows)": _pairs(data.get("class_counts")),
+        "features (encoded)": data.get("features_encoded"),
+        "split (rows)": _pairs(data.get("split"))}))
     if assess:
         attrs = [a for a in assess.get("attributes", []) if isinstance(a, Mapping)]
         recs = [r if isinstance(r, str) else

@@ -1,7 +1,7 @@
 """A synthetic risk/accuracy simulator for testing selection and the adaptive search.
 
 The attack success rate and the accuracy follow logistic curves in log eps (the shape seen in
-seed 004's sweeps: nothing leaks and nothing is learnt at tiny eps, both saturate at large eps);
+DP-SGD sweeps: nothing leaks and nothing is learnt at tiny eps, both saturate at large eps);
 attack counts are Binomial draws, accuracy per seed is Gaussian around the curve.
 """
 

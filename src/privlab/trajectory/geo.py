@@ -80,7 +80,10 @@ class BBox:
 
     @classmethod
     def parse(cls, text: str | tuple[float, ...] | list[float] | BBox | None) -> BBox | None:
-        """Parse 'LAT0,LON0,LAT1,LON1' (or a 4-tuple); corners may come in any order."""
+        """Parse 'LAT0,LON0,LAT1,LON1' (or a 4-tuple), south-west corner first.
+
+        Reversed corners are refused, not swapped: a reversed longitude pair may mean a box
+        across the antimeridian (unsupported), and guessing would filter the wrong area."""
         if text is None or isinstance(text, BBox):
             return text
         if isinstance(text, str):
@@ -96,7 +99,12 @@ class BBox:
             raise InvalidInputError(
                 f"--bbox must be LAT0,LON0,LAT1,LON1 (four numbers), got {text!r}")
         a, b, c, d = vals
-        return cls(min(a, c), min(b, d), max(a, c), max(b, d))
+        if a > c or b > d:
+            raise InvalidInputError(
+                f"--bbox corners are reversed ({a:g},{b:g},{c:g},{d:g}): give the south-west "
+                f"corner first, LAT0,LON0,LAT1,LON1 = {min(a, c):g},{min(b, d):g},"
+                f"{max(a, c):g},{max(b, d):g}")
+        return cls(a, b, c, d)
 
     @property
     def width_lat(self) -> float:
