@@ -33,6 +33,9 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     tiers = {a["name"]: a["tier"] for a in saved["assessment"]["attributes"]}
     assert tiers["fnlwgt"] == "hide" and tiers["capital-loss"] == "none"
     assert saved["assessment"]["guarantee"]["is_dp"] is False
+    # exact statistics shown beside the noisy ones are named as not protected
+    unprotected = " ".join(saved["not_protected"])
+    assert "true_value" in unprotected and "rows" in unprotected
     html = (out / "report.html").read_text()
     assert "DP releases" in html and "richness" in html.lower()
     assert "choose_epsilon" not in saved and not (out / "choose_epsilon.html").exists()

@@ -121,7 +121,8 @@ def demo_cmd(
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
                "ledger": {"principal": "demo-analyst", "budget": budget,
-                          "remaining_epsilon": remaining}}
+                          "remaining_epsilon": remaining},
+               "not_protected": DEMO_NOT_PROTECTED}
     if chosen is not None:
         summary["choose_epsilon"] = chosen
     if pdf:
@@ -179,6 +180,16 @@ def _print_assessment(assessment: dict) -> None:
         console.print(f"on quasi-identifiers {', '.join(DEMO_QIS)}: k = {pm['k_anonymity']['k']}, "
                       f"{risk['unique_share']:.1%} of records unique, average prosecutor risk "
                       f"{risk['prosecutor']['average']:.3f}")
+
+
+#: Fields of the demo's summary that are exact statistics of the rows (docs/guarantees.md):
+#: shown because the demo runs on public data, to compare the noisy values with the truth.
+DEMO_NOT_PROTECTED = [
+    "rows (exact row count)",
+    "releases[].true_value (exact value of each statistic, to compare with the noisy one)",
+    "assessment (exact re-identification risk assessment; see its guarantee)",
+    "choose_epsilon (accuracies and attack results measured on the rows; an evaluation)",
+]
 
 
 def _print_releases(releases: list[dict], budget: float, remaining: float) -> None:
