@@ -47,7 +47,9 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--method", "aim"], "not available"),
+    (["--method", "aim", "--workload", "nope.json"], "--workload 'nope.json' is neither"),
+    (["--method", "mst", "--workload", "2way"], "--workload applies to --method aim"),
+    (["--method", "aim", "--epochs", "3"], "--epochs applies to dpvae and dpgan"),
     (["--method", "gan"], "--method must be one of"),
     (["--method", "mst", "--epochs", "3"], "--epochs applies to dpvae and dpgan"),
     (["--method", "dpgan", "--epochs", "0"], "epochs must be an integer >= 1"),

@@ -1,5 +1,6 @@
-"""`privlab synth DATA --method mst|dpvae|dpgan --epsilon E --rows N --out OUT.csv`: release a DP
-synthetic table instead of the real one, with its guarantee; optional evaluation and report."""
+"""`privlab synth DATA --method aim|mst|dpvae|dpgan --epsilon E --rows N --out OUT.csv`: release
+a DP synthetic table instead of the real one, with its guarantee; optional evaluation and
+report."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ EVAL_NOTE = ("the evaluation reads the real records and is NOT differentially pr
 def synth_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file with the real records."),
     method: str = typer.Option(..., "--method", "-m",
-                               help="mst (marginal-based) | dpvae (DP-SGD autoencoder) | "
-                                    "dpgan (GAN, DP-SGD discriminator). aim is not "
-                                    "available."),
+                               help="aim (workload-adaptive marginals) | mst (tree of "
+                                    "marginals) | dpvae (DP-SGD autoencoder) | dpgan (GAN, "
+                                    "DP-SGD discriminator)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
     delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
@@ -37,6 +38,9 @@ def synth_cmd(
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
                                      "with a missing value."),
+    workload: str = typer.Option(None, "--workload",
+                                 help="aim: marginals to preserve: 3way (default: every 2- and "
+                                      "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
     epochs: int = typer.Option(None, "--epochs",
                                help="dpvae / dpgan: training epochs (default 20 / 10)."),
     holdout: float = typer.Option(0.0, "--holdout",
@@ -74,8 +78,12 @@ def synth_cmd(
                                "bins": bins, "missing": missing, "rng": seed}
     if epochs is not None and method in ("dpvae", "dpgan"):
         options["epochs"] = epochs
-    elif epochs is not None and method == "mst":
-        raise InvalidInputError("--epochs applies to dpvae and dpgan, not to --method mst")
+    elif epochs is not None and method in ("mst", "aim"):
+        raise InvalidInputError(f"--epochs applies to dpvae and dpgan, not to --method {method}")
+    if workload is not None and method != "aim":
+        raise InvalidInputError(f"--workload applies to --method aim, not to {method}")
+    if workload is not None:
+        options["workload"] = workload
     frame = read_table(file, delimiter=delimiter)
     if target is not None and target not in frame.columns:
         raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
