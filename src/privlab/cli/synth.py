@@ -138,13 +138,19 @@ def synth_cmd(
         console.print(f"  [yellow]warning[/yellow]: {w}")
     if evaluation is not None:
         f = evaluation["fidelity"]
-        console.print(f"  evaluation: 1-way TVD mean {f['tvd_1way_mean']:.3f}, 2-way TVD mean "
-                      f"{f['tvd_2way_mean'] or 0:.3f}")
+        console.print(f"  evaluation: TVD vs training rows 1/2/3-way {_tvds(f)}")
+        if "fidelity_holdout" in evaluation:
+            console.print(f"  TVD vs holdout rows 1/2/3-way {_tvds(evaluation['fidelity_holdout'])}"
+                          f" (floor, real training rows: {_tvds(evaluation['floor'])})")
         ml = evaluation.get("ml_utility")
         if ml:
-            console.print(f"  accuracy on real holdout: trained on real "
-                          f"{ml['train_real_accuracy']:.3f}, on synthetic "
-                          f"{ml['train_synthetic_accuracy']:.3f}")
+            console.print(f"  accuracy on real holdout: trained on synthetic "
+                          f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
+                          f"{ml['train_real_accuracy']:.3f}")
+            if "train_synthetic_auc" in ml:
+                console.print(f"  AUC on real holdout: trained on synthetic "
+                              f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "
+                              f"{ml['train_real_auc']:.3f}")
         pv = evaluation.get("privacy")
         if pv:
             console.print(f"  membership-inference AUC {pv['membership_inference']['auc']:.3f}; "
@@ -153,6 +159,11 @@ def synth_cmd(
                           f"{pv['rare_copies']['holdout_match_rate']:.4f}")
     if report is not None:
         console.print(f"report written to {report}")
+
+
+def _tvds(f: dict[str, Any]) -> str:
+    return " / ".join("-" if f.get(k) is None else f"{f[k]:.3f}"
+                      for k in ("tvd_1way_mean", "tvd_2way_mean", "tvd_3way_mean"))
 
 
 def register(app: typer.Typer) -> None:

@@ -235,6 +235,7 @@ class AIMSynthesizer(Synthesizer):
                                       step=stats.step)
         self.progress("final estimate", 1, 1)
         self.model = model
+        self.measurements = measurements  # noisy (DP) marginals: what the model was fitted to
         self.round_log = log
         self.model_cliques = [[names[a] for a in c] for c in model.tree.cliques]
         self.fit_stats = stats
