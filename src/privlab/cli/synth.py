@@ -42,7 +42,7 @@ def synth_cmd(
                                  help="aim: marginals to preserve: 3way (default: every 2- and "
                                       "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
     epochs: int = typer.Option(None, "--epochs",
-                               help="dpvae / dpgan: training epochs (default 20 / 10)."),
+                               help="dpvae / dpgan: training epochs (default 20 / 60)."),
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),

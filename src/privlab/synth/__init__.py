@@ -21,8 +21,6 @@ from privlab.synth.domain import ADULT_DOMAIN, ColumnSpec, Domain, load_declarat
 from privlab.synth.mst import MSTSynthesizer
 
 METHODS = ("aim", "mst", "dpvae", "dpgan")
-#: Methods that were offered once, with the reason they are not any more.
-NOT_AVAILABLE: dict[str, str] = {}
 
 
 def make_synthesizer(method: str, **options: Any) -> Synthesizer:
@@ -41,10 +39,8 @@ def make_synthesizer(method: str, **options: Any) -> Synthesizer:
         from privlab.synth.dpgan import DPGANSynthesizer
 
         return DPGANSynthesizer(**options)
-    if method in NOT_AVAILABLE:
-        raise InvalidInputError(f"--method {method} is not available: {NOT_AVAILABLE[method]}")
     raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
 
 
-__all__ = ["ADULT_DOMAIN", "DEFAULT_DELTA", "METHODS", "NOT_AVAILABLE", "ColumnSpec", "Domain",
+__all__ = ["ADULT_DOMAIN", "DEFAULT_DELTA", "METHODS", "ColumnSpec", "Domain",
            "MSTSynthesizer", "Synthesizer", "load_declaration", "make_synthesizer"]
