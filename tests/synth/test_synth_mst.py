@@ -10,7 +10,7 @@ import pytest
 
 from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
 from privlab.errors import InvalidInputError
-from privlab.synth import MSTSynthesizer, make_synthesizer
+from privlab.synth import NOT_AVAILABLE, MSTSynthesizer, make_synthesizer
 from privlab.synth.domain import ADULT_DOMAIN
 from privlab.synth.evaluate import fidelity, rare_copies
 
@@ -96,6 +96,10 @@ def test_bad_parameters() -> None:
         s.sample(0)
     with pytest.raises(InvalidInputError, match="--method must be one of aim, mst"):
         make_synthesizer("gan")
+    for method, reason in NOT_AVAILABLE.items():
+        with pytest.raises(InvalidInputError, match="not available"):
+            make_synthesizer(method)
+        assert "use --method" in reason
 
 
 def test_single_column_table() -> None:

@@ -1,4 +1,4 @@
-"""`privlab synth DATA --method aim|mst|dpvae|dpgan --epsilon E --rows N --out OUT.csv`: release
+"""`privlab synth DATA --method aim|mst|dpvae --epsilon E --rows N --out OUT.csv`: release
 a DP synthetic table instead of the real one, with its guarantee; optional evaluation and
 report."""
 
@@ -23,8 +23,7 @@ def synth_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file with the real records."),
     method: str = typer.Option(..., "--method", "-m",
                                help="aim (workload-adaptive marginals) | mst (tree of "
-                                    "marginals) | dpvae (DP-SGD autoencoder) | dpgan (GAN, "
-                                    "DP-SGD discriminator)."),
+                                    "marginals) | dpvae (DP-SGD autoencoder)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
     delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
@@ -42,7 +41,7 @@ def synth_cmd(
                                  help="aim: marginals to preserve: 3way (default: every 2- and "
                                       "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
     epochs: int = typer.Option(None, "--epochs",
-                               help="dpvae / dpgan: training epochs (default 20 / 60)."),
+                               help="dpvae: training epochs (default 20)."),
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
@@ -76,10 +75,10 @@ def synth_cmd(
                                 "measured on real rows the synthesizer did not see)")
     options: dict[str, Any] = {"domain": domain, "drop": parse_list(drop, "--drop") or [],
                                "bins": bins, "missing": missing, "rng": seed}
-    if epochs is not None and method in ("dpvae", "dpgan"):
+    if epochs is not None and method == "dpvae":
         options["epochs"] = epochs
     elif epochs is not None and method in ("mst", "aim"):
-        raise InvalidInputError(f"--epochs applies to dpvae and dpgan, not to --method {method}")
+        raise InvalidInputError(f"--epochs applies to dpvae, not to --method {method}")
     if workload is not None and method != "aim":
         raise InvalidInputError(f"--workload applies to --method aim, not to {method}")
     if workload is not None:
