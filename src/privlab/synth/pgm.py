@@ -3,12 +3,12 @@
 Why here and not `mbi`: AIM re-estimates the model after every measurement (tens of rounds on
 Adult), and each estimate is hundreds of belief-propagation passes. mbi 2.0 runs them through
 JAX, which pulls ~600 MB of dependencies and recompiles whenever the set of cliques changes
-(every round). On the 2-core machine its AIM did not finish one Adult run in 33 CPU-minutes.
-This module does the same mathematics with plain NumPy: a junction tree of the measured
-cliques, log-space sum-product calibration, and Private-PGM's mirror descent with an Armijo
-line search, warm-started from the previous round's potentials.
-`benchmarks/synth_pgm.py` fits both on the same noisy marginals and compares loss, error
-and time (docs/synth.md).
+(every round); its AIM did not finish one Adult run in 300 CPU-seconds where privlab's took
+12-15 (benchmarks/synth.py). This module does the same mathematics with plain NumPy: a
+junction tree of the measured cliques, log-space sum-product calibration, and Private-PGM's
+mirror descent with an Armijo line search, warm-started from the previous round's
+potentials. `benchmarks/synth_pgm.py` fits both on the same noisy marginals (loss, error,
+time); its mbi side has not completed yet (docs/synth.md).
 
 Everything here is post-processing: the model only ever sees noisy measurements.
 
