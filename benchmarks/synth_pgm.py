@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epsilons", default="1,4")
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--mbi-python", default=None)
+    ap.add_argument("--mbi-repeats", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     train = split(0)
@@ -91,18 +92,21 @@ def main(argv: list[str] | None = None) -> int:
                     arrays[f"tx{k}"] = x
                 np.savez(Path(tmp) / "m.npz", **arrays)
                 job = {"job": "estimate", "npz": str(Path(tmp) / "m.npz"),
-                       "iters": args.iters, "repeats": 2,
+                       "iters": args.iters, "repeats": args.mbi_repeats,
                        "result": str(Path(tmp) / "r.json")}
                 (Path(tmp) / "job.json").write_text(json.dumps(job))
                 peer = Path(__file__).parent / "peers" / "mbi_peer.py"
-                subprocess.run([args.mbi_python, str(peer), str(Path(tmp) / "job.json")],
-                               check=True)
+                done = subprocess.run([args.mbi_python, str(peer),
+                                       str(Path(tmp) / "job.json")])
+                if not (Path(tmp) / "r.json").exists():
+                    raise SystemExit(f"mbi peer failed (exit {done.returncode}), no result")
                 res = json.loads((Path(tmp) / "r.json").read_text())
-                res.pop("true_tvd")
+                res.pop("true_tvd", None)
+                res["exit_code"] = done.returncode
                 row["mbi"] = res
             print(f"  mbi: {[round(r['seconds'], 1) for r in res['runs']]} s, "
                   f"{[round(r['cpu_s'], 1) for r in res['runs']]} CPU-s, loss "
-                  f"{res['runs'][-1]['loss']:.1f}, true TVD {res['true_tvd_mean']:.4f}",
+                  f"{res['runs'][-1]['loss']:.1f}, true TVD {res.get('true_tvd_mean')}",
                   file=sys.stderr, flush=True)
         results["runs"].append(row)
         if args.json:  # keep what is done

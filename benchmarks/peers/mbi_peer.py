@@ -61,6 +61,8 @@ def estimate(job: dict) -> dict:
         jax.block_until_ready(model.marginals)
         t1, c1 = time.perf_counter(), time.process_time()
         out["runs"].append({"seconds": t1 - t0, "cpu_s": c1 - c0, "loss": _loss(model, meas)})
+        with open(job["result"], "w") as fh:  # keep the timings if a later step dies
+            json.dump(out, fh)
     # error of the fitted model on the true marginals
     errs = []
     for k in range(int(data["true_count"])):
