@@ -1,4 +1,4 @@
-"""`privlab synth`: JSON output (mst, dpgan), files written, bad input as one-line errors
+"""`privlab synth`: JSON output (mst), files written, bad input as one-line errors
 (including DP-VAE inputs with a one-value column and missing values), schemas (identifier
 columns dropped by declaration, values outside the schema refused or coerced)."""
 
@@ -52,15 +52,17 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--method", "aim"], "not available"),
+    (["--method", "aim", "--workload", "nope.json", "--domain", "adult"],
+     "--workload 'nope.json' is neither"),
+    (["--method", "mst", "--workload", "2way"], "--workload applies to --method aim"),
+    (["--method", "aim", "--epochs", "3"], "--epochs applies to dpvae"),
     (["--method", "gan"], "--method must be one of"),
-    (["--method", "mst", "--epochs", "3"], "--epochs applies to dpvae and dpgan"),
-    (["--method", "dpgan", "--epochs", "0"], "epochs must be an integer >= 1"),
+    (["--method", "mst", "--epochs", "3"], "--epochs applies to dpvae"),
+    (["--method", "dpvae", "--epochs", "0"], "epochs must be an integer >= 1"),
+    (["--method", "dpgan"], "--method dpgan is not available: retired"),
     # seeded: the refusal reads the noisy row count (a DP value), so it is itself random
     (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
      "too small for --method dpvae"),
-    (["--method", "dpgan", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
-     "too small for --method dpgan"),
     (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult-types"],
      "could not bound column"),
     (["--method", "mst"], "privlab schema draft"),
@@ -78,26 +80,6 @@ def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -
     code = main(base + args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
-
-
-def test_synth_dpgan_json(tmp_path, adult_csv, capsys) -> None:
-    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
-    out = tmp_path / "gan.csv"
-    code = main(["synth", str(adult_csv), "--method", "dpgan", "--epsilon", "2", "--rows", "300",
-                 "--out", str(out), "--domain", "adult", "--epochs", "2", "--seed", "3",
-                 "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    payload = json.loads(captured.out)
-    g = payload["guarantee"]
-    assert payload["method"] == "dpgan" and g["is_dp"] and g["epsilon"] <= 2
-    assert [b["step"].split(" ")[0] for b in payload["budget"]] == ["row", "DP-SGD"]
-    # exact losses on real rows are not released
-    assert payload["details"]["epochs"] == 2 and "last_epoch_stats_not_private" not in \
-        payload["details"] and "history" not in payload["details"]
-    table = pd.read_csv(out)
-    assert len(table) == 300 and list(table.columns) == list(pd.read_csv(adult_csv).columns)
-    assert set(table["sex"].dropna()) <= {"Female", "Male"}
 
 
 GAPS_TYPES = {"columns": {"age": {"type": "numeric", "integer": True},

@@ -31,6 +31,6 @@ def test_subsampled_run_uses_the_expected_batch() -> None:
     q, steps, n_hat = 0.01, 400, 10_000.0  # expected batch 100, sigma* = 20 x 100 = 2000
     eps = dpsgd_epsilon(2000.0, q, steps, 1e-6)
     assert math.isfinite(eps)
-    check_feasible("dpgan", 1.0, _plan(n_hat, eps * 1.01), q, steps, "pld")
-    with pytest.raises(InvalidInputError, match="--method dpgan"):
-        check_feasible("dpgan", 1.0, _plan(n_hat, eps * 0.99), q, steps, "pld")
+    check_feasible("dpvae", 1.0, _plan(n_hat, eps * 1.01), q, steps, "pld")
+    with pytest.raises(InvalidInputError, match="--method dpvae"):
+        check_feasible("dpvae", 1.0, _plan(n_hat, eps * 0.99), q, steps, "pld")

@@ -102,6 +102,8 @@ def test_bad_parameters() -> None:
     s = MSTSynthesizer(domain=types, rng=0).fit(frame, 8.0)
     with pytest.raises(InvalidInputError, match="rows"):
         s.sample(0)
+    with pytest.raises(InvalidInputError, match="--method must be one of aim, mst"):
+        make_synthesizer("gan")
     for method, reason in NOT_AVAILABLE.items():
         with pytest.raises(InvalidInputError, match="not available"):
             make_synthesizer(method)

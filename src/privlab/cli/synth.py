@@ -1,4 +1,4 @@
-"""`privlab synth DATA --schema NAME|FILE --method mst|dpvae|dpgan --epsilon E --rows N --out
+"""`privlab synth DATA --schema NAME|FILE --method aim|mst|dpvae --epsilon E --rows N --out
 OUT.csv`: release a DP synthetic table instead of the real one, with its guarantee; optional
 evaluation (not private, listed in the guarantee's `not_covered`) and report.
 
@@ -29,9 +29,8 @@ EVAL_NOT_COVERED = ("evaluation (fidelity, train-on-synthetic accuracy and priva
 def synth_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file with the real records."),
     method: str = typer.Option(..., "--method", "-m",
-                               help="mst (marginal-based) | dpvae (DP-SGD autoencoder) | "
-                                    "dpgan (GAN, DP-SGD discriminator). aim is not "
-                                    "available."),
+                               help="aim (workload-adaptive marginals) | mst (tree of "
+                                    "marginals) | dpvae (DP-SGD autoencoder)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
     delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
@@ -52,8 +51,11 @@ def synth_cmd(
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
                                      "with a missing value."),
+    workload: str = typer.Option(None, "--workload",
+                                 help="aim: marginals to preserve: 3way (default: every 2- and "
+                                      "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
     epochs: int = typer.Option(None, "--epochs",
-                               help="dpvae / dpgan: training epochs (default 20 / 10)."),
+                               help="dpvae: training epochs (default 20)."),
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
@@ -92,10 +94,14 @@ def synth_cmd(
     options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
                                "drop": parse_list(drop, "--drop") or [],
                                "bins": bins, "missing": missing, "rng": seed}
-    if epochs is not None and method in ("dpvae", "dpgan"):
+    if epochs is not None and method == "dpvae":
         options["epochs"] = epochs
-    elif epochs is not None and method == "mst":
-        raise InvalidInputError("--epochs applies to dpvae and dpgan, not to --method mst")
+    elif epochs is not None and method in ("mst", "aim"):
+        raise InvalidInputError(f"--epochs applies to dpvae, not to --method {method}")
+    if workload is not None and method != "aim":
+        raise InvalidInputError(f"--workload applies to --method aim, not to {method}")
+    if workload is not None:
+        options["workload"] = workload
     synth = make_synthesizer(method, **options)
     frame = read_table(file, delimiter=delimiter)
     if target is not None and target not in frame.columns:
@@ -158,13 +164,19 @@ def synth_cmd(
         console.print(f"  [yellow]warning[/yellow]: {w}")
     if evaluation is not None:
         f = evaluation["fidelity"]
-        console.print(f"  evaluation: 1-way TVD mean {f['tvd_1way_mean']:.3f}, 2-way TVD mean "
-                      f"{f['tvd_2way_mean'] or 0:.3f}")
+        console.print(f"  evaluation: TVD vs training rows 1/2/3-way {_tvds(f)}")
+        if "fidelity_holdout" in evaluation:
+            console.print(f"  TVD vs holdout rows 1/2/3-way {_tvds(evaluation['fidelity_holdout'])}"
+                          f" (floor, real training rows: {_tvds(evaluation['floor'])})")
         ml = evaluation.get("ml_utility")
         if ml:
-            console.print(f"  accuracy on real holdout: trained on real "
-                          f"{ml['train_real_accuracy']:.3f}, on synthetic "
-                          f"{ml['train_synthetic_accuracy']:.3f}")
+            console.print(f"  accuracy on real holdout: trained on synthetic "
+                          f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
+                          f"{ml['train_real_accuracy']:.3f}")
+            if "train_synthetic_auc" in ml:
+                console.print(f"  AUC on real holdout: trained on synthetic "
+                              f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "
+                              f"{ml['train_real_auc']:.3f}")
         pv = evaluation.get("privacy")
         if pv:
             console.print(f"  membership-inference AUC {pv['membership_inference']['auc']:.3f}; "
@@ -173,6 +185,11 @@ def synth_cmd(
                           f"{pv['rare_copies']['holdout_match_rate']:.4f}")
     if report is not None:
         console.print(f"report written to {report}")
+
+
+def _tvds(f: dict[str, Any]) -> str:
+    return " / ".join("-" if f.get(k) is None else f"{f[k]:.3f}"
+                      for k in ("tvd_1way_mean", "tvd_2way_mean", "tvd_3way_mean"))
 
 
 def register(app: typer.Typer) -> None:

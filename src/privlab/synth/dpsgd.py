@@ -1,4 +1,4 @@
-"""DP-SGD machinery shared by the deep synthesizers (`dpvae`, `dpgan`).
+"""DP-SGD machinery shared by the deep synthesizers (`dpvae`; the retired `dpgan` shared it).
 
 Why one module: both models must spend their budget the same way, and a privacy bug fixed in
 one must be fixed in both. It holds:

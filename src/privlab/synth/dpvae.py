@@ -5,7 +5,7 @@ The VAE sees every column as categorical codes (numeric columns binned over DP-s
 the same `Domain` MST uses); the decoder gives one softmax per column, and synthetic rows are
 decoded from z ~ N(0, I): post-processing of the DP-trained weights.
 
-Privacy (add/remove one record), shared with the DP-GAN in `privlab.synth.dpsgd`:
+Privacy (add/remove one record), in `privlab.synth.dpsgd`:
 1. Domain and row count in zCDP, converted to (eps_pre, delta_pre).
 2. DP-SGD on the whole VAE (every weight sees real rows): Poisson sampling, exact
    per-example clipping (ghost norms, checked against Opacus' `GradSampleModule` in the

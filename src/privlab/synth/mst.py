@@ -16,7 +16,7 @@ inverse-variance combination of its direct measurement and the margins of the in
 pair tables, projected onto the non-negative simplex; each pair table made non-negative and
 fitted to its two 1-way marginals by iterative proportional fitting. Sampling is then exact
 (root from its marginal, each child from P(child | parent)). AIM needs inference on general
-(non-tree) graphs and is not offered here.
+(non-tree) graphs: `privlab.synth.aim` with the junction-tree model of `privlab.synth.pgm`.
 
 Counts are integer-valued, so the noise is the discrete Gaussian (Canonne, Kamath & Steinke
 2020) from `privlab.core.samplers`: a record changes one cell of a marginal by 1 under
