@@ -1,4 +1,4 @@
-"""The HTML report of an assessment: richness chart by tier (like seed 001's Figures 1-2),
+"""The HTML report of an assessment: richness chart by tier (like the PIA article's Figures 1-2),
 combinations, privacy models, recommendations. Built on the shared `privlab.report` page."""
 
 from __future__ import annotations

@@ -438,7 +438,7 @@ def adult_split(test_size: float = 0.2, seed: int = 0, n: int | None = None) -> 
 
 
 def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int = 0) -> Split:
-    """Seed 004's make_classification setup (100 features, 20 informative, 10 redundant,
+    """Kobylianska's (2025) make_classification setup (100 features, 20 informative, 10 redundant,
     5 repeated, 2 classes, 3 clusters per class).
 
     setting "loss": 6,100 rows -> train 1,000 / val 2,100 / test 3,000.
