@@ -38,7 +38,7 @@ import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 
 PRIVATE_PEOPLE = (("John", "Smith"), ("Sarah", "Johnson"), ("Mike", "Williams"),
                   ("Emma", "Davis"), ("Alex", "Brown"))
@@ -300,7 +300,8 @@ class LMTrainConfig:
         if not (isinstance(self.epochs, int) and self.epochs >= 1):
             raise InvalidInputError(f"epochs must be an integer >= 1, got {self.epochs!r}")
         if not (isinstance(self.batch_size, int) and 1 <= self.batch_size <= n):
-            raise InvalidInputError(f"batch_size must be in 1..{n}, got {self.batch_size!r}")
+            name = option_name("batch_size", "--batch-size")
+            raise InvalidInputError(f"{name} must be in 1..{n}, got {self.batch_size!r}")
         if not self.lr > 0:
             raise InvalidInputError(f"lr must be > 0, got {self.lr!r}")
         if self.epsilon is not None:
