@@ -396,7 +396,7 @@ def audit_plain_section(report: dict[str, Any]) -> Any:
 
     data, model, s, g = report["data"], report["model"], report["summary"], report["guarantee"]
     attacks = report["attacks"]
-    what = (f"What was measured: a {model['kind']} model was trained on the records of "
+    what = (f"What was measured: a model ({model['kind']}) was trained on the records of "
             f"{data['members']} people (the members). We then attacked it: each attack tries "
             f"to tell the members apart from {data['nonmembers']} similar people whose records "
             "were not used (the non-members). This is a membership attack; knowing that "
@@ -418,8 +418,8 @@ def audit_plain_section(report: dict[str, Any]) -> Any:
     tpr = best["tpr_at_fpr"]
     at = next((f for f in sorted(tpr, key=float) if tpr[f] is not None), None)
     if at is not None:
-        learn += (f"; when it may wrongly accuse {float(at):.1%} of the non-members (its false "
-                  f"alarms), it finds {tpr[at]:.0%} of the members")
+        learn += (f"; when it may wrongly accuse {100 * float(at):g}% of the non-members "
+                  f"(its false alarms), it finds {tpr[at]:.0%} of the members")
     learn += "."
     if auc < 0.55:
         learn += (" That is close to a coin toss: no measurable leak. It does not prove "
@@ -428,7 +428,7 @@ def audit_plain_section(report: dict[str, Any]) -> Any:
         learn += " That is a clear leak: the model remembers who was in its training data."
     lower, top = s["empirical_epsilon_lower"], s["max_attainable_lower_bound"]
     c = attacks[s["strongest_attack_by_epsilon"]].get("counts") or {}
-    trials = f"From {c['trials']} guesses" if c.get("trials") else "From these guesses"
+    trials = f"from {c['trials']} guesses" if c.get("trials") else "from these guesses"
     sure = (f"How sure we are: {trials}, we can say with {s['level']:.0%} confidence that the "
             f"model's real epsilon is at least {_sig(lower)} (the empirical epsilon: a lower "
             "bound measured from the attacks' success; 0 means they showed nothing). With "
