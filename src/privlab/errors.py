@@ -57,6 +57,17 @@ def cli_context() -> Iterator[None]:
         _IN_CLI.reset(token)
 
 
+@contextmanager
+def library_context() -> Iterator[None]:
+    """Undo `cli_context` inside a command that serves library callers (the HTTP gateway):
+    errors there name request fields and parameters, not CLI options."""
+    token = _IN_CLI.set(False)
+    try:
+        yield
+    finally:
+        _IN_CLI.reset(token)
+
+
 def in_cli() -> bool:
     """True while a `privlab` command runs (see `cli_context`)."""
     return _IN_CLI.get()

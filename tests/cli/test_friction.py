@@ -205,3 +205,18 @@ def test_library_callers_keep_the_python_names():
     frame = pd.DataFrame({"age": [30, 40], "city": ["a", "b"]})
     with pytest.raises(InvalidInputError, match=r"one_hot=True \(CLI: --one-hot\)"):
         TablePreprocessor().fit(frame)
+
+
+def test_error_names_follow_the_caller():
+    """`option_name` gives the CLI option inside `cli_context`, the parameter outside and
+    inside `library_context` (what `privlab serve` runs its requests under)."""
+    from privlab.errors import cli_context, library_context, option_name, setting
+
+    assert option_name("batch_size", "--batch-size") == "batch_size"
+    with cli_context():
+        assert option_name("batch_size", "--batch-size") == "--batch-size"
+        assert setting("batch_size", "--batch-size", 64) == "--batch-size 64"
+        with library_context():
+            assert setting("batch_size", "--batch-size", 64) == "batch_size=64"
+        assert option_name("max_risk", "--max-risk") == "--max-risk"
+    assert option_name("max_risk", "--max-risk") == "max_risk"
