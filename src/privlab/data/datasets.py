@@ -106,7 +106,7 @@ DATASETS: dict[str, DatasetInfo] = {
                     "GroupLens research licence (non-commercial; README bundled)"),
         DatasetInfo("digits", "scikit-learn 8x8 digits, 1,797 images", load_digits,
                     "scikit-learn", "BSD-3"),
-        DatasetInfo("classification", "make_classification as in Kobylianska (2025) (options: "
+        DatasetInfo("classification", "make_classification as in Kobylianska 2025 (options: "
                     "n_samples, random_state)", load_classification, "generated", "n/a"),
         DatasetInfo("census", "synthetic Turkish census of the PIA article (options: n, seed)",
                     load_census, "generated", "n/a"),
