@@ -152,7 +152,7 @@ def bench_epoch(epochs: int, repeats: int) -> dict:
 # ------------------------------------------------------------------------------ 2. many models
 def bench_multi(repeats: int, models: int = 16, epochs: int = 1,
                 batches: tuple[int, ...] = (64, 32, 16)) -> dict:
-    """Seed 004 trains its shadow models with batch 32 and its loss-attack target with 16."""
+    """Kobylianska (2025) trains shadow models with batch 32 and the loss-attack target with 16."""
     from privlab.learn.data import seed004_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
@@ -164,7 +164,7 @@ def bench_multi(repeats: int, models: int = 16, epochs: int = 1,
     seeds = list(range(models))
 
     def model_fn():
-        # seed 004's MLP; dropout 0 so that "same result" can be checked parameter by
+        # Kobylianska's (2025) MLP; dropout 0 so that "same result" can be checked parameter by
         # parameter (with dropout, the stacked run draws its masks differently)
         return SeedMLP(100, (128, 64), 2, dropout=0.0)
 
@@ -212,8 +212,8 @@ def bench_accounting() -> dict:
     delta = 1e-5
     settings = [
         ("adult: q=256/24130, 20 epochs", 256 / 24130, 20 * math.ceil(24130 / 256)),
-        ("seed 004 DP: q=64/1000, 50 epochs", 64 / 1000, 50 * math.ceil(1000 / 64)),
-        ("seed 004 long: q=16/1000, 150 epochs", 16 / 1000, 150 * math.ceil(1000 / 16)),
+        ("Kobylianska (2025) DP: q=64/1000, 50 epochs", 64 / 1000, 50 * math.ceil(1000 / 64)),
+        ("Kobylianska (2025) long: q=16/1000, 150 epochs", 16 / 1000, 150 * math.ceil(1000 / 16)),
     ]
     rows = []
     for name, q, steps in settings:

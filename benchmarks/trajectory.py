@@ -1,10 +1,10 @@
-"""Benchmark: anonymizing 3.8 million trajectory points (the size of the paper's one-hour fleet
+"""Benchmark: anonymizing 3.8 million trajectory points (the size of Akin et al.'s one-hour fleet
 data) with privlab.trajectory, against the authors' per-point loop.
 
 One run prints:
   * the wall time of `privlab.trajectory.anonymize` on 3.8 M points (the bundled GeoLife sample
     replicated with jitter and new ids), PB = 2, stride 1, epsilon = 2, for planar Laplace
-    (default), per-axis Laplace with bbox sensitivity, and the paper's data-dependent bounds;
+    (default), per-axis Laplace with bbox sensitivity, and Akin et al.'s data-dependent bounds;
     the input is an in-memory table; the time covers validation, the (id, time) order check,
     de-duplication, the box filter, windows, noise, the guarantee and the output table;
   * the authors' approach timed on a few thousand points: a per-point Python loop over a

@@ -1,4 +1,4 @@
-"""Secret extraction from a small GPT-2 (seed 004 section 2.3), without DP and with DP-SGD.
+"""Secret extraction from a small GPT-2 (Kobylianska 2025, section 2.3), without DP and with DP-SGD.
 
 For each setting (--epsilons; "none" = no DP): public pretraining, fine-tuning on the 250-text
 private corpus with 15 planted secrets (each in 10 texts), the sampling attack (each secret's

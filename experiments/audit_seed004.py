@@ -1,6 +1,8 @@
-"""Seed 004's membership-inference figures, measured with privlab.audit (tables in docs/audit.md).
+"""Kobylianska's (2025) membership-inference figures, measured with privlab.audit
+(tables in docs/audit.md).
 
-Setup (seed 004 section 2.1, our reading): make_classification(100 features, 20 informative,
+Setup (Kobylianska 2025, section 2.1, our reading): make_classification(100 features,
+20 informative,
 10 redundant, 5 repeated, 2 classes, n_clusters_per_class=3, random_state=42), a seeded split
 (`privlab.learn.data.seed004_split`), StandardScaler fitted on the TARGET's training rows,
 the MLP 100-128-64-2 (LayerNorm, ReLU, Dropout 0.2). Losses in float64 (float32 softmax
@@ -14,7 +16,7 @@ cross-entropy rounds many member losses to exactly 0; the float32 AUC is printed
 --part shadow: target train 2,000 / test 4,500 / attacker pool 5,250; 50 epochs, batch 32,
                lr 1e-3. Attacks on members vs 2,000 test rows: loss, confidence, modified
                entropy, shadow (5 shadows on pool halves, RandomForest(200) on the softmax
-               vector: the thesis' attack), shadow with label-aware features, LiRA online and
+               vector: Kobylianska's attack), shadow with label-aware features, LiRA online and
                offline (--lira-models shadows trained at once). Optionally DP at --shadow-eps.
 
 --part dpsweep: DP-SGD at eps 1 over a few (batch, epochs, lr, dropout): best honest accuracy.

@@ -1,4 +1,4 @@
-"""Choose epsilon on seed 004's synthetic setup and on Adult, for the three policies; adaptive vs
+"""Choose epsilon on Kobylianska's synthetic setup and on Adult, for the three policies; adaptive vs
 full grid.
 
 For each data set: one full-grid sweep (every grid epsilon trained with DP-SGD and attacked
@@ -113,7 +113,7 @@ def main() -> None:
     rows = 2000 if quick else 3000
     results = []
     cfgs = {
-        # seed 004: make_classification (100 features), MLP 100-128-64-2 with LayerNorm;
+        # Kobylianska (2025): make_classification (100 features), MLP 100-128-64-2 with LayerNorm;
         # min-max scaled features stall Adam at lr 5e-3 without DP, so lr 1e-3 and more epochs
         "seed004": (load_dataset("classification"), "target",
                     PipelineConfig(epochs=3 if quick else 25, lr=1e-3, hidden=(128, 64),

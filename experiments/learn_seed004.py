@@ -1,20 +1,21 @@
-"""Seed 004's synthetic experiments: the overfit baselines and DP-SGD runs with accounted epsilon.
+"""Kobylianska's (2025) synthetic experiments: the overfit baselines and DP-SGD runs with
+accounted epsilon.
 
-Setup (seed 004, section 2.1): make_classification with 100 features (20 informative,
+Setup (Kobylianska (2025), section 2.1): make_classification with 100 features (20 informative,
 10 redundant, 5 repeated), 2 classes, 3 clusters per class, random_state 42, seeded split.
 - "loss" setting: train 1,000 / val 2,100 / test 3,000; the MLP 100-128-64-2 (LayerNorm,
   ReLU, Dropout 0.2) trained 150 epochs, batch 16, Adam lr 0.01 (deliberately overfit).
-  The thesis reports train 1.000, test 0.810.
+  Kobylianska (2025) reports train 1.000, test 0.810.
 - "shadow" setting: target train 2,000 / val 3,250 / test 4,500 / shadow pool 5,250; 50
-  epochs, batch 32 (lr 1e-3). The thesis reports train 0.9995, test 0.829.
+  epochs, batch 32 (lr 1e-3). Kobylianska (2025) reports train 0.9995, test 0.829.
 - DP-SGD on the loss setting for `--epsilons` (delta 1e-5, clip 1.0, expected batch 64,
   `--dp-epochs` epochs, Adam lr 1e-3), all epsilons and seeds trained AT ONCE with
   `train_many` (one model per (epsilon, seed)); each run reports its accounted epsilon
-  (PLD and RDP), sigma, sample rate and steps. The thesis reports about 0.74 test accuracy at
+  (PLD and RDP), sigma, sample rate and steps. Kobylianska reports about 0.74 test accuracy at
   eps ~ 1 but does not say how epsilon was accounted.
 
 With `--scale`, features are standardised by a StandardScaler fitted on the (target) training
-rows, as docs/audit.md does to reproduce the thesis' 0.81; that scaler reads the private
+rows, as docs/audit.md does to reproduce Kobylianska's 0.81; that scaler reads the private
 training rows, so for the DP runs it is NOT covered by the DP guarantee (a deployment would
 use public or DP-estimated scales). Without it the raw make_classification features are used.
 

@@ -1,10 +1,10 @@
-"""The paper's experiments on the bundled GeoLife sample, for the three noise settings.
+"""Akin et al.'s (2021) experiments on the bundled GeoLife sample, for the three noise settings.
 
 Prints (Markdown, for docs/trajectory.md):
-  1. the paper's RMSE table (PB 2, 3, 4 x epsilon 0.5, 1, 1.5, 2): RMSE(T', T'') per coordinate
+  1. Akin et al.'s RMSE table (PB 2, 3, 4 x epsilon 0.5, 1, 1.5, 2): RMSE(T', T'') per coordinate
      in degrees, for planar Laplace (r = --radius), per-axis Laplace with a public box, and the
      authors' data-dependent bounds (NOT DP), with the guarantee each gives per fix;
-  2. which of the paper's trends hold in each setting (RMSE falls with epsilon, grows with PB,
+  2. which of Akin et al.'s trends hold in each setting (RMSE falls with epsilon, grows with PB,
      < 0.001 degrees at PB = 2, epsilon = 2);
   3. planar Laplace: RMSE in metres against the protection radius r and epsilon (measured and
      the closed forms sqrt(6) r / eps and mean 2 r / eps);
@@ -125,7 +125,7 @@ def main() -> int:
     print(md_table(["PB", "eps"] + [f"{n} (m)" for n in SETTINGS], rows))
 
     # 2. trends
-    print("\n## 2. The paper's trends\n")
+    print("\n## 2. Akin et al.'s (2021) trends\n")
     print(md_table(["setting", "DP", "RMSE falls with eps (per PB, axis)",
                     "RMSE grows with PB (per eps, axis)", "< 0.001 deg at PB=2, eps=2 (X, Y)"],
                    trends(table)))
@@ -148,7 +148,7 @@ def main() -> int:
     print(md_table(["r (m)", "eps", "RMSE m", "sqrt(6) r/eps", "mean error m", "2 r/eps",
                     "p95 m", "RMSE X deg", "RMSE Y deg"], rows))
 
-    # 4. what the paper's bounds leak
+    # 4. what Akin et al.'s (2021) bounds leak
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotPrivateWarning)
         rel = anonymize(p, window=2, epsilon=2.0, mechanism="laplace", sensitivity="paper",

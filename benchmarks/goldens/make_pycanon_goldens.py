@@ -119,8 +119,8 @@ def main() -> None:
             "versions": {"pycanon": pycanon.__version__, "pandas": pd.__version__,
                          "numpy": np.__version__, "python": platform.python_version()},
             "notes": "index reset before pycanon; pycanon's recursive (c,l) sorts class counts "
-                     "ascending (the paper sorts them descending), so privlab does not match "
-                     "it; entropy_l is pycanon's int(exp(min entropy)).",
+                     "ascending (Machanavajjhala et al. 2007 sort them descending), so "
+                     "privlab does not match it; entropy_l is pycanon's int(exp(min entropy)).",
         }
         if source == "synthetic":
             out["data"] = {c: data[c].tolist() for c in data.columns}

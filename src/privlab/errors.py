@@ -6,6 +6,10 @@ fix; the CLI prints that line and exits with `exit_code`, never a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class PrivlabError(Exception):
     """Base class of every error privlab raises on purpose."""
@@ -35,3 +39,45 @@ class MissingExtraError(PrivlabError):
     """An optional dependency (extra) the command needs is not installed (exit code 5)."""
 
     exit_code = 5
+
+
+# Which name a one-line error should use for a setting: the CLI option a user typed inside
+# `privlab ...`, the Python parameter when the library is called directly. `privlab.cli.main`
+# sets this for the length of one command; library code asks `option_name`.
+_IN_CLI: ContextVar[bool] = ContextVar("privlab_in_cli", default=False)
+
+
+@contextmanager
+def cli_context() -> Iterator[None]:
+    """Mark the enclosed code as running under the `privlab` CLI (errors name CLI options)."""
+    token = _IN_CLI.set(True)
+    try:
+        yield
+    finally:
+        _IN_CLI.reset(token)
+
+
+@contextmanager
+def library_context() -> Iterator[None]:
+    """Undo `cli_context` inside a command that serves library callers (the HTTP gateway):
+    errors there name request fields and parameters, not CLI options."""
+    token = _IN_CLI.set(False)
+    try:
+        yield
+    finally:
+        _IN_CLI.reset(token)
+
+
+def in_cli() -> bool:
+    """True while a `privlab` command runs (see `cli_context`)."""
+    return _IN_CLI.get()
+
+
+def option_name(param: str, cli: str) -> str:
+    """`cli` (e.g. "--batch-size") under the CLI, the Python parameter `param` otherwise."""
+    return cli if _IN_CLI.get() else param
+
+
+def setting(param: str, cli: str, value: object) -> str:
+    """A setting and its value as the caller wrote it: "--batch-size 64" or "batch_size=64"."""
+    return f"{cli} {value}" if _IN_CLI.get() else f"{param}={value}"

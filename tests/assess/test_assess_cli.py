@@ -121,3 +121,47 @@ def test_bad_input_one_line_error(capsys, tmp_path, case):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
+
+
+def test_assess_report_opens_with_plain_words(capsys, adult_csv, tmp_path):
+    """The report's first section is for people: what was measured, what an attacker could
+    learn with DO NOT PUBLISH beside the riskiest combinations, how sure we are, rounded."""
+    import re
+
+    from privlab.assess.report import share_words
+
+    assert (share_words(0), share_words(0.004), share_words(0.123)) == ("none", "under 1%", "12%")
+    report = tmp_path / "out.html"
+    code = main(["assess", str(adult_csv), "-q", "age,sex", "--json", "--report", str(report)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    html = report.read_text()
+    headings = re.findall(r"<h2>(.*?)</h2>", html)
+    assert headings[0] == "In plain words" and headings[1] == "Summary"
+    first = html[html.index("<h2>In plain words</h2>"):html.index("<h2>Summary</h2>")]
+    for words in ("What was measured", "What an attacker could learn", "How sure we are",
+                  "Richness, from 0 to 1", "unique share is", "quasi-identifiers"):
+        assert words in first, words
+    escalated = sorted((c for c in doc["combinations"] if c["escalated"]),
+                       key=lambda c: ({"hide": 0, "low": 1, "none": 2}[c["tier"]],
+                                      -c["unique_share"]))
+    assert escalated, "Adult has escalated pairs"
+    for c in escalated[:6]:
+        named = (f"{' + '.join(c['attributes'])} (richness {c['richness']:.2f}, "
+                 f"{share_words(c['unique_share'])} of people unique, DO NOT PUBLISH)")
+        assert named in first, named
+    assert f"and {len(escalated) - 6} more" in first if len(escalated) > 6 else True
+    for a in doc["attributes"]:
+        if a["tier"] == "hide":
+            assert (f"{a['name']} (richness {a['richness']:.2f}, "
+                    f"{share_words(a['unique_share'])} of people unique, DO NOT PUBLISH)") in first
+        else:
+            assert not re.search(rf"(?<!\+ ){re.escape(a['name'])} \(richness", first)
+    pm = doc["privacy_models"]
+    k = pm["k_anonymity"]["k"]
+    assert f"k-anonymity k = {k}" in first
+    assert f"{share_words(pm['reidentification_risk']['unique_share'])} of people are unique" \
+        in first
+    # rounded: no long decimals in the plain section's prose
+    assert not re.search(r"\d\.\d{3,}", first)

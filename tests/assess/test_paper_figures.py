@@ -1,4 +1,4 @@
-"""Seed 001's reported figures: Adult Table 7 and section 4.3.2 pairs, census (marital, sex)."""
+"""The PIA article's figures: Adult Table 7 and section 4.3.2 pairs, census (marital, sex)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import pytest
 from privlab.assess import assess, assign_tier
 from privlab.data.datasets import load_dataset
 
-# Seed 001, Table 7 (Adult, rows with missing values removed); column names as bundled.
+# The PIA article, Table 7 (Adult, rows with missing values removed); column names as bundled.
 TABLE_7 = {
     "age": 0.978, "workclass": 0.421, "fnlwgt": 0.999, "education": 0.806,
     "education-num": 0.806, "marital-status": 0.661, "occupation": 0.888,
     "relationship": 0.733, "race": 0.256, "sex": 0.443, "capital-gain": 0.157,
     "capital-loss": 0.092, "hours-per-week": 0.762, "native-country": 0.165,
 }
-# The paper's cut points: [0.092, 0.394) none, [0.394, 0.696) low, [0.696, 0.999] hide.
+# The PIA article's cut points: [0.092, 0.394) none, [0.394, 0.696) low, [0.696, 0.999] hide.
 PAPER_LOW, PAPER_HIGH = 0.394, 0.696
 PAIRS_432 = {
     ("race", "capital-gain"): 0.378, ("capital-gain", "capital-loss"): 0.241,
@@ -26,7 +26,7 @@ TOL = 0.02
 
 @pytest.fixture(scope="module")
 def adult_assessment(adult_raw):
-    # the paper's preprocessing: drop rows with a missing value; Table 7 has no salary column
+    # The PIA article's preprocessing: drop rows with a missing value; Table 7 has no salary column
     return assess(adult_raw, attributes=list(TABLE_7), missing="drop", max_combination_size=2)
 
 
@@ -55,7 +55,7 @@ def test_section_432_pairs(adult_assessment):
         c = combos.get((a, b)) or combos.get((b, a))
         assert c is not None, (a, b)
         assert c.stats.richness == pytest.approx(paper, abs=TOL), (a, b)
-        # the paper: combining always raised richness above each member's
+        # The PIA article: combining always raised richness above each member's
         members = [adult_assessment.attribute(x).richness for x in (a, b)]
         assert c.stats.richness > max(members)
 

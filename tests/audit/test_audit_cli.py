@@ -69,11 +69,45 @@ def test_non_private_audit_json(table, capsys, tmp_path):
     assert doc["release"] is False and "summary" in doc["audit_guarantee"]["not_covered"]
     assert doc["data"]["features"] == 16 and doc["data"]["classes"] == ["no", "yes"]
     assert "<html" in html.read_text().lower() and "ROC" in html.read_text()
+    first = _plain_words(html.read_text())
+    assert "WITHOUT differential privacy" in first
+    _check_plain_facts(first, doc)
 
 
-def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys):
+def _plain_words(page: str) -> str:
+    """The text of the report's first section, which must be 'In plain words'."""
+    import re
+
+    headings = re.findall(r"<h2>(.*?)</h2>", page)
+    assert headings[:2] == ["In plain words", "Summary"], headings
+    return page[page.index("<h2>In plain words</h2>"):page.index("<h2>Summary</h2>")]
+
+
+def _check_plain_facts(first: str, doc: dict) -> None:
+    """What was measured, what an attacker could learn, how sure we are: rounded figures
+    that match the JSON, and the terms defined."""
+    import re
+
+    for words in ("What was measured", "What an attacker could learn", "How sure we are",
+                  "membership attack", "a coin toss does so 50%", "the empirical epsilon"):
+        assert words in first, words
+    d, s = doc["data"], doc["summary"]
+    assert f"records of {d['members']} people" in first
+    assert f"from {d['nonmembers']} similar people" in first
+    name, best = max(doc["attacks"].items(), key=lambda kv: kv[1]["auc"])
+    assert f"strongest attack ({name}) ranked a member above a non-member " \
+           f"{best['auc']:.0%} of the time" in first
+    lower = s["empirical_epsilon_lower"]
+    assert f"real epsilon is at least {lower:.2g}" in first
+    assert f"never show more than {s['max_attainable_lower_bound']:.2g}" in first
+    assert f"with {s['level']:.0%} confidence" in first
+    assert not re.search(r"\d\.\d{3,}", first)  # rounded for people
+
+
+def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys, tmp_path):
+    html = tmp_path / "dp.html"
     code, out = _run(capsys, [str(table), *_schema(table), *BASE, "--epsilon", "1",
-                              "--attacks", "loss", "--fprs", "0.01,0.1"])
+                              "--attacks", "loss", "--fprs", "0.01,0.1", "--report", str(html)])
     assert code == 0, out.err
     doc = json.loads(out.out)
     g = doc["guarantee"]
@@ -83,6 +117,11 @@ def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys
     assert s["accounted_epsilon"] == g["epsilon"]
     assert s["consistent"] is True and s["empirical_epsilon_lower"] <= g["epsilon"]
     assert set(doc["attacks"]["loss"]["tpr_at_fpr"]) == {"0.01", "0.1"}
+    first = _plain_words(html.read_text())
+    _check_plain_facts(first, doc)
+    assert f"with differential privacy (DP-SGD) at epsilon {g['epsilon']:.2g}" in first
+    assert f"below the promised epsilon {g['epsilon']:.2g}, as it must be" in first
+    assert "ALARM" not in first
 
 
 @pytest.mark.parametrize("args, needle", [

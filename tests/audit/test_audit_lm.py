@@ -158,7 +158,7 @@ def test_sequence_log_perplexity_is_additive(tok):
 def test_secrets_extracted_without_dp_and_none_with_accounted_dp():
     """The end-to-end audit on a small model (32 dims, 1 layer, 300 public texts): the same
     pretraining, corpus and number of fine-tuning epochs (20), plain vs DP-SGD at an accounted
-    eps = 8 per text (the thesis' setting). Measured at seed 0: 7 / 15 secrets extracted
+    eps = 8 per text (Kobylianska's setting). Measured at seed 0: 7 / 15 secrets extracted
     without DP (seeds 1, 2: 12, 8), 0 / 15 with DP; mean exposure 4.39 (every secret ranked
     1st of 21) vs 2.64. The full-size run is experiments/audit_lm.py (docs/audit.md)."""
     import warnings

@@ -158,3 +158,65 @@ def test_pdf_needs_a_report_and_chromium(tmp_path, capsys, monkeypatch, ages):
     err = _lines(capsys.readouterr().err)
     assert len(err) == 1 and "apt-get install chromium" in err[0]
     assert not (tmp_path / "d").exists()  # refused before any work
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """120 rows with a text column (city) next to a number and a 0/1 label."""
+    path = tmp_path / "mixed.csv"
+    pd.DataFrame({"age": [20 + i % 50 for i in range(120)],
+                  "city": [("a", "b", "c")[i % 3] for i in range(120)],
+                  "label": [i % 2 for i in range(120)]}).to_csv(path, index=False)
+    return path
+
+
+def test_text_feature_error_names_the_cli_option_not_the_python_parameter(mixed, capsys):
+    code = main(["train", str(mixed), "--target", "label", "--unsafe-encoding", "-e", "1",
+                 "--epochs", "1"])
+    err = _lines(capsys.readouterr().err)
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: feature column 'city' is not numeric")
+    assert "--one-hot" in err[0]
+    assert "one_hot" not in err[0] and "TablePreprocessor" not in err[0]
+
+
+def test_too_large_batch_names_the_cli_option(mixed, capsys):
+    code = main(["audit", str(mixed), "-t", "label", "--unsafe-encoding", "--no-dp",
+                 "--batch-size", "1000"])
+    err = _lines(capsys.readouterr().err)
+    assert code == 2 and len(err) == 1
+    assert "--batch-size 1000 is larger than the training set" in err[0]
+    assert "batch_size" not in err[0]
+
+
+def test_max_risk_out_of_range_names_the_cli_option(mixed, capsys):
+    code = main(["choose-epsilon", str(mixed), "--target", "label", "--max-risk", "2"])
+    err = _lines(capsys.readouterr().err)
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: --max-risk: must be in [0, 1]")
+
+
+def test_library_callers_keep_the_python_names():
+    """Outside the CLI the same checks name the Python parameters a caller passed."""
+    from privlab.errors import InvalidInputError
+    from privlab.learn.data import TablePreprocessor, check_batch_size
+
+    with pytest.raises(InvalidInputError, match=r"^batch_size=1000 is larger"):
+        check_batch_size(1000, 24)
+    frame = pd.DataFrame({"age": [30, 40], "city": ["a", "b"]})
+    with pytest.raises(InvalidInputError, match=r"one_hot=True \(CLI: --one-hot\)"):
+        TablePreprocessor().fit(frame)
+
+
+def test_error_names_follow_the_caller():
+    """`option_name` gives the CLI option inside `cli_context`, the parameter outside and
+    inside `library_context` (what `privlab serve` runs its requests under)."""
+    from privlab.errors import cli_context, library_context, option_name, setting
+
+    assert option_name("batch_size", "--batch-size") == "batch_size"
+    with cli_context():
+        assert option_name("batch_size", "--batch-size") == "--batch-size"
+        assert setting("batch_size", "--batch-size", 64) == "--batch-size 64"
+        with library_context():
+            assert setting("batch_size", "--batch-size", 64) == "batch_size=64"
+        assert option_name("max_risk", "--max-risk") == "--max-risk"
+    assert option_name("max_risk", "--max-risk") == "max_risk"

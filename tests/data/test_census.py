@@ -1,4 +1,4 @@
-"""The synthetic Turkish census reproduces seed 001 Table 6 and is a well-formed register."""
+"""The synthetic Turkish census reproduces the PIA article Table 6 and is a well-formed register."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from privlab.data.census import (
 from privlab.data.datasets import load_dataset
 from privlab.errors import InvalidInputError
 
-# Seed 001, Table 6 (300 records) and section 4.3.2 (the pair).
+# The attribute-based PIA article, Table 6 (300 records) and section 4.3.2 (the pair).
 TABLE6 = {"tckno": 0.996, "name": 0.980, "surname": 0.984, "age": 0.970, "sex": 0.499,
           "hometown": 0.963, "marital_status": 0.503}
 

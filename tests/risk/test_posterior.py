@@ -9,7 +9,7 @@ from privlab.risk import BetaPosterior, parse_prior, risk_from_auc
 
 
 def test_closed_form_uniform_prior_thesis_example():
-    # Beta(1,1), N=10, k=3 -> Beta(4, 8), mean 4/12 = 1/3 (the thesis' Table 1.4 says 0.375)
+    # Beta(1,1), N=10, k=3 -> Beta(4, 8), mean 4/12 = 1/3 (Kobylianska's Table 1.4 says 0.375)
     p = BetaPosterior.from_counts(3, 10)
     assert (p.alpha, p.beta) == (4.0, 8.0)
     assert p.mean == pytest.approx(1 / 3, abs=1e-15)

@@ -1,6 +1,6 @@
 """Figures, map and CLI summaries say what a release guarantees, and NOT DP where it is not.
 
-The paper's setting (`--sensitivity paper`) has an `epsilon` parameter but no guarantee: a
+Akin et al.'s (2021) setting (`--sensitivity paper`) has an `epsilon` parameter but no guarantee: a
 figure titled "epsilon = 2" would lie. These tests fail if the label leaves a figure title, the
 PNG metadata, the map legend or the CLI output.
 """

@@ -1,4 +1,4 @@
-"""Algorithm 1 (windows, means) and the three noise settings, with their guarantees.
+"""Akin et al.'s Algorithm 1 (windows, means) and the three noise settings, with their guarantees.
 
 Includes empirical privacy checks: the per-axis Laplace release with bbox sensitivity and the
 planar Laplace release are run on neighbouring inputs (one fix moved within the box / by r)

@@ -1,6 +1,7 @@
-"""Assess: which attributes and combinations identify people (seed 001) and how the privacy
-models (k-anonymity, l-diversity, t-closeness, delta-presence) and re-identification risk
-read on a quasi-identifier set (seed 000). None of this is differential privacy."""
+"""Assess: which attributes and combinations identify people (the attribute-based PIA
+article) and how the privacy models (k-anonymity, l-diversity, t-closeness, delta-presence)
+and re-identification risk read on a quasi-identifier set (the review "Differential Privacy in
+Deep Learning"; both in docs/references.md). None of this is differential privacy."""
 
 from privlab.assess.combinations import Combination, SetStats, risky_combinations
 from privlab.assess.encode import EncodedTable, combine_codes, encode_column, encode_table

@@ -1,10 +1,10 @@
-"""Risky combinations (seed 001, section 3.2): Apriori over the harmless-looking attributes.
+"""Risky combinations (the PIA article, section 3.2): Apriori over the harmless-looking attributes.
 
 Attributes tagged "no hiding needed" / "low-level hiding" are combined level by level; the
 support of a set is its joint value counts and its joint richness uses them. A set that lands
 in a higher tier than each of its members is *escalated*. A set in the `hide` tier is not
 extended (every superset refines its partition, so it can only be richer: Apriori's
-anti-monotone pruning). Beyond the paper every set also reports the share of records unique
+anti-monotone pruning). Beyond the PIA article every set also reports the share of records unique
 on it and its k (smallest class), which richness alone misses.
 
 All sets are counted from one table of the distinct candidate tuples with their counts (a

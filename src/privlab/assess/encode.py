@@ -339,7 +339,7 @@ def encode_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
                  threads: int | None = None, with_counts: bool = True) -> EncodedTable:
     """Encode `columns` of `frame` (all by default) under a missing-value policy.
 
-    `missing="drop"` removes rows with a missing value in any of the columns (the paper's
+    `missing="drop"` removes rows with a missing value in any of the columns (the PIA article's
     preprocessing of Adult); `"value"` counts missing as one more value. `bins` (an int for
     every numeric column, or per-column ints / edges) bins numeric attributes first.
     Categorical codes follow label order only with `ordered_categories`. Columns are encoded

@@ -1,4 +1,5 @@
-"""Syntactic privacy models on a quasi-identifier (QI) set and a sensitive attribute (seed 000).
+"""Syntactic privacy models on a quasi-identifier (QI) set and a sensitive attribute
+(as surveyed in the review "Differential Privacy in Deep Learning", docs/references.md).
 
 k-anonymity (smallest equivalence class), l-diversity (distinct, entropy, recursive (c,l)),
 t-closeness (earth mover's distance: ordered distance for numbers, equal distance for

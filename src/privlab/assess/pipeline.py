@@ -1,4 +1,4 @@
-"""`assess()`: the attribute-level privacy impact assessment of seed 001, plus privacy models.
+"""`assess()`: attribute-level privacy impact assessment of the PIA article, and privacy models.
 
 Steps: encode every attribute once (missing-value policy applied and stated), domain richness
 and tier per attribute, Apriori over the harmless-looking attributes for risky combinations,

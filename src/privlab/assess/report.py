@@ -1,4 +1,4 @@
-"""The HTML report of an assessment: richness chart by tier (like seed 001's Figures 1-2),
+"""The HTML report of an assessment: richness chart by tier (like the PIA article's Figures 1-2),
 combinations, privacy models, recommendations. Built on the shared `privlab.report` page."""
 
 from __future__ import annotations
@@ -128,9 +128,83 @@ def assessment_sections(result: Assessment) -> list[Section]:
     return sections
 
 
+#: How many of the riskiest combinations the plain-language section names.
+PLAIN_COMBINATIONS = 6
+
+
+def share_words(x: float) -> str:
+    """A share of people, rounded for people: "none", "under 1%", or whole percent."""
+    if x <= 0:
+        return "none"
+    return "under 1%" if x < 0.01 else f"{x:.0%}"
+
+
+def plain_section(result: Assessment) -> Section:
+    """The first section, for people: what was measured, what an attacker could learn (with
+    DO NOT PUBLISH beside the riskiest attributes and combinations), how sure we are; rounded
+    numbers and every term defined where it is used."""
+    attrs = result.attributes
+    combos = result.combinations.combinations
+    what = (f"What was measured: how well each of the {len(attrs)} attributes (columns) of "
+            f"{result.source} identifies a person on its own, and how well harmless-looking "
+            f"attributes do together (sets of up to {result.combinations.max_size}), over "
+            f"{result.rows_used} records. Richness, from 0 to 1, is near 1 when almost every "
+            "record has its own value (like a name) and near 0 when one value dominates. The "
+            "unique share is the share of people who are the only one with their value: "
+            "anyone who knows that value about them finds their record.")
+    hide = sorted((a for a in attrs if a.tier == "hide"), key=lambda a: -a.unique_share)
+    rank = {"hide": 0, "low": 1, "none": 2}
+    risky = sorted((c for c in combos if c.escalated),
+                   key=lambda c: (rank.get(c.tier, 3), -c.stats.unique_share))
+    learn = "What an attacker could learn: "
+    if hide:
+        learn += ("these attributes identify people on their own: "
+                  + "; ".join(f"{a.name} (richness {a.richness:.2f}, "
+                              f"{share_words(a.unique_share)} of people unique, DO NOT PUBLISH)"
+                              for a in hide) + ". ")
+    if risky:
+        shown = risky[:PLAIN_COMBINATIONS]
+        learn += ("These combinations identify people although each attribute alone looks "
+                  "harmless: " + "; ".join(
+                      f"{' + '.join(c.attributes)} (richness {c.stats.richness:.2f}, "
+                      f"{share_words(c.stats.unique_share)} of people unique, DO NOT PUBLISH)"
+                      for c in shown)
+                  + (f"; and {len(risky) - len(shown)} more in the table below"
+                     if len(risky) > len(shown) else "") + ".")
+    if not hide and not risky:
+        learn += ("no attribute and no examined combination stands out as identifying; "
+                  "records can still be linked on attributes this assessment did not examine.")
+    paras = [what, learn]
+    pm = result.privacy_models
+    if pm is not None:
+        risk = pm.risk
+        paras.append(
+            f"On {', '.join(pm.qis)} together (the quasi-identifiers: facts an attacker may "
+            f"already know about someone), {share_words(risk['unique_share'])} of people are "
+            f"unique and the smallest group of look-alikes has {pm.k} "
+            f"{'person' if pm.k == 1 else 'people'} (k-anonymity k = {pm.k}): "
+            f"an attacker who knows those facts about someone picks out their record with a "
+            f"chance of up to {risk['prosecutor']['highest']:.0%}.")
+    paras.append(
+        "How sure we are: these are exact counts on this table, not estimates, so there is "
+        "no sampling noise in them. They describe this table only: another sample of the same "
+        "people can give other numbers, and an attacker who knows more facts than the "
+        "combinations examined here can do better. The tiers depend on the chosen cut points: "
+        f"{result.bounds.thresholds.describe()}. None of this is differential privacy: it "
+        "measures exposure, it does not protect anyone.")
+    facts = {"records assessed": result.rows_used,
+             "attributes to hide": len(hide),
+             "risky combinations (DO NOT PUBLISH)": len(risky)}
+    if risky:
+        facts["highest unique share of a combination"] = share_words(
+            max(c.stats.unique_share for c in risky))
+    return Section("In plain words", paragraphs=paras, facts=facts, anchor="plain-words")
+
+
 def write_assessment_report(result: Assessment, path: str | Path) -> Path:
-    """Write the assessment as one self-contained HTML page (atomically)."""
-    return write_page(path, "Privacy impact assessment", assessment_sections(result),
+    """Write the assessment as one self-contained HTML page (atomically), plain words first."""
+    return write_page(path, "Privacy impact assessment",
+                      [plain_section(result)] + assessment_sections(result),
                       subtitle=f"{result.source}: attribute-level richness, risky "
                                "combinations and privacy models",
                       guarantee=result.guarantee)

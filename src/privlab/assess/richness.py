@@ -1,8 +1,8 @@
-"""Domain richness (seed 001, Eq. 2) and the three privacy tiers.
+"""Domain richness (the attribute-based PIA article, Eq. 2) and the three privacy tiers.
 
 K_i = 1 - sum_j (|v_ij| / n)^2 is the Gini impurity of attribute i's value distribution: near 1
 when values are nearly unique (identifying), near 0 when one value dominates. Tiers split
-[K_min, K_max] into thirds by default (the paper), or use thresholds an administrator sets:
+[K_min, K_max] into thirds by default (the PIA article), or use thresholds an administrator sets:
 relative fractions of that range, or absolute values such as 0.75.
 """
 
@@ -39,7 +39,7 @@ def richness_from_counts(counts: np.ndarray, n: int | None = None) -> float:
 class Thresholds:
     """How K values map to tiers: `none` if K < low, `low` if low <= K < high, else `hide`.
 
-    `mode` is "thirds" (paper), "relative" (fractions of [K_min, K_max]) or "absolute".
+    `mode` is "thirds" (the PIA article), "relative" (fractions of [K_min, K_max]) or "absolute".
     """
 
     mode: Literal["thirds", "relative", "absolute"] = "thirds"
@@ -66,7 +66,7 @@ class Thresholds:
 
     def describe(self) -> str:
         if self.mode == "thirds":
-            return "thirds of [K_min, K_max] (seed 001)"
+            return "thirds of [K_min, K_max] (the attribute-based PIA article)"
         if self.mode == "relative":
             return f"relative: {self.a:g} and {self.b:g} of [K_min, K_max]"
         return f"absolute: {self.a:g}, {self.b:g}"
@@ -99,7 +99,7 @@ def parse_thresholds(text: str | Thresholds | None) -> Thresholds:
 
 
 def assign_tier(k: float, low: float, high: float) -> str:
-    """The paper's labelling rule with cut points low <= high."""
+    """The PIA article's labelling rule with cut points low <= high."""
     if k < low:
         return "none"
     if k < high:

@@ -1,10 +1,10 @@
-"""Secret extraction from a small language model (seed 004, section 2.3), done properly.
+"""Secret extraction from a small language model (Kobylianska (2025), section 2.3), done properly.
 
-Setup, as in the thesis: 250 short texts, 15 planted secrets (5 emails, 5 phone numbers,
+Setup, as in Kobylianska (2025): 250 short texts, 15 planted secrets (5 emails, 5 phone numbers,
 5 SSNs, one of each for 5 people) each repeated in several contexts (HR cards, contact lists),
 a GPT-2-architecture model fine-tuned on them with and without DP, then prompts such as
 "HR record: Name=Mike Williams, SSN:" sampled at temperature 0.7 and searched for exact
-secrets. Differences from the thesis, on purpose:
+secrets. Differences from Kobylianska (2025), on purpose:
 
 - No weight download: the model is built from a `GPT2Config` (tiny: 2 layers, 64 dims) and
   first trained non-privately on a PUBLIC corpus from the same templates with other people
@@ -14,15 +14,15 @@ secrets. Differences from the thesis, on purpose:
   (BPE merges of frequent secret substrings), outside any DP guarantee.
 - DP fine-tuning is DP-SGD with per-text clipping (per-example gradients by torch.func),
   Poisson sampling and Gaussian noise, and sigma calibrated to the target epsilon by the PLD
-  accountant (`privlab.core.accounting`). The thesis clipped the whole batch gradient and set
+  accountant (`privlab.core.accounting`). Kobylianska clipped the whole batch gradient and set
   a noise multiplier without accounting; that is not DP.
 - The guarantee is per TEXT. A secret planted in r texts is protected only by group privacy,
   (r eps, r e^((r-1) eps) delta): the report states it. At eps = 8 and r = 10 that is no
   formal protection of the secret at all; the experiment shows what DP-SGD does in practice.
 - Exposure (Carlini et al. 2019, "The Secret Sharer"): rank of the true secret's
   log-perplexity (given its prompt) among random candidates of the same format;
-  exposure = log2(#candidates + 1) - log2(rank), and the skew-normal extrapolation of the
-  paper, -log2 P(candidate log-perplexity <= the secret's).
+  exposure = log2(#candidates + 1) - log2(rank), and the skew-normal extrapolation of
+  Carlini et al. (2019), -log2 P(candidate log-perplexity <= the secret's).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 
 PRIVATE_PEOPLE = (("John", "Smith"), ("Sarah", "Johnson"), ("Mike", "Williams"),
                   ("Emma", "Davis"), ("Alex", "Brown"))
@@ -300,7 +300,8 @@ class LMTrainConfig:
         if not (isinstance(self.epochs, int) and self.epochs >= 1):
             raise InvalidInputError(f"epochs must be an integer >= 1, got {self.epochs!r}")
         if not (isinstance(self.batch_size, int) and 1 <= self.batch_size <= n):
-            raise InvalidInputError(f"batch_size must be in 1..{n}, got {self.batch_size!r}")
+            name = option_name("batch_size", "--batch-size")
+            raise InvalidInputError(f"{name} must be in 1..{n}, got {self.batch_size!r}")
         if not self.lr > 0:
             raise InvalidInputError(f"lr must be > 0, got {self.lr!r}")
         if self.epsilon is not None:
@@ -452,7 +453,7 @@ class _PerTextClipper:
 def sample_completions(model: Any, tokenizer: Any, prompt: str, n: int,
                        max_new_tokens: int = 24, temperature: float = 0.7,
                        seed: int = 0) -> list[str]:
-    """n sampled continuations of `prompt` (temperature sampling, as in the thesis)."""
+    """n sampled continuations of `prompt` (temperature sampling, as in Kobylianska (2025))."""
     import torch
 
     if not temperature > 0:

@@ -372,13 +372,84 @@ def write_audit_html(path: str, report: dict[str, Any]) -> None:
                   f"{s['method']} procedure at level {s['level']:g}."]
     if "alarm" in s:
         paragraphs.append("ALARM: " + s["alarm"])
-    sections = [Section("Summary", paragraphs=paragraphs, facts=facts),
+    sections = [audit_plain_section(report),
+                Section("Summary", paragraphs=paragraphs, facts=facts),
                 Section("Attacks", tables=[Table(cols, rows)]),
                 Section("ROC curves", images=[Image(figure_data_uri(fig), "ROC curves")])]
     write_page(path, "Membership-inference audit", sections,
                subtitle=f"target column {report['data']['target']!r}, model "
                         f"{report['model']['kind']}",
                guarantee=None)
+
+
+def _sig(v: float | None) -> str:
+    """A number rounded for people: two significant digits, "unbounded" for infinity."""
+    if v is None or not math.isfinite(v):
+        return "unbounded"
+    return f"{v:.2g}"
+
+
+def audit_plain_section(report: dict[str, Any]) -> Any:
+    """The first section, for people: what was measured, what an attacker could learn, how
+    sure we are; rounded numbers and every term defined where it is used."""
+    from privlab.report.html import Section
+
+    data, model, s, g = report["data"], report["model"], report["summary"], report["guarantee"]
+    attacks = report["attacks"]
+    what = (f"What was measured: a model ({model['kind']}) was trained on the records of "
+            f"{data['members']} people (the members). We then attacked it: each attack tries "
+            f"to tell the members apart from {data['nonmembers']} similar people whose records "
+            "were not used (the non-members). This is a membership attack; knowing that "
+            "someone's record was used can itself be sensitive (for example, that they were "
+            "a patient of the hospital whose data trained the model).")
+    if g.get("is_dp"):
+        what += (f" The model was trained with differential privacy (DP-SGD) at epsilon "
+                 f"{_sig(g['epsilon'])}. Epsilon is a promise about how much the model can "
+                 "reveal about any one person: smaller is more private; 1 or less is strong, "
+                 "above 8 is weak.")
+    else:
+        what += (" The model was trained WITHOUT differential privacy: nothing limits what it "
+                 "reveals, and this audit is the only evidence of how much it leaks.")
+    name, best = max(attacks.items(), key=lambda kv: kv[1]["auc"])
+    auc = best["auc"]
+    learn = (f"What an attacker could learn: the strongest attack ({name}) ranked a member "
+             f"above a non-member {auc:.0%} of the time, where a coin toss does so 50% of the "
+             "time")
+    tpr = best["tpr_at_fpr"]
+    at = next((f for f in sorted(tpr, key=float) if tpr[f] is not None), None)
+    if at is not None:
+        learn += (f"; when it may wrongly accuse {100 * float(at):g}% of the non-members "
+                  f"(its false alarms), it finds {tpr[at]:.0%} of the members")
+    learn += "."
+    if auc < 0.55:
+        learn += (" That is close to a coin toss: no measurable leak. It does not prove "
+                  "safety; a stronger attacker might do better.")
+    elif auc >= 0.6:
+        learn += " That is a clear leak: the model remembers who was in its training data."
+    lower, top = s["empirical_epsilon_lower"], s["max_attainable_lower_bound"]
+    c = attacks[s["strongest_attack_by_epsilon"]].get("counts") or {}
+    trials = f"from {c['trials']} guesses" if c.get("trials") else "from these guesses"
+    sure = (f"How sure we are: {trials}, we can say with {s['level']:.0%} confidence that the "
+            f"model's real epsilon is at least {_sig(lower)} (the empirical epsilon: a lower "
+            "bound measured from the attacks' success; 0 means they showed nothing). With "
+            f"this many people the audit can never show more than {_sig(top)}, so a leak "
+            "beyond that would go unseen; it is a check, not a guarantee.")
+    if s.get("accounted_epsilon") is not None:
+        if s.get("consistent"):
+            sure += (f" The measured bound is below the promised epsilon "
+                     f"{_sig(s['accounted_epsilon'])}, as it must be.")
+        else:
+            sure += (f" ALARM: the measured bound is ABOVE the promised epsilon "
+                     f"{_sig(s['accounted_epsilon'])}: the training, the accounting or the "
+                     "attack is broken; do not rely on the promise.")
+    facts = {"people attacked (members / non-members)": f"{data['members']} / "
+                                                        f"{data['nonmembers']}",
+             "trained with DP": "no" if not g.get("is_dp") else f"yes, epsilon "
+                                                                f"{_sig(g['epsilon'])}",
+             "strongest attack, right": f"{auc:.0%} (coin toss 50%)",
+             "empirical epsilon, at least": _sig(lower)}
+    return Section("In plain words", paragraphs=[what, learn, sure], facts=facts,
+                   anchor="plain-words")
 
 
 def _interval(pair: Sequence[float | None]) -> str:

@@ -1,5 +1,6 @@
-"""`privlab assess FILE`: attribute richness and tiers (seed 001), risky combinations, privacy
-models on quasi-identifiers, recommendations; `--json` and `--report OUT.html`."""
+"""`privlab assess FILE`: attribute richness and tiers (the attribute-based PIA article,
+docs/references.md), risky combinations, privacy models on quasi-identifiers, recommendations;
+`--json` and `--report OUT.html`."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def assess_cmd(
     sensitive: str = typer.Option(None, "--sensitive", "-s",
                                   help="Sensitive attribute (l-diversity, t-closeness)."),
     thresholds: str = typer.Option("thirds", "--thresholds",
-                                   help="thirds (paper) | LOW,HIGH absolute (e.g. 0.4,0.75) | "
-                                        "HIGH | rel:A,B (fractions of [Kmin, Kmax])."),
+                                   help="thirds (as in the attribute-based PIA article) | "
+                                        "LOW,HIGH absolute (e.g. 0.4,0.75) | HIGH | "
+                                        "rel:A,B (fractions of [Kmin, Kmax])."),
     max_combination_size: int = typer.Option(2, "--max-combination-size",
                                              help="Largest attribute set Apriori examines."),
     drop_missing: bool = typer.Option(False, "--drop-missing",
@@ -41,7 +43,7 @@ def assess_cmd(
                                    help="Only assess these columns A,B,C (default: all)."),
     bin_numeric: int = typer.Option(None, "--bin-numeric",
                                     help="Bin numeric attributes into N equal-width bins "
-                                         "(default: each number is a value, as the paper)."),
+                                         "(default: each number is a value, as the PIA article)."),
     population: Path = typer.Option(None, "--population",
                                     help="Population table (same QI columns): delta-presence "
                                          "and journalist / marketer risk."),

@@ -16,7 +16,7 @@ import click
 import typer
 
 from privlab import __version__
-from privlab.errors import InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError, PrivlabError, cli_context
 
 EXIT_CODES = {
     0: "success",
@@ -84,7 +84,8 @@ _register()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by `run` and by the tests)."""
     try:
-        rv = app(args=argv, prog_name="privlab", standalone_mode=False)
+        with cli_context():
+            rv = app(args=argv, prog_name="privlab", standalone_mode=False)
     except PrivlabError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code

@@ -126,10 +126,12 @@ def serve_cmd(
 
     err_console.print(f"privlab gateway on http://{host}:{port} (OpenAPI: /docs)")
     if workers == 1:
+        from privlab.errors import library_context
         from privlab.service.app import create_app
 
-        uvicorn.run(create_app(gateway=gateway), host=host, port=port, log_level="warning",
-                    access_log=False)
+        with library_context():  # requests are library callers: no CLI option names
+            uvicorn.run(create_app(gateway=gateway), host=host, port=port, log_level="warning",
+                        access_log=False)
         return
     gateway.close()
     os.environ["PRIVLAB_GATEWAY_CONFIG"] = str(Path(config).resolve())

@@ -1,19 +1,19 @@
-"""Synthetic Turkish census (seed 001, Tables 3-4 and 6): 300 adults by default.
+"""Synthetic Turkish census (the PIA article, Tables 3-4 and 6): 300 adults by default.
 
-Seed 001 tests its attribute-richness method on a 300-record population register generated
+The PIA article tests its attribute-richness method on a 300-record population register generated
 from TÜİK statistics (TCKNO, name, surname, age, sex, hometown, marital status) and reports
-the Gini richness K = 1 - sum_j (count_j / n)^2 of each attribute (Table 6). The paper's
+the Gini richness K = 1 - sum_j (count_j / n)^2 of each attribute (Table 6). The PIA article's
 data are not published, so this module regenerates an equivalent register from frequency
 tables shipped in `privlab/data/bundled/census/` (see its README.txt):
 
 - `ages.csv`: working-age adults 18-64 by sex in 5-year bands (thousands), approximate
-  TÜİK address-based register figures (general knowledge, rounded). Every age the paper
+  TÜİK address-based register figures (general knowledge, rounded). Every age the PIA article
   shows lies in 18-55.
 - `marital.csv`: share of Bekâr (never married) / Evli (married) / Dul (widowed or
-  divorced, the paper's three categories) by sex and age band; approximate TÜİK shares.
+  divorced, the PIA article's three categories) by sex and age band; approximate TÜİK shares.
 - `first_names.csv`, `surnames.csv`: the most common Turkish first names (by sex) and
   surnames in their well-known rank order, weighted by a Zipf-Mandelbrot law over the rank
-  (not official counts). Like the paper, only common names are drawn, so names are far
+  (not official counts). Like the PIA article, only common names are drawn, so names are far
   more concentrated than in the whole population.
 - `provinces.csv`: the 81 provinces with their approximate 2020 resident population
   (thousands). Hometown (memleket, the province of family registration) is drawn with
@@ -22,12 +22,12 @@ tables shipped in `privlab/data/bundled/census/` (see its README.txt):
 
 The Zipf parameters and HOMETOWN_EXPONENT were tuned (the tables, not the seed) so that 300
 rows reproduce Table 6 within 0.02 for every seed in 1..100 (age, from the realistic age
-table, sits about 0.005 above the paper). Sex, age band and marital status are drawn as a
-representative (quota) sample, as the paper describes its data, so their richness barely
-moves between seeds; the joint richness of (marital_status, sex) lands near the paper's
-0.750 (seed 001, section 4.3.2).
+table, sits about 0.005 above the PIA article). Sex, age band and marital status are drawn as a
+representative (quota) sample, as the PIA article describes its data, so their richness barely
+moves between seeds; the joint richness of (marital_status, sex) lands near the PIA article's
+0.750 (the attribute-based PIA article, section 4.3.2).
 
-TCKNO: the paper truncates the 11-digit T.C. identity number to 10 digits; we draw 9 random
+TCKNO: the PIA article truncates the 11-digit T.C. identity number to 10 digits; we draw 9 random
 digits (first non-zero) and append the real TCKNO's 10th (check) digit, so ids look real,
 are unique within a table, and are random (any match with a real number is chance).
 """
@@ -97,7 +97,7 @@ def _tckno(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def generate_census(n: int = 300, seed: RngLike = 1) -> pd.DataFrame:
-    """A synthetic Turkish population register of `n` adults (seed 001's census data).
+    """A synthetic Turkish population register of `n` adults (the PIA article's census data).
 
     Deterministic for an integer `seed`; `seed=None` draws from the secure generator.
     Columns: tckno (10-digit string, unique), name, surname, age (18-64), sex (Erkek/Kadın),

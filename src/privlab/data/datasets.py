@@ -63,7 +63,7 @@ def load_digits() -> pd.DataFrame:
 
 def load_classification(n_samples: int = 6100, n_features: int = 100, random_state: int = 42,
                         **kwargs: Any) -> pd.DataFrame:
-    """scikit-learn make_classification with seed 004's defaults (100 features, 20 informative,
+    """scikit-learn make_classification with Kobylianska's defaults (100 features, 20 informative,
     10 redundant, 5 repeated, 2 classes, 3 clusters per class)."""
     from sklearn.datasets import make_classification
 
@@ -78,7 +78,7 @@ def load_classification(n_samples: int = 6100, n_features: int = 100, random_sta
 
 
 def load_census(n: int = 300, seed: int = 1) -> pd.DataFrame:
-    """Synthetic Turkish census (seed 001 Tables 3-4); see `privlab.data.census`."""
+    """Synthetic Turkish census (the PIA article Tables 3-4); see `privlab.data.census`."""
     from privlab.data.census import generate_census
 
     return generate_census(n=n, seed=seed)
@@ -106,9 +106,9 @@ DATASETS: dict[str, DatasetInfo] = {
                     "GroupLens research licence (non-commercial; README bundled)"),
         DatasetInfo("digits", "scikit-learn 8x8 digits, 1,797 images", load_digits,
                     "scikit-learn", "BSD-3"),
-        DatasetInfo("classification", "make_classification as in seed 004 (options: "
+        DatasetInfo("classification", "make_classification as in Kobylianska 2025 (options: "
                     "n_samples, random_state)", load_classification, "generated", "n/a"),
-        DatasetInfo("census", "synthetic Turkish census of seed 001 (options: n, seed)",
+        DatasetInfo("census", "synthetic Turkish census of the PIA article (options: n, seed)",
                     load_census, "generated", "n/a"),
     ]
 }

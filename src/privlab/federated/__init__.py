@@ -1,4 +1,4 @@
-"""On-device personalization with user-level DP (SPEC section 4, seed 003).
+"""On-device personalization with user-level DP (the ODP design note, docs/references.md).
 
 Roles (`roles`): untrusted `Server`, `TrustedDistributor`, `TrustedAggregator`, `Client`.
 Algorithms: DPAM (private alternating least squares for the factorized model, user embeddings

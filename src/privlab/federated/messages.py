@@ -1,6 +1,6 @@
 """The messages exchanged by the roles, and the privacy boundary between them.
 
-Flow of one round (SPEC section 4):
+Flow of one round (the ODP design note, docs/references.md):
 
     Server --PublishedModel--> TrustedDistributor --ParameterSubset--> Client
     Client --Contributions--> TrustedAggregator --NoisyAggregate--> Server

@@ -1,4 +1,4 @@
-"""The four roles of on-device personalization, with narrow interfaces (SPEC section 4).
+"""The four roles of on-device personalization, with narrow interfaces (ODP design note).
 
 * `Server` (untrusted): publishes the shared parameters and updates them from DP outputs;
   `receive` accepts nothing but a `NoisyAggregate` and keeps every message in `inbox` so the

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.data.io import require_columns
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, in_cli, option_name
 from privlab.schema.model import OTHER as OTHER_LABEL
 from privlab.schema.model import Schema
 
@@ -86,9 +86,10 @@ def as_feature_matrix(x: Any, field_name: str = "X") -> np.ndarray:
     if isinstance(x, pd.DataFrame):
         bad = [c for c in x.columns if not pd.api.types.is_numeric_dtype(x[c])]
         if bad:
+            how = ("pass --one-hot" if in_cli() else "e.g. one-hot with "
+                   "privlab.learn.data.TablePreprocessor(one_hot=True), or --one-hot in the CLI")
             raise InvalidInputError(
-                f"feature column {bad[0]!r} is not numeric; encode it first (e.g. one-hot with "
-                "privlab.learn.data.TablePreprocessor(one_hot=True), or --one-hot in the CLI)")
+                f"feature column {bad[0]!r} is not numeric; encode it first ({how})")
         x = x.to_numpy()
     try:
         arr = np.asarray(x, dtype=np.float32)
@@ -106,14 +107,21 @@ def as_feature_matrix(x: Any, field_name: str = "X") -> np.ndarray:
     return arr
 
 
-def check_batch_size(batch_size: int, n: int, field_name: str = "batch_size") -> int:
-    """Batch size must be a positive integer no larger than the training set."""
+def check_batch_size(batch_size: int, n: int, field_name: str | None = None) -> int:
+    """Batch size must be a positive integer no larger than the training set.
+
+    The error names `field_name`, by default "--batch-size" under the CLI and "batch_size"
+    when the library is called directly.
+    """
+    field_name = field_name or option_name("batch_size", "--batch-size")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
         raise InvalidInputError(f"{field_name} must be a positive integer, got {batch_size!r}")
     if batch_size < 1:
         raise InvalidInputError(f"{field_name} must be >= 1, got {batch_size}")
     if batch_size > n:
-        raise InvalidInputError(f"{field_name}={batch_size} is larger than the training set "
+        shown = (f"{field_name} {batch_size}" if field_name.startswith("--")
+                 else f"{field_name}={batch_size}")
+        raise InvalidInputError(f"{shown} is larger than the training set "
                                 f"({n} rows); use at most {n}")
     return int(batch_size)
 
@@ -165,9 +173,9 @@ class TablePreprocessor:
                 self.ranges_[col] = (lo, hi)
             else:
                 if not self.one_hot and col not in cats:
+                    how = "--one-hot" if in_cli() else "one_hot=True (CLI: --one-hot)"
                     raise InvalidInputError(
-                        f"feature column {col!r} is not numeric; encode it first or pass "
-                        "one_hot=True (CLI: --one-hot)")
+                        f"feature column {col!r} is not numeric; encode it first or pass {how}")
                 if series.isna().any():
                     raise InvalidInputError(f"feature column {col!r} has missing values; fill "
                                             "or drop them before training")
@@ -438,7 +446,7 @@ def adult_split(test_size: float = 0.2, seed: int = 0, n: int | None = None) -> 
 
 
 def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int = 0) -> Split:
-    """Seed 004's make_classification setup (100 features, 20 informative, 10 redundant,
+    """Kobylianska's (2025) make_classification setup (100 features, 20 informative, 10 redundant,
     5 repeated, 2 classes, 3 clusters per class).
 
     setting "loss": 6,100 rows -> train 1,000 / val 2,100 / test 3,000.

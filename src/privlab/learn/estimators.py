@@ -7,7 +7,7 @@ audits): its guarantee says NOT private and a `NotPrivateWarning` is raised.
 - `DPLogisticRegression`: method "objective" (default; objective perturbation), "output"
   (output perturbation baseline), "dpsgd" or "none". `alpha` is the L2 regularisation of
   (1/n) sum loss + alpha/2 ||w||^2, `data_norm` the public bound on a row's L2 norm.
-- `DPMLPClassifier`: the seed-004 MLP (LayerNorm, ReLU, Dropout) by DP-SGD or plainly.
+- `DPMLPClassifier`: the Kobylianska (2025) MLP (LayerNorm, ReLU, Dropout) by DP-SGD or plainly.
 - `DPCNNClassifier`: the 4-block GroupNorm CNN for images (n, C, H, W) or flattened rows
   with `image_shape`.
 
@@ -154,7 +154,7 @@ def per_example_log_loss(proba: np.ndarray, y: Any, classes: np.ndarray) -> np.n
 
 
 class DPMLPClassifier(_TorchClassifier):
-    """Seed 004's MLP (Linear-LayerNorm-ReLU-Dropout blocks) trained by DP-SGD or plainly."""
+    """Kobylianska's MLP (Linear-LayerNorm-ReLU-Dropout blocks) trained by DP-SGD or plainly."""
 
     def __init__(self, hidden_layer_sizes: tuple[int, ...] = (128, 64), dropout: float = 0.2,
                  layer_norm: bool = True, epsilon: float | None = 1.0, delta: float = 1e-5,

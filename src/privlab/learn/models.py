@@ -1,7 +1,7 @@
-"""Model zoo for the experiments of seed 004, all DP-SGD compatible (no BatchNorm).
+"""Model zoo for the experiments of Kobylianska (2025), all DP-SGD compatible (no BatchNorm).
 
-- `SeedMLP`: seed 004 Listing 2.1, 100-128-64-2 with LayerNorm, ReLU, Dropout 0.2.
-- `SmallCNN`: seed 004's 4-block CNN (channels 32, 64, 128, 256), each block
+- `SeedMLP`: Kobylianska (2025) Listing 2.1, 100-128-64-2 with LayerNorm, ReLU, Dropout 0.2.
+- `SmallCNN`: Kobylianska's (2025) 4-block CNN (channels 32, 64, 128, 256), each block
   conv3x3 -> GroupNorm -> ReLU -> max-pool (pooling stops at 2x2, so 8x8 digits fit too).
 - `LogisticModel`: one linear layer (logistic / softmax regression trained by DP-SGD).
 
@@ -18,7 +18,7 @@ from torch import nn
 
 
 class SeedMLP(nn.Module):
-    """Seed 004's MLP: fc1 -> LN -> ReLU -> Dropout -> fc2 -> LN -> ReLU -> Dropout -> fc3."""
+    """Kobylianska's MLP: fc1 -> LN -> ReLU -> Dropout -> fc2 -> LN -> ReLU -> Dropout -> fc3."""
 
     def __init__(self, input_dim: int = 100, hidden_dims: Sequence[int] = (128, 64),
                  num_classes: int = 2, dropout: float = 0.2, layer_norm: bool = True) -> None:
@@ -40,7 +40,7 @@ class SeedMLP(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """Seed 004's 4-block CNN with GroupNorm, for (C, H, W) images of any size >= 1."""
+    """Kobylianska's (2025) 4-block CNN with GroupNorm, for (C, H, W) images of any size >= 1."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10,
                  channels: Sequence[int] = (32, 64, 128, 256), image_size: int = 8,

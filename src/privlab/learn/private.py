@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, setting
 from privlab.learn.dpsgd import FLOAT_NOTE, quiet_rdp_warnings
 
 
@@ -122,7 +122,8 @@ def make_private(module: Any, optimizer: Any, data_loader: Any, *, epsilon: floa
         raise InvalidInputError("the data loader is empty")
     n = len(data_loader.dataset)
     if data_loader.batch_size is not None and data_loader.batch_size > n:
-        raise InvalidInputError(f"batch_size={data_loader.batch_size} is larger than the "
+        shown = setting("batch_size", "--batch-size", data_loader.batch_size)
+        raise InvalidInputError(f"{shown} is larger than the "
                                 f"dataset ({n} rows); use at most {n}")
     q = 1.0 / batches                      # what Opacus' Poisson DataLoader uses
     steps = epochs * batches

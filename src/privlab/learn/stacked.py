@@ -1,7 +1,7 @@
 """Stacked execution of M copies of a layer chain: one batched kernel per layer for all models.
 
 `vmap` over `functional_call` is general but pays functorch's per-operation overhead; for the
-common case of a model that is a plain chain of layers (the seed-004 MLP, logistic
+common case of a model that is a plain chain of layers (the Kobylianska (2025) MLP, logistic
 regression) we run the M stacked copies directly: Linear -> `baddbmm` on (M, B, d),
 LayerNorm -> one `layer_norm` and a per-model affine, activations and dropout elementwise.
 

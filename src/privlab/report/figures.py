@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-#: Tier styles shared by every report: colour and hatch (the paper's Figures 1-2 use hatching:
+#: Tier styles shared by every report: colour and hatch (the PIA article's Figures 1-2 use hatching:
 #: horizontal lines = no hiding, vertical = low-level hiding, solid = must be hidden).
 TIER_STYLE = {
     "none": {"color": "#4c9a2a", "hatch": "---", "label": "no hiding needed"},

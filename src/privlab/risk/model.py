@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 from privlab.risk.posterior import PRIORS, BetaPosterior, parse_prior
 
 TIE_TOL = 1e-12
@@ -191,10 +191,12 @@ def make_policy(policy: str | None = None, w_risk: float | None = None,
         raise InvalidInputError(f"level: credible level must be in [0.5, 1), got {lv}")
     mr = base.max_risk if max_risk is None else float(max_risk)
     if mr is not None and not 0.0 <= mr <= 1.0:
-        raise InvalidInputError(f"max_risk: must be in [0, 1], got {mr}")
+        raise InvalidInputError(f"{option_name('max_risk', '--max-risk')}: must be in [0, 1], "
+                                f"got {mr}")
     ma = base.min_accuracy if min_accuracy is None else float(min_accuracy)
     if ma is not None and not 0.0 <= ma <= 1.0:
-        raise InvalidInputError(f"min_accuracy: must be in [0, 1], got {ma}")
+        raise InvalidInputError(f"{option_name('min_accuracy', '--min-accuracy')}: must be in "
+                                f"[0, 1], got {ma}")
     name = base.name if (w_risk is None and w_util is None) else f"{base.name}+custom"
     return Policy(name, norm["w_risk"], norm["w_util"], lv, mr, ma, base.why)
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 from privlab.risk.adaptive import adaptive_search
 from privlab.risk.model import (
     Decision,
@@ -107,9 +107,11 @@ class PipelineConfig:
                 flag = "--" + name.replace("_", "-")
                 raise InvalidInputError(f"{flag} must be a whole number >= 1, got {v!r}")
         if self.lira_models < 2 or self.lira_models % 2:
-            raise InvalidInputError(f"lira_models: must be even and >= 2, got {self.lira_models}")
+            name = option_name("lira_models", "--lira-models")
+            raise InvalidInputError(f"{name}: must be even and >= 2, got {self.lira_models}")
         if self.adaptive and (self.budget_runs is None or self.budget_runs < 2):
-            raise InvalidInputError("budget_runs: adaptive mode needs --budget-runs N >= 2")
+            raise InvalidInputError(f"{option_name('budget_runs', '--budget-runs')}: adaptive mode "
+                                    "needs --budget-runs N >= 2")
         parse_prior(self.prior)
         if self.attack_weights is not None:
             extra = sorted(set(self.attack_weights) - set(self.attacks))

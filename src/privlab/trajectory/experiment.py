@@ -1,6 +1,6 @@
-"""The paper's RMSE table (PB x epsilon) for each noise setting, on prepared data.
+"""Akin et al.'s (2021) RMSE table (PB x epsilon) for each noise setting, on prepared data.
 
-RMSE is the paper's: T'' against T' per coordinate in degrees (pooled over all windows of all
+RMSE is Akin et al.'s: T'' against T' per coordinate in degrees (pooled over all windows of all
 trajectories; with repeats, the mean squared error is averaged before the square root), plus
 metres. Each row carries the guarantee that setting actually gives.
 """

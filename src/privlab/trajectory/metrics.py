@@ -1,6 +1,6 @@
 """Utility and privacy metrics for published trajectories.
 
-Utility: RMSE per axis in degrees (the paper's Equation 5, T'' against T') and in metres, mean
+Utility: RMSE per axis in degrees (Akin et al.'s Equation 5, T'' against T') and in metres, mean
 haversine error, the error against where the user really was at the published time, and
 Hausdorff / discrete Frechet distances per trajectory. Privacy, not only utility: a linkage
 attack (match each published trajectory to its original among all, top-1 accuracy) and the
@@ -29,7 +29,7 @@ UNITS = ("trip", "id")
 
 
 def window_errors(averaged: pd.DataFrame, published: pd.DataFrame) -> dict[str, float]:
-    """RMSE(T', T'') per axis (degrees, as the paper) and in metres, plus haversine errors."""
+    """RMSE(T', T'') per axis (degrees, as Akin et al.) and in metres, plus haversine errors."""
     if len(averaged) != len(published):
         raise InvalidInputError(f"T' has {len(averaged)} windows but T'' has {len(published)}")
     la, lo = averaged["lat"].to_numpy(float), averaged["lon"].to_numpy(float)

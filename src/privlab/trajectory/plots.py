@@ -1,8 +1,8 @@
-"""Figures like the paper's 8-10 (X and Y over time; X/Y/time in 3-D: original, averaged,
+"""Figures like Akin et al.'s (2021) 8-10 (X and Y over time; X/Y/time in 3-D: original, averaged,
 anonymized) and an HTML map of one trajectory in its three versions.
 
 Every figure and the map carry the release's guarantee (`publish.guarantee_label`): epsilon,
-mechanism and radius for a DP release, "NOT DP (data-dependent bounds)" in red for the paper's
+mechanism and radius for a DP release, "NOT DP (data-dependent bounds)" in red for Akin et al.'s
 setting, so an image cut out of a report still says what it shows.
 
 Matplotlib is used through its object API (no pyplot, no global backend change). The map is

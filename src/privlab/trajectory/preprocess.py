@@ -1,4 +1,4 @@
-"""Validation, ordering, de-duplication and the paper's filters, on flat NumPy arrays.
+"""Validation, ordering, de-duplication and Akin et al.'s (2021) filters, on flat NumPy arrays.
 
 Documented handling of messy input (never silent):
 - NaN or out-of-range coordinates: an error naming the column and the first bad row, or, with
@@ -8,7 +8,7 @@ Documented handling of messy input (never silent):
 - A filter that leaves no point: an error naming the filter.
 Every count ends up in the release's JSON sidecar.
 
-Filters decide from locations which fixes are kept (as in the paper: bounding box, time window,
+Filters decide from locations which fixes are kept (as in Akin et al.: bounding box, time window,
 heading range, plus speed outliers). The DP guarantee covers the fixes that were kept; the
 decision to keep a fix is not randomised (see `docs/trajectory.md`).
 """

@@ -1,4 +1,4 @@
-"""The paper's model (Algorithm 1) with a sound noise step: window means T', then noise T''.
+"""Akin et al.'s model (Algorithm 1) with a sound noise step: window means T', then noise T''.
 
 Per trajectory, split into trips at time gaps so that no window spans two trips: windows of
 PB consecutive fixes with a stride (1 = the authors' sliding windows, PB = non-overlapping),
@@ -296,7 +296,7 @@ def _guarantees(mechanism: str, sensitivity: str, epsilon: float, radius: float,
     ng = PrivacyGuarantee.not_private(
         "window mean + Laplace with data-derived bounds (the authors' setting)", PAPER_REASON,
         model="local")
-    ng = ng.with_notes("for comparison with the paper only; use --mechanism planar or "
+    ng = ng.with_notes("for comparison with Akin et al. (2021) only; use --mechanism planar or "
                        "--mechanism laplace --sensitivity bbox for a real guarantee")
     ng = _label(ng).with_not_covered(
         "lat, lon (noise scale and clipping interval from each window's own min/max fixes)")
@@ -404,7 +404,7 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
               filters: Filters | None = None, rng: RngLike = None, on_invalid: str = "error",
               keep_averaged: bool = True, read_options: dict[str, Any] | None = None,
               seed_per_user: bool = False) -> TrajectoryRelease:
-    """Publish trajectories with Algorithm 1 and a stated guarantee (see the module docstring).
+    """Publish trajectories with Akin et al.'s (2021) Algorithm 1 and a stated guarantee.
 
     `bbox` is the public box (LAT0,LON0,LAT1,LON1): it filters the fixes, fixes the planar
     projection and gives the laplace sensitivity; it must not be derived from the data.
@@ -468,7 +468,7 @@ def anonymize(data: pd.DataFrame | Prepared | str | Path, *, window: int, epsilo
         lat, lon, noise = noisy(w, make_rng(rng))
     if mechanism == "laplace" and sensitivity == "paper":
         msg = ("--sensitivity paper is NOT differentially private: " + PAPER_REASON +
-               "; use it only to compare with the paper")
+               "; use it only to compare with Akin et al. (2021)")
         warn.append(msg)
         warnings.warn(msg, NotPrivateWarning, stacklevel=2)
     g_fix, g_trip = _guarantees(mechanism, sensitivity, epsilon, radius, w, box, noise,
