@@ -26,6 +26,9 @@ def small(small_duckdb: str, tmp_path: Path) -> TestClient:
     return client_for(small_config(small_duckdb, str(tmp_path / "ledger.db"), epsilon=1.0))
 
 
+NO_RATE_LIMIT = {"rate_per_second": 1e6, "burst": 1_000_000}
+
+
 @pytest.fixture(scope="module")
 def adult_pair(adult_duckdb: str, tmp_path_factory: pytest.TempPathFactory
                ) -> tuple[TestClient, TestClient]:
@@ -36,8 +39,12 @@ def adult_pair(adult_duckdb: str, tmp_path_factory: pytest.TempPathFactory
     con.execute(f"ATTACH '{adult_duckdb}' AS src (READ_ONLY)")
     con.execute("CREATE TABLE adult AS SELECT * FROM src.adult LIMIT 100")
     con.close()
-    full = client_for(adult_cfg(adult_duckdb, str(d / "l1.db"), epsilon=1000.0))
-    small_ = client_for(adult_cfg(str(few), str(d / "l2.db"), epsilon=1000.0))
+    # these gateways answer long hostile lists as fast as the machine allows: no rate limit
+    # (a quiet machine otherwise hits the default 50/s with burst 100 and gets 429s)
+    full = client_for(adult_cfg(adult_duckdb, str(d / "l1.db"), epsilon=1000.0,
+                                limits=NO_RATE_LIMIT))
+    small_ = client_for(adult_cfg(str(few), str(d / "l2.db"), epsilon=1000.0,
+                                  limits=NO_RATE_LIMIT))
     return full, small_
 
 
@@ -207,7 +214,7 @@ def test_hostile_inputs_are_refused_alike_on_postgresql(
 
     suffix = "_" + uuid.uuid4().hex[:8]
     pg = client_for(adult_cfg(adult_pg, adult_pg, schema="data", epsilon=1000.0,
-                              suffix=suffix))
+                              suffix=suffix, limits=NO_RATE_LIMIT))
     key = {"Authorization": f"Bearer {KEY_A}{suffix}"}
     duck, _ = adult_pair
     started = time.monotonic()
