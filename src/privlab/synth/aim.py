@@ -38,11 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from privlab.core.calibration import rho_for_target
 from privlab.core.mechanisms import exponential_mechanism
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
-from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
+from privlab.synth.base import Prepared, Synthesizer
 from privlab.synth.marginals import DuckDBMarginals
 from privlab.synth.pgm import (
     Clique,
@@ -136,13 +135,7 @@ class AIMSynthesizer(Synthesizer):
             raise InvalidInputError("aim has no non-private mode: its rounds are set by the "
                                     "budget; use --method mst for a non-private baseline")
         gen = prep.gen
-        delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
-        delta_z = prep.delta - delta_thr
-        rho_total = rho_for_target(prep.epsilon, delta_z)
-        rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
-        rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0
-        self._build_domain(prep, rho_b, rho_c, delta_thr)
-        rho = rho_total - rho_b - rho_c
+        rho, _, delta_z = self._private_budget(prep)
         assert self.domain is not None
         names, sizes = self.domain.names, self.domain.sizes
         d = len(names)

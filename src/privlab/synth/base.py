@@ -41,6 +41,21 @@ from privlab.synth.domain import (
 DEFAULT_DELTA = 1e-6
 #: Share of delta given to the category thresholds when categories are estimated.
 THRESHOLD_DELTA_SHARE = 0.1
+
+
+def check_privacy(epsilon: float | None, delta: float) -> tuple[bool, float, float]:
+    """(private, epsilon, delta) of a fit: epsilon None or +inf is the non-private baseline;
+    otherwise both are checked and delta must be > 0 (Gaussian noise is never pure DP)."""
+    private = not (epsilon is None or (isinstance(epsilon, (int, float))
+                                       and math.isinf(epsilon) and epsilon > 0))
+    if not private:
+        return False, math.inf, 0.0
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if delta == 0:
+        raise InvalidInputError("delta must be > 0: the synthesizers add Gaussian "
+                                "noise (zCDP), which is never (epsilon, 0)-DP")
+    return True, epsilon, delta
 MAX_SAMPLE_ROWS = 10_000_000
 
 Progress = Callable[[str, int, int], None]
@@ -219,16 +234,7 @@ class Synthesizer:
     def _prepare(self, data: pd.DataFrame, epsilon: float | None, delta: float) -> Prepared:
         if not isinstance(data, pd.DataFrame):
             raise InvalidInputError("data must be a pandas DataFrame")
-        private = not (epsilon is None or (isinstance(epsilon, (int, float))
-                                           and math.isinf(epsilon) and epsilon > 0))
-        if private:
-            epsilon = check_epsilon(epsilon)
-            delta = check_delta(delta)
-            if delta == 0:
-                raise InvalidInputError("delta must be > 0: the synthesizers add Gaussian "
-                                        "noise (zCDP), which is never (epsilon, 0)-DP")
-        else:
-            epsilon, delta = math.inf, 0.0
+        private, epsilon, delta = check_privacy(epsilon, delta)
         plans, frame = self._conform(data)
         if self.missing == "drop":
             frame = frame.dropna()
@@ -238,6 +244,20 @@ class Synthesizer:
                 " left after dropping rows with missing values" if self.missing == "drop"
                 else ""))
         return Prepared(frame, plans, private, float(epsilon), float(delta), make_rng(self.rng))
+
+    def _private_budget(self, prep: Prepared) -> tuple[float, float, float]:
+        """Split a private fit's (epsilon, delta): the threshold share of delta and the
+        bounds/categories shares of rho pay for the domain estimate (built here); returns
+        (rho left for the model, rho in all, delta of the zCDP conversion)."""
+        from privlab.core.calibration import rho_for_target
+
+        delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
+        delta_z = prep.delta - delta_thr
+        rho_total = rho_for_target(prep.epsilon, delta_z)
+        rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
+        rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0
+        self._build_domain(prep, rho_b, rho_c, delta_thr)
+        return rho_total - rho_b - rho_c, rho_total, delta_z
 
     def _build_domain(self, prep: Prepared, rho_bounds: float, rho_categories: float,
                       delta_threshold: float) -> None:

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
+from privlab.core.calibration import zcdp_to_approx_dp
 from privlab.core.mechanisms import exponential_mechanism
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
-from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
+from privlab.synth.base import Prepared, Synthesizer
 
 #: The 1-way marginals are refused as "too noisy for this epsilon" when, averaged over the
 #: columns, the expected L1 norm of their noise exceeds the (privately estimated) row count.
@@ -134,13 +134,7 @@ class MSTSynthesizer(Synthesizer):
     def _fit(self, prep: Prepared) -> None:
         gen = prep.gen
         if prep.private:
-            delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
-            delta_z = prep.delta - delta_thr
-            rho_total = rho_for_target(prep.epsilon, delta_z)
-            rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
-            rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0
-            self._build_domain(prep, rho_b, rho_c, delta_thr)
-            rho = rho_total - rho_b - rho_c
+            rho, rho_total, delta_z = self._private_budget(prep)
         else:
             delta_z = rho_total = 0.0
             self._build_domain(prep, 0.0, 0.0, 0.0)

@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.rng import make_rng
 from privlab.errors import InvalidInputError
-from privlab.synth.base import Prepared
+from privlab.synth.base import Prepared, check_privacy
 from privlab.synth.domain import ColumnSpec, plan_columns
 from privlab.synth.mst import MarginalCounts, MSTSynthesizer
 
@@ -135,22 +134,12 @@ class SparkMSTSynthesizer(MSTSynthesizer):
         self._df: Any = None
 
     def _prepare(self, data: Any, epsilon: float | None, delta: float) -> Prepared:  # type: ignore[override]
-        import math
 
         from privlab.engines.spark import get_spark, read_source
 
         spark = self._spark or get_spark(self._master)
         df = read_source(spark, data, what="DATA")
-        private = not (epsilon is None or (isinstance(epsilon, (int, float))
-                                           and math.isinf(epsilon) and epsilon > 0))
-        if private:
-            epsilon = check_epsilon(epsilon)
-            delta = check_delta(delta)
-            if delta == 0:
-                raise InvalidInputError("delta must be > 0: the synthesizers add Gaussian "
-                                        "noise (zCDP), which is never (epsilon, 0)-DP")
-        else:
-            epsilon, delta = math.inf, 0.0
+        private, epsilon, delta = check_privacy(epsilon, delta)
         empty = df.limit(0).toPandas()  # the schema as pandas dtypes, no rows
         plans = plan_columns(empty, self.declaration, self.drop)
         open_ = [p.name for p in plans if p.needs_bounds or p.needs_categories]
