@@ -67,6 +67,20 @@ def one_row_edits(frame: pd.DataFrame, schema: Schema, row: int = 0) -> dict[str
     return edits
 
 
+#: Edits whose values lie outside a schema with no `<other>` bucket and no missing values in
+#: its first integer column (e.g. adult): refused in refuse mode, coerced otherwise.
+OUTSIDE = {"new_category", "hostile_string", "text_in_numeric", "extreme_value", "non_integer",
+           "missing_numeric"}
+
+
+def edits_for_policy(frame: pd.DataFrame, policy: str, schema: Schema
+                     ) -> dict[str, pd.DataFrame]:
+    """The whole battery in refuse mode; in coerce mode only the edits outside the schema (the
+    only ones whose handling differs between the two policies), to keep slow files short."""
+    out = one_row_edits(frame, schema)
+    return out if policy == "refuse" else {k: v for k, v in out.items() if k in OUTSIDE}
+
+
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True

@@ -15,7 +15,7 @@ import json
 
 import pandas as pd
 import pytest
-from neighbours import one_row_edits
+from neighbours import OUTSIDE, edits_for_policy
 
 pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
@@ -85,25 +85,13 @@ def test_target_features_do_not_depend_on_the_rows(sample, tmp_path, capsys):
     _check_same_target(a, b, "remove Holand-Netherlands")
 
 
-#: The edits whose values lie outside the declared schema (refused in refuse mode).
-OUTSIDE = {"new_category", "hostile_string", "text_in_numeric", "extreme_value", "non_integer",
-           "missing_numeric"}
-
-
-def edits(frame: pd.DataFrame, policy: str, schema) -> dict[str, pd.DataFrame]:
-    """The whole battery in refuse mode; in coerce mode the edits outside the schema (the
-    only ones whose handling differs between the policies), to keep the file short."""
-    out = one_row_edits(frame, schema)
-    return out if policy == "refuse" else {k: v for k, v in out.items() if k in OUTSIDE}
-
-
 @pytest.mark.parametrize("policy", ["refuse", "coerce"])
 def test_every_one_row_edit(sample, tmp_path, capsys, policy):
     code, base, err = _audit(capsys, sample, tmp_path, "--on-invalid", policy,
                              report=policy == "refuse")
     assert code == 0, err
     refused = []
-    for name, edited in edits(sample, policy, bundled_schema("adult")).items():
+    for name, edited in edits_for_policy(sample, policy, bundled_schema("adult")).items():
         code, doc, err = _audit(capsys, edited, tmp_path, "--on-invalid", policy,
                                 report=policy == "refuse")
         if code != 0:

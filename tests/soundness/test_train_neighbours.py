@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 import pytest
-from neighbours import assert_same_structure, one_row_edits
+from neighbours import OUTSIDE, assert_same_structure, edits_for_policy, one_row_edits
 
 pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
@@ -85,25 +85,13 @@ def test_counts_and_accuracies_are_noisy_and_covered(sample, tmp_path, capsys):
     assert doc["sample_rate"] == 0.2
 
 
-#: The edits whose values lie outside the declared schema (refused in refuse mode).
-OUTSIDE = {"new_category", "hostile_string", "text_in_numeric", "extreme_value", "non_integer",
-           "missing_numeric"}
-
-
-def edits(frame: pd.DataFrame, policy: str, schema) -> dict[str, pd.DataFrame]:
-    """The whole battery in refuse mode; in coerce mode the edits outside the schema (the
-    only ones whose handling differs between the policies), to keep the file short."""
-    out = one_row_edits(frame, schema)
-    return out if policy == "refuse" else {k: v for k, v in out.items() if k in OUTSIDE}
-
-
 @pytest.mark.parametrize("policy", ["refuse", "coerce"])
 def test_every_one_row_edit(sample, tmp_path, capsys, policy):
     schema = bundled_schema("adult")
     code, base, err = _train(capsys, sample, tmp_path, "--on-invalid", policy)
     assert code == 0, err
     refused = []
-    for name, edited in edits(sample, policy, schema).items():
+    for name, edited in edits_for_policy(sample, policy, schema).items():
         code, doc, err = _train(capsys, edited, tmp_path, "--on-invalid", policy)
         if code != 0:
             assert policy == "refuse", f"{name}: coerce must not refuse ({err})"

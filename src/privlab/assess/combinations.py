@@ -13,7 +13,7 @@ data cube's base cuboid), so the full data is scanned once however many sets are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations as iter_combinations
 from typing import Any
@@ -107,16 +107,28 @@ def risky_combinations(table: EncodedTable, tiers: dict[str, str], bounds: TierB
                        max_sets: int = 20000) -> CombinationResult:
     """Apriori over attributes in `candidate_tiers`, up to sets of `max_size` attributes."""
     candidates = [a for a in table.columns if tiers.get(a) in candidate_tiers]
+    if max_size < 2 or len(candidates) < 2:
+        return CombinationResult([], candidates, max_size)
+    cube = _Cube(table, candidates)
+    return apriori(candidates, tiers, bounds, max_size, max_sets,
+                   lambda sets: {s: SetStats.from_counts(s, cube.counts(s), table.n)
+                                 for s in sets})
+
+
+def apriori(candidates: list[str], tiers: dict[str, str], bounds: TierBounds, max_size: int,
+            max_sets: int, stats_for: Callable[[list[tuple[str, ...]]],
+                                               Mapping[tuple[str, ...], SetStats]]
+            ) -> CombinationResult:
+    """The Apriori search shared by every counting engine: `stats_for(sets)` returns the
+    statistics of each candidate set of one level (in memory, DuckDB or Spark)."""
     result = CombinationResult([], candidates, max_size)
     if max_size < 2 or len(candidates) < 2:
         return result
-    cube = _Cube(table, candidates)
     kept: set[tuple[str, ...]] = {(a,) for a in candidates}
     order = {a: i for i, a in enumerate(candidates)}
     level = sorted(kept, key=lambda s: order[s[0]])
     for size in range(2, max_size + 1):
-        proposals = _join(level, order)
-        proposals = [s for s in proposals
+        proposals = [s for s in _join(level, order)
                      if all(sub in kept for sub in iter_combinations(s, size - 1))]
         if not proposals:
             break
@@ -124,13 +136,13 @@ def risky_combinations(table: EncodedTable, tiers: dict[str, str], bounds: TierB
             result.warnings.append(f"stopped at {size - 1}-attribute sets: {len(proposals):,} "
                                    f"candidate {size}-sets exceed the limit of {max_sets:,}")
             break
+        stats = stats_for(proposals)
         next_level = []
         for s in proposals:
-            stats = SetStats.from_counts(s, cube.counts(s), table.n)
-            tier = bounds.tier(stats.richness)
+            tier = bounds.tier(stats[s].richness)
             member = tuple(tiers[a] for a in s)
             escalated = TIER_RANK[tier] > max(TIER_RANK[t] for t in member)
-            result.combinations.append(Combination(stats, tier, member, escalated))
+            result.combinations.append(Combination(stats[s], tier, member, escalated))
             if tier != "hide":
                 kept.add(s)
                 next_level.append(s)

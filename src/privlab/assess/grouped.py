@@ -20,19 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations as iter_combinations
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from privlab.assess.combinations import Combination, CombinationResult, SetStats, _join
+from privlab.assess.combinations import CombinationResult, SetStats, apriori
 from privlab.assess.encode import MISSING_LABEL, MissingPolicy
 from privlab.assess.models import SensitiveKind, evaluate_privacy
 from privlab.assess.pipeline import NOT_DP_REASON, Assessment, AttributeResult
 from privlab.assess.recommend import recommend
-from privlab.assess.richness import TIER_RANK, Thresholds, parse_thresholds, resolve_bounds
+from privlab.assess.richness import Thresholds, parse_thresholds, resolve_bounds
 from privlab.errors import InvalidInputError
 
 #: Grouping sets per query: Spark expands every row once per set, so a level with many sets
@@ -243,38 +242,10 @@ def set_stats(src: CountSource, prep: _Prepared,
 
 def _combinations(src: CountSource, prep: _Prepared, attrs: list[str], tiers: dict[str, str],
                   bounds: Any, max_size: int, max_sets: int = 20000) -> CombinationResult:
-    """Apriori as in `privlab.assess.combinations.risky_combinations`, one scan per level."""
+    """`privlab.assess.combinations.apriori` with one GROUPING SETS scan per level."""
     candidates = [a for a in attrs if tiers.get(a) in ("none", "low")]
-    result = CombinationResult([], candidates, max_size)
-    if max_size < 2 or len(candidates) < 2:
-        return result
-    kept: set[tuple[str, ...]] = {(a,) for a in candidates}
-    order = {a: i for i, a in enumerate(candidates)}
-    level = sorted(kept, key=lambda s: order[s[0]])
-    for size in range(2, max_size + 1):
-        proposals = [s for s in _join(level, order)
-                     if all(sub in kept for sub in iter_combinations(s, size - 1))]
-        if not proposals:
-            break
-        if len(proposals) > max_sets:
-            result.warnings.append(f"stopped at {size - 1}-attribute sets: {len(proposals):,} "
-                                   f"candidate {size}-sets exceed the limit of {max_sets:,}")
-            break
-        stats = set_stats(src, prep, proposals)
-        next_level = []
-        for s in proposals:
-            st = stats[s]
-            tier = bounds.tier(st.richness)
-            member = tuple(tiers[a] for a in s)
-            escalated = TIER_RANK[tier] > max(TIER_RANK[t] for t in member)
-            result.combinations.append(Combination(st, tier, member, escalated))
-            if tier != "hide":
-                kept.add(s)
-                next_level.append(s)
-        level = next_level
-        if not level:
-            break
-    return result
+    return apriori(candidates, tiers, bounds, max_size, max_sets,
+                   lambda sets: set_stats(src, prep, sets))
 
 
 def _grouped_frame(src: CountSource, prep: _Prepared | None, cols: list[str]) -> pd.DataFrame:
