@@ -114,6 +114,9 @@ def test_sidecar_holds_no_input_counts_and_names_what_is_not_covered(tmp_path, c
     assert g["covers"] and "lat, lon" in g["covers"][0]
     assert any(n.startswith("time, trip and window") for n in g["not_covered"])
     assert g["is_dp"] is False and g["headline"].startswith("NOT differentially private")
+    # the CLI output, which also prints the exact input counts, names them; the sidecar not
+    assert any(n.startswith("curator_counts") for n in doc["guarantee"]["not_covered"])
+    assert not any(n.startswith("curator_counts") for n in g["not_covered"])
     assert g["epsilon"] is not None  # the claim on the locations is still stated
 
 

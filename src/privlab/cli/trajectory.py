@@ -175,8 +175,13 @@ def anonymize_cmd(
         err_console.print(f"[bold red]warning:[/bold red] {msg}", highlight=False)
     side = write_release(release, out)
     if as_json:
-        emit_json({"out": str(out), "sidecar": str(side), **release.sidecar(),
-                   "curator_counts": release.curator_counts(), "curator_note": CURATOR_NOTE})
+        payload = {"out": str(out), "sidecar": str(side), **release.sidecar(),
+                   "curator_counts": release.curator_counts(), "curator_note": CURATOR_NOTE}
+        # this output (not the sidecar) also carries the exact input counts: say so
+        payload["guarantee"] = release.guarantee.with_not_covered(
+            "curator_counts (exact counts of the input; in this CLI output only, never "
+            "written beside the release)").to_dict()
+        emit_json(payload)
         return
     console.print(release.guarantee.headline(), highlight=False,
                   style=None if release.guarantee.is_dp else "bold red")
