@@ -197,3 +197,23 @@ def test_cli_draft_show_check(tmp_path, capsys):
     assert shown["columns"]["age"] == {"type": "integer", "bounds": [17, 90], "missing": False}
     assert main(["schema", "show", "nosuch"]) == 2
     assert "privlab schema draft" in capsys.readouterr().err
+
+
+def test_older_adult_declarations_agree_with_the_bundled_schema():
+    """The synth `--domain adult` and the learn Adult preprocessor predate the schema; they
+    must state the same public categories and no wider bounds than it (no drift)."""
+    from privlab.learn.data import ADULT_BOUNDS, ADULT_CATEGORIES
+    from privlab.synth.domain import ADULT_DOMAIN
+
+    s = bundled_schema("adult")
+    for name, col in ADULT_DOMAIN["columns"].items():
+        declared = s.column(name)
+        if "categories" in col:
+            assert tuple(col["categories"]) == declared.categories, name
+        else:
+            assert tuple(col["bounds"]) == tuple(declared.bounds), name
+    for name, cats in ADULT_CATEGORIES.items():
+        assert set(cats) == set(s.column(name).categories), name
+    for name, (lo, hi) in ADULT_BOUNDS.items():
+        b = s.column(name).bounds
+        assert b[0] <= lo and hi <= b[1], name
