@@ -26,6 +26,7 @@ Entries and budget changes are append-only, enforced by database triggers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -54,6 +55,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 
+from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.utils.text import escape_nul
 
@@ -493,6 +495,9 @@ class BudgetLedger:
                                         "with `privlab budget set`")
         self._busy_timeout_s = float(busy_timeout_s)
         self._pid = os.getpid()
+        db_file = sqlite_file(self.url.database) if self.dialect == "sqlite" else None
+        self._writer_lock = None if db_file is None else \
+            WriterLock(db_file, timeout_s=self._busy_timeout_s)
         self._engine = self._make_engine()
         self._ensure_schema()
 
@@ -546,8 +551,10 @@ class BudgetLedger:
     @contextmanager
     def _transaction(self, *, read_only: bool = False) -> Iterator[Connection]:
         """One database transaction; database errors become one-line `PrivlabError`s."""
+        writer = contextlib.nullcontext() if read_only or self._writer_lock is None \
+            else self._writer_lock.held()
         try:
-            with self._engine_now().connect() as conn:
+            with writer, self._engine_now().connect() as conn:
                 if read_only:
                     conn = conn.execution_options(privlab_read_only=True)
                 with conn.begin():
@@ -564,6 +571,8 @@ class BudgetLedger:
     def close(self) -> None:
         """Release pooled connections (the ledger stays usable; it reconnects on demand)."""
         self._engine.dispose()
+        if self._writer_lock is not None:
+            self._writer_lock.close()
 
     def __enter__(self) -> BudgetLedger:
         return self

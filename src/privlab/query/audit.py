@@ -20,6 +20,7 @@ the gateway re-adds any charged query missing here as `charged_outcome_unknown`.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -36,6 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
 from privlab.utils.text import escape_nul
 
@@ -188,6 +190,8 @@ class AuditLog:
         self.key = key
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
         self._pid = os.getpid()
+        db_file = sqlite_file(self.url.database) if self.dialect == "sqlite" else None
+        self._writer_lock = None if db_file is None else WriterLock(db_file)
         self._engine = self._make_engine()
         # appends form one hash chain: queue this process's appends (the database lock
         # still orders them across processes)
@@ -256,8 +260,10 @@ class AuditLog:
         if os.getpid() != self._pid:
             self._engine.dispose(close=False)
             self._pid = os.getpid()
+        writer = contextlib.nullcontext() if read_only or self._writer_lock is None \
+            else self._writer_lock.held()
         try:
-            with self._engine.connect() as conn:
+            with writer, self._engine.connect() as conn:
                 if read_only:
                     conn = conn.execution_options(privlab_read_only=True)
                 with conn.begin():
@@ -476,3 +482,5 @@ class AuditLog:
             os.close(fd)
         self._cp_fd = None
         self._engine.dispose()
+        if self._writer_lock is not None:
+            self._writer_lock.close()

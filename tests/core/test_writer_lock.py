@@ -1,0 +1,91 @@
+"""WriterLock: SQLite writers queue on a lock file instead of SQLite's sleeping busy handler."""
+
+import multiprocessing as mp
+import threading
+import time
+from pathlib import Path
+
+from privlab.core.ledger import BudgetLedger
+from privlab.core.writer_lock import WriterLock, sqlite_file
+
+
+def test_sqlite_file_only_for_files() -> None:
+    assert sqlite_file("/tmp/x.db") == Path("/tmp/x.db")
+    assert sqlite_file(":memory:") is None
+    assert sqlite_file("file:x?mode=memory") is None
+    assert sqlite_file(None) is None
+
+
+def _hold(path: str, ready: "mp.synchronize.Event", release: "mp.synchronize.Event") -> None:
+    lock = WriterLock(Path(path))
+    with lock.held():
+        ready.set()
+        release.wait(30)
+
+
+def test_excludes_another_process_and_wakes_promptly(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(str(db), ready, release))
+    holder.start()
+    assert ready.wait(60)
+    got: list[float] = []
+
+    def waiter() -> None:
+        with WriterLock(db).held():
+            got.append(time.monotonic())
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    assert got == []  # still excluded while the other process holds it
+    released = time.monotonic()
+    release.set()
+    t.join(30)
+    holder.join(30)
+    assert got and got[0] >= released
+    assert got[0] - released < 1.0  # queued, not sleeping in 100 ms steps for seconds
+
+
+def test_threads_of_one_process_are_serialised(tmp_path: Path) -> None:
+    lock = WriterLock(tmp_path / "l.db")
+    inside, overlaps = [0], [0]
+
+    def work() -> None:
+        for _ in range(200):
+            with lock.held():
+                inside[0] += 1
+                if inside[0] > 1:
+                    overlaps[0] += 1
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == [0]
+
+
+def test_a_stuck_holder_delays_a_charge_by_a_bounded_time(tmp_path: Path) -> None:
+    """A holder of the lock file that never commits anything (the database itself is not
+    locked) delays a charge by about the busy timeout, then the charge goes ahead."""
+    db = tmp_path / "ledger.db"
+    book = BudgetLedger(str(db), busy_timeout_s=0.5)
+    book.set_budget("alice", 1.0)
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(str(db), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        started = time.monotonic()
+        entry = book.charge("alice", 0.25)
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(30)
+    assert entry.remaining_epsilon == 0.75
+    assert 0.5 <= waited < 5.0
+    book.close()
