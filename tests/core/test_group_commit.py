@@ -46,7 +46,7 @@ def test_threads_are_batched_and_never_overspend(tmp_path):
     assert [e.seq for e in book.history("alice")] == list(range(1, 101))
     assert book.verify().ok
     # 16 threads against 20 ms commits: far fewer transactions than charges
-    assert group.charges == 160 and group.batches < 160 / 3
+    assert group.requests == 160 and group.batches < 160 / 3
 
 
 def test_a_failed_batch_fails_every_charge_in_it(tmp_path):
@@ -86,4 +86,4 @@ def test_alone_it_behaves_like_charge(tmp_path):
     assert entry.remaining_epsilon == pytest.approx(0.1) and entry.description == "one"
     with pytest.raises(BudgetExceededError):
         group.charge("alice", 0.2)
-    assert group.batches == 2 and group.charges == 2
+    assert group.batches == 2 and group.requests == 2

@@ -111,6 +111,63 @@ def test_intact_log_verifies_and_the_checkpoint_is_signed(target: str, tmp_path:
     log.close()
 
 
+def test_concurrent_appends_are_group_committed_into_one_chain(target: str,
+                                                                 tmp_path: Path) -> None:
+    """Appends from many threads share transactions (group commit) and still form one
+    verifiable chain with every row, each caller getting its own sequence number."""
+    import threading
+
+    log = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    seqs: list[int] = []
+    lock = threading.Lock()
+
+    def work(t: int) -> None:
+        for i in range(25):
+            seq = log.record(f"t{t}-{i}", "released", analyst=f"a{t}", sql=f"SELECT {i}",
+                             epsilon=0.1, result={"rows": [[t, i]]})
+            with lock:
+                seqs.append(seq)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = rows(target)
+    assert len(stored) == 200 and sorted(seqs) == [r["seq"] for r in stored]
+    assert {r["query_id"] for r in stored} == {f"t{t}-{i}" for t in range(8) for i in range(25)}
+    assert log._appends.requests == 200 and log._appends.batches < 200
+    assert log.verify() == [] and log.read_checkpoint()["seq"] == stored[-1]["seq"]
+    log.close()
+
+
+def test_a_failing_row_fails_only_its_own_caller(target: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """If a batch fails, its rows are retried one by one: the bad row's caller gets the
+    error, the others are appended and the chain stays intact."""
+    from privlab.errors import PrivlabError
+
+    log = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    chain = log._append_chain
+
+    def picky(batch: list[dict[str, Any]]) -> list[int]:
+        if any(v["query_id"] == "bad" for v in batch):
+            raise PrivlabError("audit log: database error (DataError)")
+        return chain(batch)
+
+    monkeypatch.setattr(log, "_append_chain", picky)
+    batch = [{"query_id": q, "created_at": "2026-11-25T00:00:00+00:00", "analyst": "a",
+              "sql": None, "epsilon": None, "delta": None, "decision": "refused",
+              "reason": None, "ledger_entry_id": None, "epsilon_spent": None,
+              "delta_spent": None, "result": None} for q in ("ok1", "bad", "ok2")]
+    results = log._append_many(batch)
+    assert isinstance(results[1], PrivlabError)
+    assert [r["query_id"] for r in rows(target)] == ["ok1", "ok2"]
+    assert results[0] == rows(target)[0]["seq"] and results[2] == rows(target)[1]["seq"]
+    assert log.verify() == []
+    log.close()
+
+
 def test_edit_is_detected(target: str, tmp_path: Path) -> None:
     log = filled(target, tmp_path)
     seq = rows(target)[2]["seq"]

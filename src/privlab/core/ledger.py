@@ -49,12 +49,13 @@ from decimal import (
     Rounded,
 )
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 
+from privlab.core.dbapi import write_transaction
 from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.utils.text import escape_nul
@@ -413,7 +414,7 @@ def _ledger_url(target: str | os.PathLike[str] | URL) -> URL:
     return url
 
 
-def _db_error(exc: SQLAlchemyError, where: str) -> PrivlabError:
+def _db_error(exc: Exception, where: str) -> PrivlabError:
     """Translate a database failure into one line (no traceback for a locked or foreign file)."""
     orig = getattr(exc, "orig", None) or exc
     message = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
@@ -442,6 +443,16 @@ class _ChargeSQL:
     select: str
     insert: str
     update: str
+
+
+class _PrincipalRow(NamedTuple):
+    """The columns `_ChargeSQL.select` reads, in its order."""
+
+    budget_epsilon: str
+    budget_delta: str
+    spent_epsilon: str
+    spent_delta: str
+    n_charges: int
 
 
 @functools.cache
@@ -755,20 +766,27 @@ class BudgetLedger:
         if not prepared:  # every request refused up front: no transaction, no flush
             return results
         now = _now()
+        engine = self._engine_now()
+        dbapi = engine.dialect.dbapi
+        # PostgreSQL: bound the wait for a principal's row lock like SQLite's busy timeout
+        setup = (f"SET LOCAL lock_timeout = {int(self._busy_timeout_s * 1000)}",) \
+            if self.dialect == "postgresql" else ()
         try:
-            with self._transaction() as conn:
+            with write_transaction(engine, writer=self._writer_lock, setup=setup) as cur:
                 sql = _charge_sql(self.dialect)
                 for i, args in prepared:
                     try:
-                        results[i] = self._charge_in(conn, sql, now, *args)
+                        results[i] = self._charge_in(cur, sql, now, *args)
                     except (BudgetExceededError, InvalidInputError) as exc:
                         results[i] = exc  # checked before any write: nothing to undo
                 if self._in_transaction_hook is not None:
                     self._in_transaction_hook()
-        except IntegrityError as exc:
+        except dbapi.IntegrityError as exc:
             names = ", ".join(repr(n) for n in sorted({args[0] for _, args in prepared}))
             raise PrivlabError(f"ledger {self._where}: concurrent charge of {names} "
                                "detected; nothing was charged, try again") from exc
+        except dbapi.Error as exc:
+            raise _db_error(exc, self._where) from exc
         return results
 
     @staticmethod
@@ -784,12 +802,15 @@ class BudgetLedger:
         return (name, eps, dlt, escape_nul(req.description),
                 _guarantee_json(req.guarantee, eps, dlt))
 
-    def _charge_in(self, conn: Connection, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
+    def _charge_in(self, cur: Any, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
                    dlt: Decimal, description: str, guarantee_text: str | None) -> LedgerEntry:
-        """One charge inside an open write transaction; raises before writing if refused."""
-        row = conn.exec_driver_sql(sql.select, {"name": name}).one_or_none()
-        if row is None:
+        """One charge inside an open write transaction (`cur`: a DBAPI cursor, see
+        `privlab.core.dbapi`); raises before writing if refused."""
+        cur.execute(sql.select, {"name": name})
+        found = cur.fetchall()
+        if not found:
             raise self._unknown(name)
+        row = _PrincipalRow(*found[0])
         budget_e, budget_d = _dec(row.budget_epsilon), _dec(row.budget_delta)
         spent_e, spent_d = _dec(row.spent_epsilon), _dec(row.spent_delta)
         new_e, new_d = _add(spent_e, eps), _add(spent_d, dlt)
@@ -808,13 +829,15 @@ class BudgetLedger:
                       spent_epsilon=_text(new_e), spent_delta=_text(new_d),
                       budget_epsilon=row.budget_epsilon, budget_delta=row.budget_delta,
                       description=description, guarantee=guarantee_text, created_at=now)
-        entry_id = conn.exec_driver_sql(sql.insert, values).scalar_one()
+        cur.execute(sql.insert, values)
+        (entry_id,) = cur.fetchone()
         # Compare-and-set on n_charges: if serialization were ever broken, this update would
         # match no row and the whole transaction would roll back.
-        updated = conn.exec_driver_sql(sql.update, {
+        cur.execute(sql.update, {
             "name": name, "old_n": row.n_charges, "old_e": row.spent_epsilon,
             "old_d": row.spent_delta, "new_e": _text(new_e), "new_d": _text(new_d),
-            "seq": seq, "now": now}).rowcount
+            "seq": seq, "now": now})
+        updated = cur.rowcount
         if updated != 1:
             raise PrivlabError(f"ledger {self._where}: concurrent update of {name!r} "
                                "detected; nothing was charged, try again")

@@ -26,7 +26,6 @@ import hashlib
 import hmac
 import json
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from privlab.core.dbapi import write_transaction
+from privlab.core.group_commit import GroupCommit
 from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
 from privlab.utils.text import escape_nul
@@ -66,7 +67,8 @@ _audit = sa.Table(
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
 )
-_PG_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({_LOCK_ID})")
+_PG_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_LOCK_ID})"
+_PG_LOCK = sa.text(_PG_LOCK_SQL)
 _FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "decision", "reason",
            "ledger_entry_id", "epsilon_spent", "delta_spent", "result")
 # An append is on the hot path of every query: driver SQL written once per dialect (sqlite3
@@ -193,9 +195,9 @@ class AuditLog:
         db_file = sqlite_file(self.url.database) if self.dialect == "sqlite" else None
         self._writer_lock = None if db_file is None else WriterLock(db_file)
         self._engine = self._make_engine()
-        # appends form one hash chain: queue this process's appends (the database lock
-        # still orders them across processes)
-        self._append_lock = threading.Lock()
+        # appends form one hash chain: this process's appends are group-committed, one
+        # leader at a time (the database lock still orders them across processes)
+        self._appends = GroupCommit(self._append_many)
         self.exists = True
         if not create:
             if self.dialect == "sqlite" and not Path(self.url.database or "").is_file():
@@ -290,17 +292,49 @@ class AuditLog:
             "result": None if result is None else json.dumps(result, default=str,
                                                              allow_nan=False),
         }
-        with self._append_lock:
-            with self._transaction() as conn:
-                if self.dialect == "postgresql":
-                    conn.execute(_PG_LOCK)
-                prev = conn.exec_driver_sql(_LAST_HASH_SQL).scalar_one_or_none() or GENESIS
-                values["prev_hash"] = prev
-                values["hash"] = _row_hash(prev, values, self.key)
-                seq = int(conn.exec_driver_sql(_INSERT_SQL[self.dialect], values).scalar_one())
-            if self.checkpoint is not None:
-                self._write_checkpoint(seq, values["hash"])
-            return seq
+        seq: int = self._appends.submit(values)
+        return seq
+
+    def _append_many(self, batch: list[dict[str, Any]]) -> list[int | BaseException]:
+        """Append rows in ONE transaction, each chained to the one before (the leader of a
+        group commit calls this; alone, a row pays what it always did). If the batch
+        fails, each row is retried alone, so one bad row fails only its own caller."""
+        try:
+            return list(self._append_chain(batch))
+        except PrivlabError:
+            if len(batch) == 1:
+                raise
+        results: list[int | BaseException] = []
+        for values in batch:
+            try:
+                results.extend(self._append_chain([values]))
+            except PrivlabError as exc:
+                results.append(exc)
+        return results
+
+    def _append_chain(self, batch: list[dict[str, Any]]) -> list[int]:
+        seqs: list[int] = []
+        rows = [dict(values) for values in batch]  # a failed try leaves the inputs clean
+        if os.getpid() != self._pid:
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        setup = (_PG_LOCK_SQL,) if self.dialect == "postgresql" else ()
+        try:
+            with write_transaction(self._engine, writer=self._writer_lock,
+                                   setup=setup) as cur:
+                cur.execute(_LAST_HASH_SQL)
+                last = cur.fetchall()
+                prev = last[0][0] if last and last[0][0] else GENESIS
+                for values in rows:
+                    values["prev_hash"] = prev
+                    values["hash"] = prev = _row_hash(prev, values, self.key)
+                    cur.execute(_INSERT_SQL[self.dialect], values)
+                    seqs.append(int(cur.fetchone()[0]))
+        except self._engine.dialect.dbapi.Error as exc:
+            raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
+        if self.checkpoint is not None:
+            self._write_checkpoint(seqs[-1], prev)
+        return seqs
 
     # -- checkpoints ------------------------------------------------------------------------
 
