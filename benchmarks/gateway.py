@@ -7,6 +7,10 @@
      (same uvicorn, same worker count, same keep-alive clients); throughput and p50 / p99
      latency under C concurrent clients. Every request carries a different literal, so the
      gateway parses and plans every query (no plan-cache hits).
+   `--part layers`: where the gateway's time goes over HTTP, as server CPU per request
+   (one worker, COUNT): the gateway app with its query path stubbed (HTTP, front door,
+   routing, strict body parsing), with the query path replaced by the bare engine call, and
+   the full DP path; the bare FastAPI baseline beside them.
 2. Accuracy next to SmartNoise SQL at equal epsilon: the same Adult queries answered R times by
    both; mean absolute error against the true answer (+- its standard error). SmartNoise's
    privacy cost of each query (`get_privacy_cost`) is the epsilon given to privlab, so both
@@ -315,6 +319,98 @@ def speed(backend: str, database: str, ledger: str, workdir: Path,
     return result
 
 
+def _process_tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(stat[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes so far (Linux /proc)."""
+    total = 0
+    for p in pids:
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(stat[11]) + int(stat[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+LAYER_STUBS = {
+    # the gateway app, its query path replaced: what HTTP + front door + parsing cost
+    "http layer only (query path stubbed)":
+        "Gateway.query_json = lambda self, *a, **k: b'{\"rows\":[[1]]}'",
+    # the gateway app answering with the bare engine: HTTP + the same DuckDB statement
+    "http layer + engine (no DP path)":
+        "Gateway.query_json = lambda self, a, sql, *r, **k: "
+        "__import__('json').dumps({'rows': self.engine.run(sql)}).encode()",
+    "full gateway": "pass",
+}
+
+
+def layers(database: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Server CPU milliseconds per COUNT request, one worker process (so a stub patched into
+    it applies), fixed request count: the gateway's layers and the raw baseline."""
+    import yaml
+
+    from privlab.query.config import hash_key
+    from privlab.query.demo import adult_config
+
+    people = {f"bench{i}": {"key_sha256": hash_key(bench_key(i)), "epsilon": 1e6}
+              for i in range(args.analysts)}
+    cfg = adult_config(database, str(workdir / "layers-ledger.db"), people,
+                       limits={"rate_per_second": 1e6, "burst": 1_000_000,
+                               "max_epsilon_per_query": 5})
+    config_path = workdir / "gateway-layers.yaml"
+    config_path.write_text(yaml.safe_dump(cfg))
+    auth = [{"Authorization": f"Bearer {bench_key(i)}", "Content-Type": "application/json"}
+            for i in range(args.analysts)]
+    template = SPEED_QUERIES["count"]
+    out: dict[str, Any] = {}
+
+    def measure(proc: subprocess.Popen[bytes], port: int, path: str, body: Any,
+                headers: list[dict[str, str]]) -> dict[str, Any]:
+        load(port, path, body, headers, args.clients, 1.0, 200, 900_000)  # warm up
+        pids = _process_tree(proc.pid)
+        before = _cpu_seconds(pids)
+        r = load(port, path, body, headers, args.clients, 60.0, args.max_requests, 0)
+        used = _cpu_seconds(pids) - before
+        stop(proc)
+        return {"server_cpu_ms_per_request": round(1e3 * used / r["requests"], 3),
+                "qps": r["qps"], "p50_ms": r["p50_ms"], "requests": r["requests"]}
+
+    for name, stub in LAYER_STUBS.items():
+        port = free_port()
+        code = (f"from privlab.query.gateway import Gateway\n{stub}\n"
+                "import sys\nfrom privlab.cli.main import run\n"
+                f"sys.argv = ['privlab', 'serve', '--config', {str(config_path)!r}, "
+                f"'--port', '{port}', '--workers', '1']\nrun()")
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        wait_up(port, proc)
+        out[name] = measure(proc, port, "/v1/queries",
+                            lambda i: {"sql": template.format(i=i), "epsilon": 0.01}, auth)
+        print(f"  {name}: {out[name]}", flush=True)
+    proc, port = start_raw(database, 1)
+    out["raw FastAPI baseline"] = measure(proc, port, "/raw",
+                                          lambda i: {"sql": template.format(i=i)},
+                                          [{"Content-Type": "application/json"}])
+    print(f"  raw FastAPI baseline: {out['raw FastAPI baseline']}", flush=True)
+    return out
+
+
 def prepare_postgres(url: str) -> str:
     import sqlalchemy as sa
 
@@ -441,7 +537,8 @@ def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", choices=("all", "speed", "accuracy", "plan"), default="all")
+    p.add_argument("--part", choices=("all", "speed", "accuracy", "plan", "layers"),
+                   default="all")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--analysts", type=int, default=8, help="client i acts as analyst i %% N")
@@ -490,6 +587,9 @@ def main() -> None:
             else:
                 results["postgres"] = {"skipped": "no --pg-url / PRIVLAB_TEST_POSTGRES_URL"}
                 print("  PostgreSQL skipped: no --pg-url / PRIVLAB_TEST_POSTGRES_URL")
+        if args.part in ("all", "layers"):
+            print("layers: server CPU per COUNT request, one worker", flush=True)
+            results["layers"] = layers(duck, work, args)
         if args.part in ("all", "speed", "plan"):
             print("planning: new literal each time, plan reuse by normalised SQL on / off",
                   flush=True)
