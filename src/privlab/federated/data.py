@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 
 MOVIELENS_RANGE = (0.5, 5.0)
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
@@ -88,10 +88,11 @@ def check_rating_range(rating_range: tuple[float, float]) -> tuple[float, float]
     try:
         lo, hi = (float(v) for v in rating_range)
     except (TypeError, ValueError):
-        raise InvalidInputError(f"rating_range must be two numbers LO,HI, got {rating_range!r}"
-                                ) from None
+        raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be two "
+                                f"numbers LO,HI, got {rating_range!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInputError(f"rating_range must be finite with LO < HI, got {rating_range!r}")
+        raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be "
+                                f"finite with LO < HI, got {lo:g},{hi:g}")
     return lo, hi
 
 
@@ -371,7 +372,8 @@ def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
     if max_users is None:
         return data
     if max_users < 1:
-        raise InvalidInputError(f"max_users must be >= 1, got {max_users}")
+        raise InvalidInputError(
+            f"{option_name('max_users', '--max-users')} must be >= 1, got {max_users}")
     return data.subset_users(np.arange(min(max_users, data.n_users)))
 
 

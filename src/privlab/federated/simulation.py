@@ -20,7 +20,7 @@ import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, make_rng
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, option_name
 from privlab.federated import tasks
 from privlab.federated.accounting import ALGORITHMS, Plan, RunAccountant, calibrate
 from privlab.federated.data import MOVIELENS_RANGE, RatingsData, TabularData
@@ -67,26 +67,33 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
-            raise InvalidInputError(f"dataset must be one of {', '.join(DATASETS)}, "
+            raise InvalidInputError(f"{option_name('dataset', '--dataset')} must be one of "
+                                    f"{', '.join(DATASETS)}, "
                                     f"got {self.dataset!r}")
         if self.algorithm not in ALGORITHMS:
-            raise InvalidInputError(f"algorithm must be one of {'|'.join(ALGORITHMS)}, "
+            raise InvalidInputError(f"{option_name('algorithm', '--algorithm')} must be one of "
+                                    f"{'|'.join(ALGORITHMS)}, "
                                     f"got {self.algorithm!r}")
         if self.dataset == "adult" and self.algorithm == "dpam":
-            raise InvalidInputError("algorithm: dpam needs a factorized model (movielens); use "
-                                    "dpfedavg or dpftrl for adult")
+            raise InvalidInputError(f"{option_name('algorithm', '--algorithm')}: dpam needs a "
+                                    "factorized model (movielens); use dpfedavg or dpftrl for "
+                                    "adult")
         if self.epsilon is not None:
             check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
         if self.epsilon is not None and delta == 0:
-            raise InvalidInputError("delta must be > 0 (e.g. 1e-5): Gaussian noise needs it")
+            raise InvalidInputError(f"{option_name('delta', '--delta')} must be > 0 (e.g. 1e-5): "
+                                    "Gaussian noise needs it")
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
-            raise InvalidInputError(f"rounds must be a whole number >= 1, got {self.rounds!r}")
+            raise InvalidInputError(f"{option_name('rounds', '--rounds')} must be a whole "
+                                    f"number >= 1, got {self.rounds!r}")
         if self.clients_per_round is not None and self.clients_per_round < 1:
             raise InvalidInputError(
-                f"clients_per_round must be >= 1, got {self.clients_per_round}")
+                f"{option_name('clients_per_round', '--clients-per-round')} must be >= 1, "
+                f"got {self.clients_per_round}")
         if self.max_users is not None and self.max_users < 1:
-            raise InvalidInputError(f"max_users must be >= 1, got {self.max_users}")
+            raise InvalidInputError(f"{option_name('max_users', '--max-users')} must be >= 1, "
+                                    f"got {self.max_users}")
         object.__setattr__(self, "rating_range", tasks.check_data_options(
             self.dataset, self.ratings, self.movies, self.rating_range, self.schema,
             self.declared_users))
