@@ -40,7 +40,12 @@ def _random_model(seed: int) -> tuple[GraphicalModel, np.ndarray]:
     return model, joint / joint.sum() * 250.0
 
 
-def test_junction_tree_marginals_equal_brute_force() -> None:
+@pytest.mark.parametrize("blowup", [256, 0])
+def test_junction_tree_marginals_equal_brute_force(blowup, monkeypatch) -> None:
+    """Both ways of contracting a subtree (one einsum; messages, forced by blowup 0)."""
+    import privlab.synth.pgm as pgm
+
+    monkeypatch.setattr(pgm, "_BLOWUP", blowup)
     model, joint = _random_model(0)
     tree = model.tree
     # running intersection: the cliques holding an attribute form a connected subtree
@@ -213,14 +218,42 @@ def test_cli_aim_json(tmp_path, adult_small, capsys) -> None:
     dom.write_text(json.dumps({"columns": {k: ADULT_DOMAIN["columns"][k] for k in cols}}))
     code = main(["synth", str(path), "--method", "aim", "--epsilon", "2", "--rows", "400",
                  "--out", str(out), "--domain", str(dom), "--workload", str(work),
-                 "--seed", "1", "--json"])
+                 "--seed", "1", "--max-model-mb", "0.5", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     payload = json.loads(captured.out)
     assert payload["method"] == "aim" and payload["guarantee"]["epsilon"] <= 2
+    assert payload["details"]["max_model_cells"] == 65536  # 0.5 MB of float64 cells
+    assert payload["details"]["model_cells"] <= 65536
     assert payload["details"]["rounds"]
     for r in payload["details"]["rounds"]:  # only workload marginals and their subsets
         assert set(r["selected"]) <= {"age", "sex", "salary"} or set(
             r["selected"]) <= {"race", "salary"}
     table = pd.read_csv(out)
     assert len(table) == 400 and set(table["sex"].dropna()) <= {"Female", "Male"}
+
+
+def test_default_model_cap_is_8_mb() -> None:
+    """8 MB of float64 cells, not AIM's 80 MB: with 80 MB one full-Adult run at epsilon 4
+    spent over 13 CPU-minutes scoring candidates on a large junction tree (docs/synth.md)."""
+    from privlab.synth.aim import MAX_MODEL_CELLS, AIMSynthesizer
+
+    assert MAX_MODEL_CELLS == 1_048_576 == AIMSynthesizer().max_model_cells
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "mst", "--max-model-mb", "4"], "--max-model-mb applies to --method aim"),
+    (["--method", "aim", "--max-model-mb", "0"], "--max-model-mb must be a positive number"),
+    (["--method", "aim", "--max-model-mb", "nan"], "--max-model-mb must be a positive number"),
+])
+def test_cli_max_model_mb_refusals(tmp_path, adult_small, capsys, extra, message) -> None:
+    path = tmp_path / "adult.csv"
+    adult_small[["age", "sex"]].head(50).to_csv(path, index=False)
+    dom = tmp_path / "d.json"
+    dom.write_text(json.dumps({"columns": {k: ADULT_DOMAIN["columns"][k]
+                                           for k in ("age", "sex")}}))
+    code = main(["synth", str(path), "--epsilon", "1", "--rows", "10", "--out",
+                 str(tmp_path / "o.csv"), "--domain", str(dom), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o.csv").exists()

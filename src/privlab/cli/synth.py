@@ -54,6 +54,10 @@ def synth_cmd(
     workload: str = typer.Option(None, "--workload",
                                  help="aim: marginals to preserve: 3way (default: every 2- and "
                                       "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
+    max_model_mb: float = typer.Option(None, "--max-model-mb",
+                                       help="aim: the graphical model's size cap in MB of "
+                                            "float64 cells (default 8; AIM's paper uses 80: "
+                                            "slower, rarely better on small tables)."),
     epochs: int = typer.Option(None, "--epochs",
                                help="dpvae: training epochs (default 20)."),
     holdout: float = typer.Option(0.0, "--holdout",
@@ -102,6 +106,13 @@ def synth_cmd(
         raise InvalidInputError(f"--workload applies to --method aim, not to {method}")
     if workload is not None:
         options["workload"] = workload
+    if max_model_mb is not None and method != "aim":
+        raise InvalidInputError(f"--max-model-mb applies to --method aim, not to {method}")
+    if max_model_mb is not None:
+        if not (max_model_mb > 0 and max_model_mb < 1e6):  # also refuses NaN
+            raise InvalidInputError(f"--max-model-mb must be a positive number of MB below "
+                                    f"1e6, got {max_model_mb!r}")
+        options["max_model_cells"] = max(1, int(max_model_mb * 2 ** 20 // 8))
     synth = make_synthesizer(method, **options)
     frame = read_table(file, delimiter=delimiter)
     if target is not None and target not in frame.columns:

@@ -51,8 +51,11 @@ from privlab.synth.pgm import (
     model_size,
 )
 
-#: AIM's default model-size cap: 80 MB of float64 cells.
-MAX_MODEL_CELLS = 80 * 2 ** 20 // 8
+#: Model-size cap: 8 MB of float64 cells (1,048,576). AIM's paper and private-pgm use 80 MB;
+#: on 2 cores that lets the pool hold candidates whose model marginal, computed on a large
+#: junction tree, costs seconds each (one full-Adult run at epsilon 4 took over 13 CPU-minutes
+#: with 80 MB, 45 CPU-seconds with 8 MB; docs/synth.md). `--max-model-mb` raises it.
+MAX_MODEL_CELLS = 8 * 2 ** 20 // 8
 #: Mirror-descent iterations per round (warm-started) and for the final model.
 ROUND_ITERS = 100
 FINAL_ITERS = 1000
