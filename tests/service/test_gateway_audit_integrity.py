@@ -116,8 +116,16 @@ def test_concurrent_appends_are_group_committed_into_one_chain(target: str,
     """Appends from many threads share transactions (group commit) and still form one
     verifiable chain with every row, each caller getting its own sequence number."""
     import threading
+    import time
 
     log = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    chain = log._append_chain
+
+    def slow_disk(batch: list[dict[str, Any]]) -> list[int]:
+        time.sleep(0.005)  # a slow commit: the other threads queue meanwhile
+        return chain(batch)
+
+    log._append_chain = slow_disk  # type: ignore[method-assign]
     seqs: list[int] = []
     lock = threading.Lock()
 
