@@ -4,8 +4,10 @@ PostgreSQL when a server is reachable (see scripts/ci-postgres.sh)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +296,33 @@ HOSTILE = [
     ("   ", "empty"),
 ]
 
+
+
+@contextlib.contextmanager
+def serve_on_loopback(app: Any, backlog: int = 2048) -> Iterator[str]:
+    """Run the ASGI `app` under uvicorn in a thread on a free 127.0.0.1 port; yields its
+    base URL and stops the server on exit."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           backlog=backlog))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections import Counter
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gw_fixtures import ADULT_ANALYST_KEYS, live_adult_config
+from gw_fixtures import ADULT_ANALYST_KEYS, live_adult_config, serve_on_loopback
 
 from privlab.cli.main import main
 from privlab.errors import BudgetExceededError
@@ -32,27 +31,11 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def live(adult_duckdb: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import uvicorn
-
     d = tmp_path_factory.mktemp("live")
     cfg = live_adult_config(adult_duckdb, str(d / "ledger.db"), N_ANALYSTS, BUDGET)
     gateway = Gateway(cfg)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(gateway=gateway), log_level="warning",
-                                           access_log=False, backlog=512))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "gateway": gateway}
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve_on_loopback(create_app(gateway=gateway), backlog=512) as url:
+        yield {"url": url, "gateway": gateway}
 
 
 def test_concurrent_clients_never_overspend(live: dict[str, Any]) -> None:

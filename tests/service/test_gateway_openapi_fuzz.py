@@ -7,9 +7,6 @@ the JSON error schema, and no answer without a charge."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from gw_fixtures import serve_on_loopback
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,8 +28,6 @@ BOB = "pk_openapi_fuzz_other_analyst"
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import uvicorn
-
     d: Path = tmp_path_factory.mktemp("oafuzz")
     cfg = parse_config({
         "database": write_duckdb(d / "persons.duckdb", BASE), "ledger": str(d / "ledger.db"),
@@ -41,24 +37,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "limits": {"rate_per_second": 1e6, "burst": 10**6, "max_failed_auth": 10**6,
                    "max_epsilon_per_query": 10}})
     gateway = Gateway(cfg)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(gateway=gateway), log_level="warning",
-                                           access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    yield {"client": client, "gateway": gateway,
-           "doc": client.get("/openapi.json").json()}
-    client.close()
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve_on_loopback(create_app(gateway=gateway)) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        yield {"client": client, "gateway": gateway,
+               "doc": client.get("/openapi.json").json()}
+        client.close()
 
 
 def _values(schema: dict[str, Any]) -> Any:
