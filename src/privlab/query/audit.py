@@ -257,15 +257,19 @@ class AuditLog:
             f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION privlab_audit_append_only()")
 
-    @contextmanager
-    def _transaction(self, read_only: bool = False) -> Iterator[Connection]:
+    def _engine_now(self) -> Engine:
+        """The engine, with the parent's pooled connections dropped after a fork."""
         if os.getpid() != self._pid:
             self._engine.dispose(close=False)
             self._pid = os.getpid()
+        return self._engine
+
+    @contextmanager
+    def _transaction(self, read_only: bool = False) -> Iterator[Connection]:
         writer = contextlib.nullcontext() if read_only or self._writer_lock is None \
             else self._writer_lock.held()
         try:
-            with writer, self._engine.connect() as conn:
+            with writer, self._engine_now().connect() as conn:
                 if read_only:
                     conn = conn.execution_options(privlab_read_only=True)
                 with conn.begin():
@@ -315,12 +319,10 @@ class AuditLog:
     def _append_chain(self, batch: list[dict[str, Any]]) -> list[int]:
         seqs: list[int] = []
         rows = [dict(values) for values in batch]  # a failed try leaves the inputs clean
-        if os.getpid() != self._pid:
-            self._engine.dispose(close=False)
-            self._pid = os.getpid()
+        engine = self._engine_now()
         setup = (_PG_LOCK_SQL,) if self.dialect == "postgresql" else ()
         try:
-            with write_transaction(self._engine, writer=self._writer_lock,
+            with write_transaction(engine, writer=self._writer_lock,
                                    setup=setup) as cur:
                 cur.execute(_LAST_HASH_SQL)
                 last = cur.fetchall()
@@ -330,7 +332,7 @@ class AuditLog:
                     values["hash"] = prev = _row_hash(prev, values, self.key)
                     cur.execute(_INSERT_SQL[self.dialect], values)
                     seqs.append(int(cur.fetchone()[0]))
-        except self._engine.dialect.dbapi.Error as exc:
+        except engine.dialect.dbapi.Error as exc:
             raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
         if self.checkpoint is not None:
             self._write_checkpoint(seqs[-1], prev)
