@@ -260,7 +260,7 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     keep_rows = replace and spec.on_invalid == "coerce"
     if schema is not None:
         enc = encode_with_schema(frame, schema, spec.target, spec.on_invalid, spec.exclude,
-                                 keep_rows=keep_rows, unit=unit if private else None,
+                                 keep_rows=keep_rows, unit=unit,
                                  per_unit=per_unit)
         classes = facts.classes(f"schema {schema.name!r} declares no classes")
     elif unsafe_encoding:
