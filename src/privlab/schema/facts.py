@@ -197,7 +197,9 @@ class PublicFacts:
     def person_bound(self, option: str = "--max-rows-per-unit") -> tuple[str | None, int]:
         """(unit column or None for "row", rows kept per person). A person unit without a
         bound is refused with the option to pass, as `privlab release` does."""
-        unit = self.optional("privacy_unit", "row")
+        found = self.get("privacy_unit")
+        unit = "row" if found is None else found.value
+        where = "the schema" if found is None else found.detail
         bound = self.optional("max_rows_per_unit")
         if unit == "row":
             if bound is not None and self.get("max_rows_per_unit").origin == "argument":  # type: ignore[union-attr]
@@ -206,7 +208,7 @@ class PublicFacts:
             return None, 1
         if bound is None:
             raise InvalidInputError(
-                f"the schema has privacy unit {unit!r} (one person, many rows): pass "
+                f"{where} has privacy unit {unit!r} (one person, many rows): pass "
                 f"{option} M to keep each person's first M rows, or declare "
                 "max_rows_per_unit in the schema")
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
