@@ -171,7 +171,11 @@ def encode_fitted(frame: pd.DataFrame, target: str, one_hot: bool,
     x = prep.transform(features)
     not_covered = [f"feature encoding ({'; '.join(prep.leaks)})"] if prep.leaks else []
     not_covered.append("classes (read from the target column)")
-    classes = sorted(pd.unique(labels.loc[train]).tolist(), key=str)
+    seen = labels.loc[train]
+    try:   # the unsafe path reads the class list from the training labels (not covered)
+        classes = np.unique(seen.to_numpy()).tolist()
+    except TypeError:
+        classes = sorted(pd.unique(seen).tolist(), key=str)
     return Encoded(x, labels.to_numpy(), classes, frame, prep,
                    math.sqrt(len(prep.numeric_) + len(prep.categorical_)),
                    not_covered=not_covered, leaks=list(prep.leaks))
