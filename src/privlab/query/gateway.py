@@ -206,8 +206,19 @@ class Gateway:
         with self._dry_lock:
             guarantee = self._dry.get(key)
         if guarantee is None:
-            # dry run on an empty result: validates every noise parameter before the charge
-            dry = answer(plan, [], [], budget, rng=0)
+            # dry run on an empty result: validates every noise parameter before the charge.
+            # It reads no row, so refusing whatever it cannot compute (a calibration that
+            # overflows for extreme parameters) is a refusal that depends on nothing private.
+            try:
+                dry = answer(plan, [], [], budget, rng=0)
+            except PrivlabError:
+                raise
+            except (ArithmeticError, ValueError) as exc:
+                log.warning("noise calibration failed on the dry run: %s", type(exc).__name__)
+                raise QueryRefused(f"the noise for epsilon={budget.epsilon:g}, "
+                                   f"delta={budget.delta:g}, mechanism {budget.mechanism} "
+                                   "could not be calibrated for this query; ask for a larger "
+                                   "epsilon or delta") from None
             guarantee = dry.guarantee.to_dict()
             guarantee["notes"] = [n for n in guarantee["notes"] if n != SEEDED_NOTE]
             with self._dry_lock:
