@@ -229,7 +229,8 @@ class Gateway:
 
     def query(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
               mechanism: str | None = None) -> dict[str, Any]:
-        """Answer one query for `analyst`; raises QueryRefused (400), AccessDenied (403),
+        """Answer one query for `analyst`; raises QueryRefused (400; also for a table the
+        analyst may not query, word for word as for a missing one),
         BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
         qid = uuid.uuid4().hex
         audit_sql = sql if isinstance(sql, str) else None

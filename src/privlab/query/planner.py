@@ -394,7 +394,8 @@ class Planner:
     # -- public -----------------------------------------------------------------------------
 
     def plan(self, sql: str, allowed_tables: tuple[str, ...] | None = None) -> QueryPlan:
-        """Validate and rewrite `sql`; `QueryRefused` (400) or `AccessDenied` (403) otherwise."""
+        """Validate and rewrite `sql`; `QueryRefused` (400) otherwise (also for a table the
+        analyst may not query: the same refusal as for a missing one)."""
         key = (sql, allowed_tables) if isinstance(sql, str) else None
         if key is not None:
             with self._lock:
@@ -606,11 +607,12 @@ class Planner:
         if type(ident) is not exp.Identifier:
             raise _refuse("FROM accepts a declared table name only")
         spec = self.config.table(ident.this)
-        if spec is None:
-            raise _refuse(f"table {ident.this[:64]!r} is not declared (GET /v1/tables lists "
-                          "the tables you may query)")
-        if allowed is not None and spec.name not in allowed:
-            raise AccessDenied(f"you may not query table {spec.name!r}")
+        if spec is None or (allowed is not None and spec.name not in allowed):
+            # One refusal, word for word, for a table that does not exist and for one this
+            # analyst may not query (it names what was typed, not the declared spelling):
+            # a different status or text would list the hidden tables' names.
+            raise _refuse(f"table {ident.this[:64]!r} is not declared or not open to you "
+                          "(GET /v1/tables lists the tables you may query)")
         if any(t.spec.name == spec.name for t in st.tables):
             raise _refuse(f"table {spec.name!r} appears twice; self-joins are not supported")
         names = [spec.name.lower()]
