@@ -14,7 +14,6 @@ issue's cases, and a Hypothesis fuzz over the grid.
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from pathlib import Path
@@ -24,15 +23,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from privlab.errors import InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError
 from privlab.query.config import hash_key, parse_config
 from privlab.query.engine import open_engine
 from privlab.query.gateway import Gateway
 from privlab.query.neighbours import (
     REFUSED_TYPES,
     TYPED_QUERIES,
+    ask,
     differences,
-    public_view,
+    fallbacks,
     type_cases,
     typed_config,
     typed_sql,
@@ -106,21 +106,10 @@ def _close(grids: dict[str, Any]) -> Any:
             gw.close()
 
 
-def call(gw: Gateway, sql: str, epsilon: float, delta: float) -> dict[str, Any]:
-    """One query through the gateway, reduced to its public view (as over HTTP)."""
-    analyst = gw.config.analysts["analyst"]
-    try:
-        return public_view(200, json.loads(gw.query_json(analyst, sql, epsilon, delta)))
-    except PrivlabError as exc:
-        return public_view(getattr(exc, "status_code", 500), {"reason": str(exc)})
-
-
 def never_failed(*gateways: Gateway) -> None:
     """No generated statement failed on either side (the fallback would hide it)."""
-    for gw in gateways:
-        bad = [(r.sql, r.reason) for r in gw.audit.all()
-               if r.decision in ("released_fallback", "error")]
-        assert not bad, bad[:3]
+    bad = fallbacks(*gateways)
+    assert not bad, bad[:3]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -131,7 +120,7 @@ def test_every_accepted_type_and_extreme_value_is_answered_alike(engine: str, gr
     for j, case in enumerate(cases):
         for sql, epsilon, delta in TYPED_QUERIES:
             q = sql.format(t=f"c{j}")
-            a, b = call(d, q, epsilon, delta), call(d2, q, epsilon, delta)
+            a, b = ask(d, q, epsilon, delta), ask(d2, q, epsilon, delta)
             assert a["status"] == 200, (case, q, a)
             assert not differences(a, b), (case, q, differences(a, b)[:5])
     never_failed(d, d2)
@@ -306,7 +295,7 @@ def test_fuzzed_queries_on_every_type_and_extreme_are_answered_alike(engine: str
     def check(j: int, query: tuple[str, float, float]) -> None:
         sql, epsilon, delta = query
         q = sql.format(t=f"c{j}")
-        a, b = call(d, q, epsilon, delta), call(d2, q, epsilon, delta)
+        a, b = ask(d, q, epsilon, delta), ask(d2, q, epsilon, delta)
         assert a["status"] < 500, (cases[j], q, a)
         assert not differences(a, b), (cases[j], q, differences(a, b)[:5])
         seen[a["status"]] = seen.get(a["status"], 0) + 1

@@ -541,3 +541,24 @@ def typed_sql() -> Any:
 
     return st.tuples(st.lists(aggregate, min_size=1, max_size=3, unique=True),
                      st.one_of(condition, condition, st.none()), group).map(build)
+
+
+def ask(gateway: Any, sql: str, epsilon: float, delta: float,
+        analyst: str = "analyst") -> dict[str, Any]:
+    """One query through `Gateway.query_json` (in process, as the HTTP route sends it),
+    reduced to its public view; a refusal reads as its status and text."""
+    import json
+
+    from privlab.errors import PrivlabError
+
+    spec = gateway.config.analysts[analyst]
+    try:
+        return public_view(200, json.loads(gateway.query_json(spec, sql, epsilon, delta)))
+    except PrivlabError as exc:
+        return public_view(getattr(exc, "status_code", 500), {"reason": str(exc)})
+
+
+def fallbacks(*gateways: Any) -> list[tuple[Any, Any]]:
+    """(sql, reason) of every audit row whose answer did not come from the engine's rows."""
+    return [(r.sql, r.reason) for gw in gateways for r in gw.audit.all()
+            if r.decision in ("released_fallback", "error")]
