@@ -14,7 +14,10 @@ MEDIAN(col), PERCENTILE_CONT/DISC(q) WITHIN GROUP (ORDER BY col), QUANTILE_CONT(
 Row filters: comparisons of a column with a literal of its declared type (or of two columns
 of one type), AND / OR / NOT, IN (literals), BETWEEN, IS [NOT] NULL, [I]LIKE 'pattern'.
 No arithmetic, casts or functions in filters: a data-dependent runtime error (a division
-by zero, a failed cast, an overflow) would itself reveal something about a row.
+by zero, a failed cast, an overflow) would itself reveal something about a row. For the
+same reason a `float` column is always read as DOUBLE PRECISION (`value_ref`) and an `int`
+column is admitted at start-up only with a type inside 64 bits: every comparison and clamp
+the planner emits is then total on every value the column can hold (docs/gateway.md).
 
 Refusal reasons name only the query text and the public config, never anything read from
 the data. The rewrite clamps every aggregated value into its public bounds and keeps at most
