@@ -63,6 +63,13 @@ def base() -> dict[str, Any]:
      "tables.visits.min_epsilon_per_query"),
     (lambda c: c["tables"]["visits"].update(min_epsilon_per_query=20),
      "tables.visits.min_epsilon_per_query"),
+    # a NaN or infinite group key could never be released as JSON; ints fit in 64 bits
+    (lambda c: c["tables"]["visits"]["columns"]["amount"].update(domain=[1.0, float("nan")]),
+     "tables.visits.columns.amount.domain"),
+    (lambda c: c["tables"]["visits"]["columns"]["amount"].update(domain=[float("inf")]),
+     "tables.visits.columns.amount.domain"),
+    (lambda c: c["tables"]["people"]["columns"]["age"].update(domain=[20, 2**63]),
+     "tables.people.columns.age.domain"),
 ])
 def test_config_errors_name_the_field(mutate: Any, field: str) -> None:
     raw = base()

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from gw_fixtures import PEOPLE, VISITS, adult_cfg, small_config
+from gw_fixtures import PEOPLE, SMALL_TABLES, VISITS, adult_cfg, small_config
 
 from privlab.core.ledger import BudgetLedger
 from privlab.errors import BudgetExceededError
 from privlab.query.demo import adult_frame
 from privlab.query.gateway import Gateway, QueryFailed
-from privlab.query.planner import AccessDenied, QueryRefused
+from privlab.query.planner import QueryRefused
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +153,34 @@ def test_refusals_cost_nothing_and_are_audited(backend: dict[str, Any]) -> None:
         g.query(a, "SELECT * FROM people", 0.5)
     with pytest.raises(QueryRefused, match="per-query limit"):
         g.query(a, "SELECT COUNT(*) FROM people", 11.0)
-    with pytest.raises(AccessDenied):
+    with pytest.raises(QueryRefused, match="not declared or not open to you"):
         g.query(bob, "SELECT COUNT(*) FROM visits", 0.5)
     assert g.ledger.history(a.principal) == [] and g.ledger.history(bob.principal) == []
     assert [h["decision"] for h in g.history(a)] == ["refused", "refused"]
-    assert [h["decision"] for h in g.history(bob)] == ["denied"]
+    assert [h["decision"] for h in g.history(bob)] == ["refused"]
+
+
+def test_hidden_and_missing_tables_read_alike_in_answers_and_history(
+        backend: dict[str, Any]) -> None:
+    """Regression (issue 22.5): bob may query `people` only. A declared table he may not
+    query (`visits`) and one that does not exist (`visitz`) get the same status, text (up
+    to the name typed), audit decision and charge (none)."""
+    g = small_gateway(backend, epsilon=1.0)
+    bob = next(v for n, v in g.config.analysts.items() if n.startswith("bob"))
+    texts = []
+    for name in ("visits", "visitz"):
+        for sql in (f"SELECT COUNT(*) FROM {name}",
+                    f"SELECT COUNT(*) FROM people JOIN {name} ON people.id = {name}.person_id"):
+            with pytest.raises(QueryRefused) as info:
+                g.query(bob, sql, 0.5)
+            assert info.value.status_code == 400
+            texts.append(str(info.value).replace(repr(name), "'T'"))
+    assert texts[:2] == texts[2:]
+    assert g.ledger.history(bob.principal) == []
+    history = g.history(bob)
+    assert [h["decision"] for h in history] == ["refused"] * 4
+    assert len({h["reason"].replace("'visits'", "'T'").replace("'visitz'", "'T'")
+                for h in history}) == 1
 
 
 def test_nul_bytes_are_audited_and_charged_as_text(backend: dict[str, Any]) -> None:
@@ -269,3 +293,29 @@ def test_ledger_is_the_shared_budget_ledger(backend: dict[str, Any]) -> None:
     entry = g.ledger.history(alice(g).principal)[-1]
     assert entry.description.startswith("privlab gateway query ")
     assert entry.guarantee["epsilon"] == 0.5
+
+
+@pytest.mark.parametrize(("sql", "epsilon", "delta", "mechanism"), [
+    ("SELECT COUNT(*), SUM(age) FROM people", 1.0, 1e-200, "gaussian"),
+    ("SELECT COUNT(*) FROM people", 1.0, 5e-324, "gaussian"),
+    ("SELECT city, COUNT(*) FROM visits GROUP BY city", 5.0, 5e-324, None),
+    ("SELECT city, COUNT(*), AVG(amount) FROM visits GROUP BY city", 1.0, 1e-300, "laplace"),
+])
+def test_tiny_deltas_are_refused_before_the_charge(backend: dict[str, Any], sql: str,
+                                                   epsilon: float, delta: float,
+                                                   mechanism: str | None) -> None:
+    """Regression (issue 22.4): the Gaussian mechanism with delta 1e-200 overflowed while
+    calibrating (OverflowError: HTTP 500), and partition selection with max_rows 3 and
+    delta 5e-324 took log(0) computing its threshold (ValueError: 500). Now a delta below
+    1e-30 is a 400 naming the floor, uncharged; at the floor both are answered."""
+    tables = copy.deepcopy(SMALL_TABLES)
+    del tables["visits"]["columns"]["city"]["domain"]  # partition selection only
+    g = Gateway(small_config(backend["small"], backend["ledger"], schema=backend["small_schema"],
+                             epsilon=50.0, suffix=backend["suffix"], tables=tables), rng=7)
+    a = alice(g)
+    with pytest.raises(QueryRefused, match=r"is below 1e-30, the smallest delta"):
+        g.query(a, sql, epsilon, delta, mechanism)
+    assert g.ledger.history(a.principal) == []
+    out = g.query(a, sql, epsilon, 1e-30, mechanism)
+    assert out["delta_spent"] == 1e-30 and out["epsilon_spent"] == epsilon
+    assert [r.decision for r in g.audit.all() if r.analyst == a.name] == ["refused", "released"]

@@ -142,3 +142,17 @@ def test_order_limit_offset_are_post_processing(planner: Planner) -> None:
             ("Amer-Indian-Eskimo", 280)]
     ans = answer(plan, rows, [], plan_budget(plan, 2.0, 0, None), rng=6)
     assert [r[0] for r in ans.rows] == ["Black", "Asian-Pac-Islander"]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 100, 10_000])
+@pytest.mark.parametrize("delta", [5e-324, 1e-300, 1e-30, 1e-6])
+def test_selection_threshold_holds_for_subnormal_deltas(k: int, delta: float) -> None:
+    """Computed in logarithms: delta * (1 + a) / k underflowed to 0 (log(0): ValueError)
+    for delta 5e-324 and k >= 2. The threshold is still the smallest safe one."""
+    eps = 0.5
+    tau = selection_threshold(k, eps, delta)
+    log_a, a = -eps / k, math.exp(-eps / k)
+    m = tau - k
+    log_delta = math.log(delta)
+    assert math.log(k) + m * log_a - math.log1p(a) <= log_delta
+    assert m == 1 or math.log(k) + (m - 1) * log_a - math.log1p(a) > log_delta - 1e-9

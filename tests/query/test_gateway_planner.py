@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from gw_fixtures import HOSTILE, SMALL_JOINS, SMALL_TABLES, analysts
 
@@ -68,9 +70,23 @@ def test_partition_selection_and_quantiles(planner: Planner) -> None:
     assert plan.quantile_sql is not None
 
 
-def test_access_denied_for_tables_outside_the_analyst_list(planner: Planner) -> None:
-    with pytest.raises(AccessDenied):
-        planner.plan("SELECT COUNT(*) FROM adult", allowed_tables=("people",))
+def test_a_hidden_table_is_refused_word_for_word_like_a_missing_one(planner: Planner) -> None:
+    """Regression (issue 22.5): a table outside the analyst's list raised AccessDenied (403)
+    and a missing one QueryRefused (400), so a restricted analyst could list the hidden
+    tables' names. Now both are the same refusal, naming only what was typed."""
+    texts = []
+    for sql in ("SELECT COUNT(*) FROM adult", "SELECT COUNT(*) FROM adulx",
+                "SELECT COUNT(*) FROM ADULT", "SELECT COUNT(*) FROM people JOIN adult ON "
+                "people.id = adult.id", "SELECT COUNT(*) FROM people JOIN adulx ON "
+                "people.id = adulx.id"):
+        with pytest.raises(QueryRefused) as info:
+            planner.plan(sql, allowed_tables=("people",))
+        assert not isinstance(info.value, AccessDenied)
+        texts.append(re.sub(r"'(adult|adulx|ADULT)'", "'T'", str(info.value)))
+    assert len(set(texts)) == 1, texts
+    assert texts[0] == ("table 'T' is not declared or not open to you (GET /v1/tables lists "
+                        "the tables you may query)")
+    assert planner.plan("SELECT COUNT(*) FROM adult", allowed_tables=("adult",)).sql
 
 
 def test_injection_inside_a_literal_stays_a_parameter(planner: Planner) -> None:

@@ -302,6 +302,13 @@ def _column(name: str, raw: Any, where: str) -> ColumnSpec:
                  (ctype == "float" and isinstance(v, (int, float)) and not isinstance(v, bool))
             if not ok:
                 raise _fail(f"{where}.domain", f"value {v!r} is not of type {ctype}")
+            if ctype == "float" and not math.isfinite(v):
+                # a released key is a JSON number: NaN or an infinity could never be encoded
+                raise _fail(f"{where}.domain", f"value {v!r} is not finite; list finite "
+                            "numbers only")
+            if ctype == "int" and abs(v) >= 2**63:
+                raise _fail(f"{where}.domain", f"value {v!r} does not fit in 64 bits (the "
+                            "range of an int column)")
             checked.append(float(v) if ctype == "float" else v)
         if len(set(checked)) != len(checked):
             raise _fail(f"{where}.domain", "values must be distinct")

@@ -10,6 +10,7 @@ engine error is reported to the analyst as a generic failure: its text may quote
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from pathlib import Path
@@ -57,11 +58,11 @@ class Engine:
                     f"tables.{spec.name}: table {spec.source!r} or one of its declared columns "
                     "is missing from the database") from None
             for (name, col), db_type in zip(spec.columns.items(), types, strict=True):
-                if not type_matches(col.type, db_type):
-                    raise InvalidInputError(
-                        f"tables.{spec.name}.columns.{name}.type: declared {col.type} but the "
-                        f"database column is {db_type}; declare the matching type "
-                        f"({', '.join(sorted(_DECLARED[col.type]))} for {col.type})")
+                problem = type_problem(col.type, db_type, name)
+                if problem is not None:
+                    raise InvalidInputError(f"tables.{spec.name}.columns.{name}.type: declared "
+                                            f"{col.type} but the database column is {db_type}; "
+                                            f"{problem}")
 
     def result_types(self, sql: str) -> list[str]:
         """Upper-case type names of the columns of `sql`'s result (run with no rows)."""
@@ -71,22 +72,66 @@ class Engine:
         pass
 
 
-#: Database types (upper case, without size or precision) each declared type accepts.
+#: Integer types whose every value fits in a signed 64-bit integer: the planner compares
+#: an `int` column as it is, with 64-bit literals and with other such columns, and clamps
+#: it with 64-bit literals, so no comparison or clamp needs a narrowing cast.
+_INT64 = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+          "INT1", "INT2", "INT4", "INT8"}
+#: Types whose every value converts to DOUBLE PRECISION without an error: the planner reads
+#: a `float` column only through `CAST(col AS DOUBLE PRECISION)` (comparisons, clamps, group
+#: keys, joins), so these are compared, clamped and summed as doubles. DuckDB's 128-bit and
+#: unsigned 64-bit integers stay below 3.5e38; a DECIMAL / NUMERIC(p, s) below 10^(p-s)
+#: (see `_NUMERIC_DIGITS`); an unconstrained PostgreSQL numeric (up to 10^131072) is not here.
+_DOUBLE_SAFE = _INT64 | {"FLOAT", "FLOAT4", "FLOAT8", "REAL", "DOUBLE", "DOUBLE PRECISION",
+                         "HUGEINT", "UHUGEINT", "UBIGINT"}
+#: A DECIMAL(p, s) / NUMERIC(p, s) holds |v| < 10^(p - s); casting it to DOUBLE PRECISION
+#: (largest finite 1.8e308) cannot overflow while p - s <= this.
+_NUMERIC_DIGITS = 307
+#: Database types (upper case, without size or precision) each declared type accepts. A
+#: whitelist: every expression the planner emits is total on every value of these types
+#: (tests/soundness/test_gateway_types.py checks each with its extreme values on both engines).
 _DECLARED: dict[str, set[str]] = {
-    "int": {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-            "UINTEGER", "UBIGINT", "UHUGEINT", "INT2", "INT4", "INT8"},
-    "float": {"FLOAT", "REAL", "DOUBLE", "DOUBLE PRECISION", "DECIMAL", "NUMERIC", "FLOAT4",
-              "FLOAT8", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "INT2", "INT4", "INT8"},
+    "int": _INT64,
+    "float": _DOUBLE_SAFE | {"DECIMAL", "NUMERIC"},
     "text": {"VARCHAR", "TEXT", "CHARACTER VARYING", "CHARACTER", "BPCHAR", "CHAR", "STRING"},
     "bool": {"BOOLEAN", "BOOL"},
 }
+_PRECISION = re.compile(r"^\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?$")
+
+
+def type_problem(declared: str, db_type: str, column: str = "col") -> str | None:
+    """None when a database column type (e.g. 'BIGINT', 'DECIMAL(10,2)', 'character
+    varying(20)') holds values of the declared gateway type on which every generated
+    expression is total; otherwise the fix, naming the cast to use (one line)."""
+    base, _, rest = db_type.upper().partition("(")
+    base = base.strip()
+    wide_decimal = False
+    if base in ("DECIMAL", "NUMERIC"):
+        digits = _PRECISION.match(rest.rstrip(") "))
+        wide_decimal = digits is None or \
+            int(digits.group(1)) - int(digits.group(2) or 0) > _NUMERIC_DIGITS
+        if declared == "float" and not wide_decimal:
+            return None
+    elif base in _DECLARED.get(declared, set()):
+        return None
+    if wide_decimal and declared in ("int", "float"):
+        return (f"its values may exceed the double range, so a comparison or clamp could fail "
+                f"on one row; declare it NUMERIC(p, s) with p - s <= {_NUMERIC_DIGITS} and "
+                f"type float, or serve a view with CAST(LEAST(GREATEST({column}, -1e300), "
+                f"1e300) AS DOUBLE PRECISION) AS {column} declared float")
+    if declared == "int" and (base in _DOUBLE_SAFE or base in ("DECIMAL", "NUMERIC")):
+        return (f"its values need not fit in 64 bits, so a comparison or clamp could fail on "
+                f"one row; declare it float (compared and summed as DOUBLE PRECISION), or "
+                f"serve a view with CAST({column} AS DOUBLE PRECISION) AS {column} declared "
+                f"float")
+    return (f"declare the matching type ({', '.join(sorted(_DECLARED.get(declared, ())))} "
+            f"for {declared})")
 
 
 def type_matches(declared: str, db_type: str) -> bool:
-    """Whether a database column type (e.g. 'BIGINT', 'DECIMAL(10,2)', 'character varying(20)')
-    holds values of the declared gateway type without any cast that could fail."""
-    base = db_type.upper().split("(", 1)[0].strip()
-    return base in _DECLARED.get(declared, set())
+    """Whether a database column type holds values of the declared gateway type without
+    any cast or comparison that could fail (`type_problem` says why not)."""
+    return type_problem(declared, db_type) is None
 
 
 class _Watchdog:
@@ -249,9 +294,12 @@ class PostgresEngine(Engine):
         try:
             with self._engine.connect() as conn:
                 result = conn.exec_driver_sql(sql)
-                oids = [d[1] for d in result.cursor.description]
-                names = [conn.exec_driver_sql("SELECT format_type(%(oid)s, NULL)",
-                                              {"oid": oid}).scalar_one() for oid in oids]
+                cursor = result.cursor
+                # with the type modifier: numeric(p, s) and numeric differ in what they hold
+                mods = [cursor.pgresult.fmod(i) for i in range(len(cursor.description))]
+                names = [conn.exec_driver_sql("SELECT format_type(%(oid)s, %(mod)s)",
+                                              {"oid": d[1], "mod": mod}).scalar_one()
+                         for d, mod in zip(cursor.description, mods, strict=True)]
                 conn.rollback()
         except sa.exc.SQLAlchemyError as exc:
             raise EngineError(f"postgres: {type(exc).__name__}") from exc

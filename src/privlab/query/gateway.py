@@ -206,8 +206,19 @@ class Gateway:
         with self._dry_lock:
             guarantee = self._dry.get(key)
         if guarantee is None:
-            # dry run on an empty result: validates every noise parameter before the charge
-            dry = answer(plan, [], [], budget, rng=0)
+            # dry run on an empty result: validates every noise parameter before the charge.
+            # It reads no row, so refusing whatever it cannot compute (a calibration that
+            # overflows for extreme parameters) is a refusal that depends on nothing private.
+            try:
+                dry = answer(plan, [], [], budget, rng=0)
+            except PrivlabError:
+                raise
+            except (ArithmeticError, ValueError) as exc:
+                log.warning("noise calibration failed on the dry run: %s", type(exc).__name__)
+                raise QueryRefused(f"the noise for epsilon={budget.epsilon:g}, "
+                                   f"delta={budget.delta:g}, mechanism {budget.mechanism} "
+                                   "could not be calibrated for this query; ask for a larger "
+                                   "epsilon or delta") from None
             guarantee = dry.guarantee.to_dict()
             guarantee["notes"] = [n for n in guarantee["notes"] if n != SEEDED_NOTE]
             with self._dry_lock:
@@ -218,7 +229,8 @@ class Gateway:
 
     def query(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
               mechanism: str | None = None) -> dict[str, Any]:
-        """Answer one query for `analyst`; raises QueryRefused (400), AccessDenied (403),
+        """Answer one query for `analyst`; raises QueryRefused (400; also for a table the
+        analyst may not query, word for word as for a missing one),
         BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
         qid = uuid.uuid4().hex
         audit_sql = sql if isinstance(sql, str) else None

@@ -42,6 +42,12 @@ from privlab.core.samplers import power_of_two_at_most
 from privlab.query.planner import Primitive, QueryPlan, QueryRefused
 
 MECHANISMS = ("laplace", "gaussian")
+#: Smallest positive delta a query may ask for. The discrete Gaussian's delta is computed
+#: with an additive slack of 1e-40 (`privlab.core.samplers.discrete_gaussian_delta`), so a
+#: per-measurement delta near or below it cannot be calibrated (the search for sigma
+#: overflows); 1e-30 (about 2^-100, already cryptographically negligible) leaves room for
+#: the split over measurements. Refused before the charge, like any other parameter.
+MIN_DELTA = 1e-30
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,10 @@ def plan_budget(plan: QueryPlan, epsilon: float, delta: float, mechanism: str | 
     mech = mechanism or "laplace"
     if mech not in MECHANISMS:
         raise QueryRefused(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mech!r}")
+    if 0 < delta < MIN_DELTA:
+        raise QueryRefused(f"delta={delta:g} is below {MIN_DELTA:g}, the smallest delta this "
+                           f"gateway calibrates; ask for delta >= {MIN_DELTA:g} (or delta=0 "
+                           "with the laplace mechanism and no partition selection)")
     n = len(plan.primitives)
     n_gauss = sum(p.kind != "quantile" for p in plan.primitives)
     if plan.partition_selection:
@@ -115,8 +125,12 @@ def selection_threshold(max_rows: int, epsilon: float, delta: float) -> int:
     """Smallest noisy count that releases a cell (see the module docstring)."""
     k = int(max_rows)
     a = math.exp(-epsilon / k)
-    m = max(1, math.ceil(math.log(delta * (1 + a) / k) / math.log(a)))
-    while k * a**m / (1 + a) > delta:  # guard the float rounding of the closed form
+    # in logarithms: delta * (1 + a) / k underflows to 0 for a tiny delta and a large k
+    log_a = -epsilon / k
+    target = math.log(delta) + math.log1p(a) - math.log(k)
+    m = max(1, math.ceil(target / log_a))
+    # the float rounding guard, with a margin so that rounding can only raise the threshold
+    while math.log(k) + m * log_a - math.log1p(a) > math.log(delta) - 1e-12:
         m += 1
     return k + m
 

@@ -14,7 +14,10 @@ MEDIAN(col), PERCENTILE_CONT/DISC(q) WITHIN GROUP (ORDER BY col), QUANTILE_CONT(
 Row filters: comparisons of a column with a literal of its declared type (or of two columns
 of one type), AND / OR / NOT, IN (literals), BETWEEN, IS [NOT] NULL, [I]LIKE 'pattern'.
 No arithmetic, casts or functions in filters: a data-dependent runtime error (a division
-by zero, a failed cast, an overflow) would itself reveal something about a row.
+by zero, a failed cast, an overflow) would itself reveal something about a row. For the
+same reason a `float` column is always read as DOUBLE PRECISION (`value_ref`) and an `int`
+column is admitted at start-up only with a type inside 64 bits: every comparison and clamp
+the planner emits is then total on every value the column can hold (docs/gateway.md).
 
 Refusal reasons name only the query text and the public config, never anything read from
 the data. The rewrite clamps every aggregated value into its public bounds and keeps at most
@@ -43,6 +46,7 @@ MAX_LITERAL_CHARS = 1_000
 MAX_DEPTH = 60
 _ALLOWED_CONTROL = {"\t", "\n", "\r"}
 _PLAIN_ASCII = re.compile(r"[\t\n\r\x20-\x7e]*")
+_MAX_DOUBLE = 1.7976931348623157e308
 
 
 class QueryRefused(InvalidInputError):
@@ -67,6 +71,20 @@ def _refuse(message: str) -> QueryRefused:
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def value_ref(alias: str, col: ColumnSpec) -> str:
+    """How generated SQL reads a column's values (comparisons, IN, BETWEEN, clamps, group
+    keys, join keys). A `float` column is read as DOUBLE PRECISION: the start-up type check
+    (`privlab.query.engine.type_problem`) admits for it only types whose every value casts
+    to a double without error, and a comparison of doubles with doubles or 64-bit integers
+    cannot fail, whatever the row holds (NaN, infinities, 128-bit integers, wide decimals).
+    Comparing such a column as it is would let the engine pick a common type into which
+    one row's value does not fit (DECIMAL(38,0) against DECIMAL(38,10), UHUGEINT against
+    INTEGER): an error on that row only. An `int` column is admitted only with a type that
+    fits in 64 bits, so it is read as it is (a no-op cast would only cost the engines)."""
+    ref = f"{alias}.{quote_ident(col.name)}"
+    return f"CAST({ref} AS DOUBLE PRECISION)" if col.type == "float" else ref
 
 
 # --------------------------------------------------------------------------- plan objects
@@ -379,7 +397,8 @@ class Planner:
     # -- public -----------------------------------------------------------------------------
 
     def plan(self, sql: str, allowed_tables: tuple[str, ...] | None = None) -> QueryPlan:
-        """Validate and rewrite `sql`; `QueryRefused` (400) or `AccessDenied` (403) otherwise."""
+        """Validate and rewrite `sql`; `QueryRefused` (400) otherwise (also for a table the
+        analyst may not query: the same refusal as for a missing one)."""
         key = (sql, allowed_tables) if isinstance(sql, str) else None
         if key is not None:
             with self._lock:
@@ -591,11 +610,12 @@ class Planner:
         if type(ident) is not exp.Identifier:
             raise _refuse("FROM accepts a declared table name only")
         spec = self.config.table(ident.this)
-        if spec is None:
-            raise _refuse(f"table {ident.this[:64]!r} is not declared (GET /v1/tables lists "
-                          "the tables you may query)")
-        if allowed is not None and spec.name not in allowed:
-            raise AccessDenied(f"you may not query table {spec.name!r}")
+        if spec is None or (allowed is not None and spec.name not in allowed):
+            # One refusal, word for word, for a table that does not exist and for one this
+            # analyst may not query (it names what was typed, not the declared spelling):
+            # a different status or text would list the hidden tables' names.
+            raise _refuse(f"table {ident.this[:64]!r} is not declared or not open to you "
+                          "(GET /v1/tables lists the tables you may query)")
         if any(t.spec.name == spec.name for t in st.tables):
             raise _refuse(f"table {spec.name!r} appears twice; self-joins are not supported")
         names = [spec.name.lower()]
@@ -638,7 +658,7 @@ class Planner:
             raise _refuse(f"join {a[0]}.{a[1]} = {b[0]}.{b[1]} is not declared (GET /v1/tables "
                           "lists the declared joins)")
         return (f"JOIN {self._source(new.spec)} AS {new.alias} ON "
-                f"{lt.alias}.{quote_ident(lc.name)} = {rt.alias}.{quote_ident(rc.name)}")
+                f"{value_ref(lt.alias, lc)} = {value_ref(rt.alias, rc)}")
 
     def _source(self, spec: TableSpec) -> str:
         if self.config.schema:
@@ -727,7 +747,7 @@ class Planner:
 
         if type(node) is exp.Column:
             tbl, col = self._column(st, node)
-            return f"{tbl.alias}.{quote_ident(col.name)}", self._kind(col), col
+            return value_ref(tbl.alias, col), self._kind(col), col
         kind, value = self._literal(node)
         return st.param(value), kind, None
 
@@ -791,7 +811,7 @@ class Planner:
                 if kind != self._kind(col):
                     raise _refuse(f"IN list values must match the type of column {col.name!r}")
                 items.append(st.param(value))
-            return f"({tbl.alias}.{quote_ident(col.name)} IN ({', '.join(items)}))"
+            return f"({value_ref(tbl.alias, col)} IN ({', '.join(items)}))"
         if t is exp.Between:
             self._plain(node, {"this", "low", "high"})
             tbl, col = self._column_only(st, node.this, "BETWEEN")
@@ -799,7 +819,7 @@ class Planner:
             hi_kind, hi = self._literal(node.args["high"])
             if not (lo_kind == hi_kind == self._kind(col)):
                 raise _refuse(f"BETWEEN bounds must match the type of column {col.name!r}")
-            return (f"({tbl.alias}.{quote_ident(col.name)} BETWEEN {st.param(lo)} AND "
+            return (f"({value_ref(tbl.alias, col)} BETWEEN {st.param(lo)} AND "
                     f"{st.param(hi)})")
         if t is exp.Escape and type(node.this) in (exp.Like, exp.ILike):
             self._plain(node, {"this", "expression"})
@@ -1073,14 +1093,13 @@ class Planner:
     # -- SQL generation ---------------------------------------------------------------------
 
     def _clamped(self, m: Measure) -> str:
-        ref = f"{m.table.alias}.{quote_ident(m.column.name)}"
-        if m.clamp is None:
-            return ref
+        if m.clamp is None:  # COUNT(col) only: nothing is compared or added
+            return f"{m.table.alias}.{quote_ident(m.column.name)}"
+        ref = value_ref(m.table.alias, m.column)
         lo, hi = m.clamp
         if m.column.type == "int":
             los, his = str(int(lo)), str(int(hi))
         else:
-            ref = f"CAST({ref} AS DOUBLE PRECISION)"
             los, his = repr(float(lo)), repr(float(hi))
         return (f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < {los} THEN {los} "
                 f"WHEN {ref} > {his} THEN {his} ELSE {ref} END")
@@ -1099,7 +1118,12 @@ class Planner:
                 continue  # keys outside the domain are dropped after the query
             if g.domain is not None:
                 values = ", ".join(st.param(v) for v in g.domain)
-                conditions.append(f"{g.table.alias}.{quote_ident(g.column.name)} IN ({values})")
+                conditions.append(f"{value_ref(g.table.alias, g.column)} IN ({values})")
+            elif g.column.type == "float":
+                # released keys are JSON numbers: NaN and infinities are never candidates
+                # (NaN compares above every double on both engines; NULL is not between)
+                conditions.append(f"{value_ref(g.table.alias, g.column)} BETWEEN "
+                                  f"{-_MAX_DOUBLE!r} AND {_MAX_DOUBLE!r}")
             else:
                 conditions.append(f"{g.table.alias}.{quote_ident(g.column.name)} IS NOT NULL")
         if conditions:
@@ -1112,7 +1136,7 @@ class Planner:
         if unit is not None:
             cols.append(f"{unit[0].alias}.{quote_ident(unit[1].name)} AS __unit")
             cols.append("random() AS __r")  # a window's ORDER BY may not be volatile
-        cols += [f"{g.table.alias}.{quote_ident(g.column.name)} AS {g.key}" for g in st.groups]
+        cols += [f"{value_ref(g.table.alias, g.column)} AS {g.key}" for g in st.groups]
         cols += [f"{self._clamped(m)} AS {m.key}" for m in measures]
         where = self._from_where(st, on_sql, where_sql, bound=unit is not None)
         return f"SELECT {', '.join(cols) or '1 AS __one'} {where}"

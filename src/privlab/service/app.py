@@ -394,7 +394,7 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
             return error("failed", "the gateway could not process the query")
 
     @app.post("/v1/queries", tags=["queries"],
-              responses=_responses(*v1, 402, 403, 411, 413, 500),
+              responses=_responses(*v1, 402, 411, 413, 500),
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": {
                       "$ref": "#/components/schemas/QueryRequest"}}}}})
