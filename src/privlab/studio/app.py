@@ -39,6 +39,8 @@ from privlab.studio.sources import BUNDLED, Source, bundled, safe_upload_name
 
 SYNTH_METHODS = ("mst", "aim")
 MAX_SYNTH_ROWS = 1_000_000
+#: Bytes a request body may carry beyond the upload limit (the form's other fields).
+FORM_SLACK = 16_384
 
 
 class _TooLarge(Exception):
@@ -101,6 +103,8 @@ def create_app(config: StudioConfig) -> FastAPI:
     app.state.config, app.state.store, app.state.ledger = config, store, ledger
     allowed_hosts = None if not is_loopback(config.host) else {"127.0.0.1", "localhost",
                                                                   "[::1]", "::1"}
+    # the whole body: the file plus the form's few small fields
+    app.add_middleware(BodyLimit, limit=config.max_upload_bytes + FORM_SLACK)
     app.mount("/static", StaticFiles(packages=[("privlab.studio", "static")]), name="static")
 
     @app.middleware("http")
@@ -254,6 +258,9 @@ def create_app(config: StudioConfig) -> FastAPI:
         from privlab.utils.atomic import atomic_open
 
         data = await item.read()
+        if len(data) > config.max_upload_bytes:
+            session.flash("error", _too_large(config.max_upload_bytes).body.decode())
+            return back("/")
         with atomic_open(folder / name, "wb", encoding=None) as fh:
             fh.write(data)
         session.flash("ok", f"uploaded {name} (only this session sees it)")
