@@ -290,7 +290,7 @@ def create_app(config: StudioConfig) -> FastAPI:
     def schema_page(request: Request) -> Response:
         from privlab.schema import COLUMN_TYPES
 
-        return page(request, "schema.html.j2", types=COLUMN_TYPES)
+        return page(request, "schema.html.j2", types=COLUMN_TYPES, edits=None)
 
     @app.post("/schema/draft")
     async def schema_draft(request: Request) -> Response:
@@ -319,8 +319,12 @@ def create_app(config: StudioConfig) -> FastAPI:
         try:
             schema = schema_from_form(form, base)
         except PrivlabError as exc:
+            # shown again with the person's edits kept (nothing saved)
             session.flash("error", str(exc))
-            return back("/schema")
+            from privlab.schema import COLUMN_TYPES
+
+            edits = {k: str(v) for k, v in form.items() if k != "csrf"}
+            return page(request, "schema.html.j2", code=400, types=COLUMN_TYPES, edits=edits)
         from privlab.utils.atomic import atomic_write_text
 
         path = _schema_file(session, session.source)
@@ -436,11 +440,8 @@ def create_app(config: StudioConfig) -> FastAPI:
             session.flash("error", "choose data first")
             return back("/")
         from privlab.assess import assess
-        from privlab.assess.report import (
-            assessment_sections,
-            plain_section,
-            write_assessment_report,
-        )
+        from privlab.assess.report import assessment_sections, plain_section
+        from privlab.report import write_page
 
         qis = [q for q in (str(form.get("quasi_identifiers", "")).split(",")) if q.strip()]
         qis = [q.strip() for q in qis]
@@ -458,10 +459,12 @@ def create_app(config: StudioConfig) -> FastAPI:
         except (PrivlabError, ValueError) as exc:
             session.flash("error", str(exc).splitlines()[0])
             return back("/assess")
-        report = session.folder / "assessment.html"
-        write_assessment_report(result, report)
-        session.assessment = {"sections": [plain_section(result)]
-                              + assessment_sections(result),
+        sections = [plain_section(result)] + assessment_sections(result)
+        # the downloadable report is `privlab assess --report`'s page, from the same sections
+        write_page(session.folder / "assessment.html", "Privacy impact assessment", sections,
+                   subtitle=f"{result.source}: attribute-level richness, risky combinations "
+                            "and privacy models", guarantee=result.guarantee)
+        session.assessment = {"sections": sections,
                               "headline": result.guarantee.headline(),
                               "call": _assess_call(qis, sensitive, size)}
         return back("/assess#results")
