@@ -116,6 +116,7 @@ def test_dp_mean_release_in_at_most_nine_actions(page: Any, studio: tuple[str, P
     assert "Budget split" in page.inner_text("main")
     assert "0.25" in page.inner_text(".preview table")  # half to the sum, half to the count
     assert budget_left(page) == 10.0  # the preview spent nothing
+    page.evaluate("document.getElementById('h-preview').scrollIntoView()")
     shot(page, tmp_path, "protect-preview")
     act.click("#release")
     assert budget_left(page) == 9.5  # the ledger went down by the release's epsilon
