@@ -192,11 +192,11 @@ def test_generate_and_download_a_synthetic_table(page: Any, studio: tuple[str, P
     page.fill("#s-rows", "200")
     page.click("#start-synth")
     assert budget_left(page) == 9.0  # charged before the job started
-    page.wait_for_selector("#download-synth", timeout=60_000)
+    page.wait_for_selector("#download-synthetic-csv", timeout=60_000)
     assert "(1, delta=1e-06)-DP" in page.inner_text("main")
     shot(page, tmp_path, "synth-done")
     with page.expect_download() as download:
-        page.click("#download-synth")
+        page.click("#download-synthetic-csv")
     path = tmp_path / "synthetic.csv"
     download.value.save_as(path)
     lines = path.read_text().splitlines()
@@ -248,7 +248,8 @@ def test_keyboard_only_and_labelled_controls(page: Any, studio: tuple[str, Path]
     page.wait_for_url("**/results/*")
     assert budget_left(page) == 9.0
     tab_to("#download-package")
-    for path in ("/", "/schema", "/protect", "/assess", "/synth", "/results", "/gateway"):
+    for path in ("/", "/schema", "/protect", "/assess", "/synth", "/choose", "/results",
+                 "/gateway"):
         page.goto(url + path)
         assert _unlabelled(page) == [], path
         assert page.locator("main h1").count() == 1, path

@@ -39,6 +39,7 @@ from privlab.studio.sources import BUNDLED, Source, bundled, safe_upload_name
 
 SYNTH_METHODS = ("mst", "aim")
 MAX_SYNTH_ROWS = 1_000_000
+CHOOSE_POLICIES = ("finance", "medical", "recommender")
 #: Bytes a request body may carry beyond the upload limit (the form's other fields).
 FORM_SLACK = 16_384
 
@@ -553,13 +554,64 @@ def create_app(config: StudioConfig) -> FastAPI:
     @app.get("/jobs/{jid}/{name}")
     def job_file(request: Request, jid: str, name: str) -> Response:
         job = sess(request).jobs.get(jid)
-        if job is None or name not in ("synthetic.csv", "guarantee.json"):
+        path = None if job is None else job.file(name)
+        if path is None:
             return PlainTextResponse("no such file in this session", status_code=404)
-        path = job.output if name == "synthetic.csv" else job.guarantee_file
         if not path.is_file() or job.status()["state"] != "done":
             return PlainTextResponse("the job has not finished", status_code=404)
-        return _attachment(path.read_bytes(), name,
-                           "text/csv" if name.endswith(".csv") else "application/json")
+        media = {"csv": "text/csv", "json": "application/json", "html": "text/html",
+                 "txt": "text/plain"}[name.rsplit(".", 1)[-1]]
+        return _attachment(path.read_bytes(), name, media)
+
+    # ------------------------------------------------------------------ choose epsilon
+
+    @app.get("/choose", response_class=HTMLResponse)
+    def choose_page(request: Request) -> Response:
+        return page(request, "choose.html.j2", policies=CHOOSE_POLICIES)
+
+    @app.post("/choose")
+    async def choose_start(request: Request) -> Response:
+        form = await form_of(request)
+        session = sess(request)
+        source = session.source
+        if source is None or (source.kind == "bundled" and source.name != "adult"):
+            session.flash("error", "choose Adult or a file first: choose-epsilon trains "
+                                   "models on a table with a label column")
+            return back("/choose")
+        from privlab.studio.jobs import start_command
+
+        try:
+            target = str(form.get("target") or "").strip()
+            model = str(form.get("model") or "logreg")
+            if model not in ("logreg", "mlp"):
+                raise InvalidInputError("model: choose logreg or mlp")
+            policy = str(form.get("policy") or "finance")
+            if policy not in CHOOSE_POLICIES:
+                raise InvalidInputError(f"policy: choose one of {', '.join(CHOOSE_POLICIES)}")
+            epsilons = ",".join(f"{float(e):g}" for e in
+                                str(form.get("epsilons") or "").split(",") if e.strip())
+            if not epsilons:
+                raise InvalidInputError("epsilons: give a comma list, e.g. 1,4")
+            seeds = int(_number(form.get("seeds") or 2, "seeds"))
+            max_rows = int(_number(form.get("max_rows") or 5000, "max rows"))
+            if not (1 <= seeds <= 8 and 200 <= max_rows <= 100_000):
+                raise InvalidInputError("seeds: 1 to 8; max rows: 200 to 100,000")
+        except (PrivlabError, ValueError) as exc:
+            session.flash("error", str(exc))
+            return back("/choose")
+        data = "adult" if source.kind == "bundled" else str(source.path)
+        args = ["choose-epsilon", data, "--model", model, "--policy", policy,
+                "--epsilons", epsilons, "--seeds", str(seeds), "--max-rows", str(max_rows),
+                "--attacks", "loss", "--shadow-models", "1", "--epochs", "2",
+                "--report", "choose_epsilon.html"]
+        if target:
+            args += ["--target", target]
+        job = start_command(session.folder, args,
+                            f"Choose epsilon: {model} on {source.label}, epsilons {epsilons}",
+                            [("choose_epsilon.html", "the report (HTML)"),
+                             ("out.txt", "the summary (text)")])
+        session.jobs[job.jid] = job
+        return back(f"/jobs/{job.jid}")
 
     # ------------------------------------------------------------------ gateway
 

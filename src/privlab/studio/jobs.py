@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -54,6 +55,18 @@ class Job:
         status["elapsed_s"] = round(time.time() - self.started, 1)
         return status
 
+    kind = "synth"
+
+    @property
+    def title(self) -> str:
+        return (f"Synthetic table: {self.method.upper()}, epsilon {self.epsilon:g}, "
+                f"delta {self.delta:g}, {self.rows} rows")
+
+    @property
+    def downloads(self) -> list[tuple[str, str]]:
+        return [("synthetic.csv", f"the synthetic table (CSV, {self.rows} rows)"),
+                ("guarantee.json", "its guarantee (JSON)")]
+
     @property
     def output(self) -> Path:
         return self.folder / "synthetic.csv"
@@ -61,6 +74,9 @@ class Job:
     @property
     def guarantee_file(self) -> Path:
         return self.folder / "guarantee.json"
+
+    def file(self, name: str) -> Path | None:
+        return self.folder / name if name in dict(self.downloads) else None
 
     def cancel(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -73,6 +89,83 @@ class Job:
                 self.process.wait(5)
             _write(self.folder, {"state": "cancelled", "stage": "cancelled", "done": 0,
                                  "total": 1})
+
+
+_PROGRESS = re.compile(r"^\[\s*\d+s\] \S+ (\d+)/(\d+): (.*)$")
+
+
+@dataclass
+class CommandJob:
+    """A privlab CLI command run as a job (choose-epsilon): progress from its stderr lines
+    (`[  5s] choose-epsilon 1/3: ...`), outputs in its folder."""
+
+    jid: str
+    folder: Path
+    title: str
+    outputs: list[tuple[str, str]]
+    process: Any = None
+    started: float = field(default_factory=time.time)
+    cancelled: bool = False
+    kind = "command"
+
+    @property
+    def downloads(self) -> list[tuple[str, str]]:
+        return self.outputs
+
+    def status(self) -> dict[str, Any]:
+        stage, done, total, last = "starting", 0, 1, ""
+        try:
+            lines = (self.folder / "progress.log").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            m = _PROGRESS.match(line)
+            if m:
+                done, total, stage = int(m.group(1)), max(int(m.group(2)), 1), m.group(3)
+            if line.strip():
+                last = line.strip()
+        rc = None if self.process is None else self.process.poll()
+        out: dict[str, Any] = {"stage": stage, "done": done, "total": total,
+                               "elapsed_s": round(time.time() - self.started, 1)}
+        if self.cancelled:
+            out["state"] = "cancelled"
+        elif rc is None:
+            out["state"] = "running" if lines else "starting"
+        elif rc == 0:
+            out.update(state="done", stage="done", done=total)
+        else:
+            errors = [x for x in lines if x.startswith(("error:", "internal error:"))]
+            out.update(state="failed", error=(errors or [last or f"exit code {rc}"])[-1])
+        return out
+
+    def file(self, name: str) -> Path | None:
+        return self.folder / name if name in dict(self.outputs) else None
+
+    cancel = Job.cancel
+
+
+def start_command(session_folder: Path, args: list[str], title: str,
+                  outputs: list[tuple[str, str]]) -> CommandJob:
+    """Run `privlab ARGS` in the job's folder (outputs named relative to it)."""
+    jid = secrets.token_hex(6)
+    folder = session_folder / "jobs" / jid
+    folder.mkdir(parents=True)
+    job = CommandJob(jid, folder, title, outputs)
+    env = _child_env()
+    with open(folder / "progress.log", "wb") as err, open(folder / "out.txt", "wb") as out:
+        job.process = subprocess.Popen(
+            [sys.executable, "-c", "import os, sys; os.nice(10); sys.argv[0] = 'privlab'; "
+             "from privlab.cli.main import run; run()", *args],
+            cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    return job
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["COLUMNS"] = "200"  # one progress line per update
+    return env
 
 
 def _write(folder: Path, status: dict[str, Any]) -> None:
@@ -95,11 +188,8 @@ def start_synth(session_folder: Path, *, source: Any, schema_dict: dict[str, Any
     atomic_write_text(folder / "spec.json", json.dumps(spec))
     # A fresh interpreter (not fork: the server has threads; not multiprocessing's spawn:
     # it would re-import the caller's __main__), privlab found where this one found it.
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     job.process = subprocess.Popen([sys.executable, "-m", "privlab.studio.jobs", str(folder)],
-                                   env=env, stdin=subprocess.DEVNULL,
+                                   env=_child_env(), stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return job
 
