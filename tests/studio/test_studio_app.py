@@ -260,6 +260,23 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     page = client.get("/protect?statistic=sum&column=age&epsilon=1").text
     assert "0 to 120" in page
     assert "/results/" in str(release(client, csrf).url)
+    # a histogram has one noisy cell per declared category, also one no row holds (X)
+    page = release(client, csrf, statistic="histogram", column="sex").text
+    rid = re.search(r"/results/([0-9a-f]+)/", page).group(1)
+    released = json.loads(client.get(f"/results/{rid}/release.json").text)
+    assert released["details"]["labels"] == ["F", "M", "X"] and len(released["value"]) == 3
+
+
+def test_explanations_can_be_hidden(workspace: Path) -> None:
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    assert 'class="explain"' in client.get("/assess").text
+    page = client.post("/help", data={"csrf": csrf, "next": "/assess"})
+    assert str(page.url).endswith("/assess") and 'class="explain"' not in page.text
+    assert "Show explanations" in page.text and 'class="explain"' not in client.get("/").text
+    assert "The same with the library" in client.get("/").text  # the calls stay
+    page = client.post("/help", data={"csrf": csrf, "next": "//evil.example/"})
+    assert str(page.url) == "http://127.0.0.1:8765/" and 'class="explain"' in page.text
 
 
 def test_binding_off_loopback_needs_a_token(workspace: Path) -> None:
