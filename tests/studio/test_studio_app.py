@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -143,6 +144,14 @@ def test_preview_reads_no_private_row(workspace: Path, monkeypatch: pytest.Monke
         page = client.get("/protect?" + query)
         assert page.status_code == 200, page.text
         assert "Budget split" in page.text and expect in page.text, query
+    # the synthetic-data preview too: MST's split of rho = rho_for_target(1, 1e-6)
+    from privlab.core.calibration import rho_for_target
+
+    page = client.get("/synth?method=mst&columns=age&columns=sex&columns=race&epsilon=1"
+                      "&delta=1e-6&rows=50&expected_rows=30000").text
+    rho = rho_for_target(1.0, 1e-6)
+    assert f"ρ = {rho:.4g}" in page and "3 one-way marginals" in page
+    assert f"sigma {math.sqrt(3 / (2 * rho / 3)):.3g} per cell" in page
     assert remaining(client.get("/protect").text) == 10.0  # previews spend nothing
     # releasing does read rows (and is refused here before anything is charged)
     with pytest.raises(AssertionError, match="read the private rows"):

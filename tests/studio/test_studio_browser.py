@@ -187,9 +187,16 @@ def test_generate_and_download_a_synthetic_table(page: Any, studio: tuple[str, P
     page.click("#use-adult")
     page.goto(url + "/synth")
     page.select_option("#method", "mst")
+    for box in page.locator("input[type=checkbox][name=columns]").all():
+        box.uncheck()
     for name in ("age", "sex", "race", "salary"):
-        page.check(f"input[name=columns][value={name}]")
+        page.check(f"input[type=checkbox][name=columns][value={name}]")
     page.fill("#s-rows", "200")
+    page.fill("#s-expected", "30000")
+    page.click("#preview-synth")
+    assert "4 one-way marginals" in page.inner_text(".preview")
+    assert "Expected total-variation distance" in page.inner_text(".preview")
+    assert budget_left(page) == 10.0  # the preview spent nothing
     page.click("#start-synth")
     assert budget_left(page) == 9.0  # charged before the job started
     page.wait_for_selector("#download-synthetic-csv", timeout=60_000)

@@ -481,7 +481,34 @@ def create_app(config: StudioConfig) -> FastAPI:
 
     @app.get("/synth", response_class=HTMLResponse)
     def synth_page(request: Request) -> Response:
-        return page(request, "synth.html.j2", methods=SYNTH_METHODS)
+        """The form, and the budget split and noise preview of what it would run (public
+        information only: the schema, epsilon, delta, a guessed row count)."""
+        session = sess(request)
+        qp = request.query_params
+        plan = preview = error = None
+        if session.schema is not None:
+            released = [c.name for c in session.schema.released_columns()]
+            chosen = [c for c in form_list(qp, "columns") if c in released] or released
+            plan = {"method": qp.get("method") or "mst", "columns": chosen,
+                    "epsilon": qp.get("epsilon") or "1", "delta": qp.get("delta") or "1e-6",
+                    "rows": qp.get("rows") or "1000",
+                    "expected_rows": qp.get("expected_rows") or ""}
+            try:
+                from privlab.core.guarantee import check_delta, check_epsilon
+                from privlab.studio.synth_preview import synth_preview
+
+                if plan["method"] not in SYNTH_METHODS:
+                    raise InvalidInputError(f"method: choose {' or '.join(SYNTH_METHODS)}")
+                expected = plan["expected_rows"]
+                preview = synth_preview(
+                    session.schema, plan["method"], chosen,
+                    check_epsilon(_number(plan["epsilon"], "epsilon")),
+                    check_delta(_number(plan["delta"], "delta")),
+                    int(_number(expected, "expected rows")) if expected else None)
+            except (PrivlabError, ValueError) as exc:
+                error = str(exc)
+        return page(request, "synth.html.j2", methods=SYNTH_METHODS, plan=plan,
+                    preview=preview, error=error)
 
     @app.post("/synth")
     async def synth_start(request: Request) -> Response:
