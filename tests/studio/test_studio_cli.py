@@ -33,3 +33,15 @@ def test_studio_starts_on_loopback_and_refuses_an_open_bind(workspace: Path,
     assert main(["studio", "--workspace", str(workspace), "--gateway-config",
                  str(workspace / "nope.yaml")]) == 2
     assert len(started) == 2
+
+
+def test_studio_without_its_extra_names_the_install_command(workspace: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture
+                                                            ) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "multipart", None)
+    assert main(["studio", "--workspace", str(workspace)]) == 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'privlab[studio]'" in err[0]
