@@ -239,6 +239,9 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     rid = re.search(r"/results/([0-9a-f]+)/", page).group(1)
     released = json.loads(client.get(f"/results/{rid}/release.json").text)
     assert released["details"]["labels"] == ["F", "M", "X"] and len(released["value"]) == 3
+    # charged to the file's own budget, named by its place in the workspace
+    assert released["ledger"]["principal"] == "workspace:people.csv"
+    assert released["ledger"]["remaining_epsilon"] == 8.0
 
 
 def test_explanations_can_be_hidden(workspace: Path) -> None:

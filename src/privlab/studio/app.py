@@ -110,10 +110,7 @@ def create_app(config: StudioConfig) -> FastAPI:
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
-        host = (request.headers.get("host") or "").rsplit(":", 1)[0] \
-            if not (request.headers.get("host") or "").startswith("[") \
-            else (request.headers.get("host") or "").split("]")[0] + "]"
-        if allowed_hosts is not None and host not in allowed_hosts:
+        if allowed_hosts is not None and _host_name(request) not in allowed_hosts:
             # a page on another site that resolves its name to 127.0.0.1 (DNS rebinding)
             return PlainTextResponse("unexpected Host header: open the studio at "
                                      "http://127.0.0.1", status_code=400)
@@ -671,6 +668,14 @@ def create_app(config: StudioConfig) -> FastAPI:
         return back("/gateway#verification")
 
     return app
+
+
+def _host_name(request: Request) -> str:
+    """The Host header without its port ("[::1]" kept bracketed)."""
+    host = request.headers.get("host") or ""
+    if host.startswith("["):
+        return host.split("]")[0] + "]"
+    return host.rsplit(":", 1)[0]
 
 
 def _attachment(content: str | bytes, filename: str, media: str) -> Response:

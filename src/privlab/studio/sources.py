@@ -1,11 +1,12 @@
 """Where the rows come from: a bundled dataset, a file in the workspace or a session's
 upload; and how a downloaded script or CLI command finds them again (never a temporary file:
-bundled data by name, workspace files by their absolute path, uploads copied into the
-package)."""
+bundled data by name, workspace files and uploads by their absolute path in the workspace,
+where the studio keeps them; the private rows are never put into a download)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -42,10 +43,17 @@ class Source:
     @property
     def principal(self) -> str:
         """The ledger principal: the budget belongs to the data, not to a browser session,
-        so a new session (or a changed epsilon) never starts a fresh budget."""
+        so a new session (or a changed epsilon) never starts a fresh budget. Workspace files
+        by their relative name; uploads by their session folder and name."""
         if self.kind == "bundled":
-            return f"bundled:{self.name}"
-        return f"{self.kind}:{self.path}"
+            name = f"bundled:{self.name}"
+        elif self.kind == "upload" and self.path is not None:
+            name = f"upload:{self.path.parent.parent.name[:12]}:{self.name}"
+        else:
+            name = f"workspace:{self.name}"
+        if len(name) > 200:  # the ledger's limit: keep a readable head and a hash
+            name = name[:150] + ":" + hashlib.sha256(name.encode()).hexdigest()[:16]
+        return name
 
     @property
     def bundled_schema(self) -> str | None:
