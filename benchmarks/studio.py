@@ -9,12 +9,13 @@ requests are timed again while it runs; the job is cancelled at the end. Times a
 per request (HTTP keep-alive, one client), p50 / p95 / max over all pages.
 
 Usage:
-    .venv/bin/python benchmarks/studio.py [--repeats 100] [--json OUT.json]
+    .venv/bin/python benchmarks/studio.py [--repeats 100] [--compare-thread] [--json OUT.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -65,6 +66,42 @@ def timed(client: httpx.Client, repeats: int) -> list[float]:
     return out
 
 
+def thread_contrast(client: httpx.Client, repeats: int) -> dict[str, object]:
+    """The same AIM fit in a thread of this (the server's) process: what a job in-process
+    does to everyone's pages."""
+    from privlab.data.datasets import load_adult
+    from privlab.schema import bundled_schema
+    from privlab.synth import make_synthesizer
+
+    frame = load_adult()[AIM_COLUMNS]
+    synth = make_synthesizer("aim", schema=bundled_schema("adult").select(AIM_COLUMNS),
+                             on_invalid="coerce")
+    stop = threading.Event()
+
+    class Stopped(Exception):
+        pass
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stop.is_set():
+            raise Stopped  # ends the fit at its next progress report
+
+    synth.progress = progress
+
+    def fit() -> None:
+        with contextlib.suppress(Stopped):
+            synth.fit(synth.conform(frame), 1.0, 1e-6)
+
+    worker = threading.Thread(target=fit, daemon=True)
+    worker.start()
+    time.sleep(3)
+    alive = worker.is_alive()
+    out: dict[str, object] = dict(summary(timed(client, repeats)))
+    out["job_alive_throughout"] = alive and worker.is_alive()
+    stop.set()
+    worker.join(120)
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """user + system CPU seconds of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -81,6 +118,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--compare-thread", action="store_true",
+                    help="Also time the pages while AIM runs in a thread of the server's own "
+                         "process (the design the studio avoids), for contrast.")
     args = ap.parse_args()
     ws = Path(tempfile.mkdtemp(prefix="studio-bench-"))
     app = create_app(StudioConfig(workspace=ws, budget_epsilon=100))
@@ -110,6 +150,9 @@ def main() -> None:
     cpu1, t1 = cpu_seconds(pid), time.perf_counter()
     after = b.get(f"/jobs/{jid}/status").json()
     b.post(f"/jobs/{jid}/cancel", data={"csrf": csrf(b)})
+    in_thread = None
+    if args.compare_thread:
+        in_thread = thread_contrast(a, args.repeats)
     server.should_exit = True
     thread.join(10)
     result = {"machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
@@ -120,6 +163,7 @@ def main() -> None:
                           "stage_after": after["stage"],
                           "cpu_s_while_measured": round(cpu1 - cpu0, 2),
                           "wall_s_measured": round(t1 - t0, 2)},
+              "contrast_aim_in_a_server_thread": in_thread,
               "target_p95_ms": 200,
               "ok": idle["p95_ms"] < 200 and busy["p95_ms"] < 200
               and after["state"] == "running"}
