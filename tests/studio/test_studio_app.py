@@ -192,7 +192,10 @@ def test_the_package_reruns_from_a_clean_folder(workspace: Path, tmp_path: Path)
     zipfile.ZipFile(io.BytesIO(z.content)).extractall(clean)
     folder = clean / f"privlab-release-{rid}"
     assert {p.name for p in folder.iterdir()} >= {"release.json", "guarantee.json",
-                                                  "reproduce.py", "reproduce.sh", "README.txt"}
+                                                  "report.html", "reproduce.py",
+                                                  "reproduce.sh", "README.txt"}
+    report = (folder / "report.html").read_text()
+    assert "(1)-DP" in report and "Noisy counts" in report and "Female" in report
     env = {**os.environ, "PYTHONPATH": SRC}
     run = subprocess.run([sys.executable, "reproduce.py"], cwd=folder, env=env,
                          capture_output=True, text=True, timeout=120)

@@ -421,7 +421,8 @@ def create_app(config: StudioConfig) -> FastAPI:
         if name not in files:
             return PlainTextResponse("no such file", status_code=404)
         media = {"json": "application/json", "py": "text/x-python", "sh": "text/x-shellscript",
-                 "yaml": "application/yaml"}.get(name.rsplit(".", 1)[-1], "text/plain")
+                 "yaml": "application/yaml", "html": "text/html"
+                 }.get(name.rsplit(".", 1)[-1], "text/plain")
         return _attachment(files[name], name, media)
 
     # ------------------------------------------------------------------ assess

@@ -319,11 +319,50 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
     return "\n".join(lines)
 
 
+def report_html(result: Result) -> str:
+    """The release as one self-contained page of the shared report layout."""
+    from privlab.core.guarantee import PrivacyGuarantee
+    from privlab.report import Section, Table, render_html
+
+    v = result.payload
+    g = result.guarantee
+    facts = {"statistic": result.statistic, "column": result.column,
+             "data": result.source_label, "epsilon": result.epsilon,
+             "grid": v.get("granularity"),
+             "95% noise half-width": v.get("confidence_interval_95") or
+             "none in closed form (a ratio of a noisy sum and a noisy count)",
+             "ledger": f"{v['ledger']['principal']}, entry {v['ledger']['entry_id']}, "
+                       f"{v['ledger']['remaining_epsilon']:g} left after it"}
+    tables = []
+    if isinstance(v["value"], list):
+        labels = v.get("details", {}).get("labels", [])
+        tables.append(Table(["cell", "noisy count"], list(zip(labels, v["value"], strict=True)),
+                            caption="Noisy counts"))
+    else:
+        facts = {"released value": v["value"], **facts}
+    sections = [
+        Section("Release", facts=facts, tables=tables),
+        Section("Guarantee", paragraphs=[f"{g['headline']}: {g['mechanism']}; neighbouring: "
+                                         f"{g.get('neighbouring_meaning', g['neighbouring'])}; "
+                                         f"accountant: {g['accountant']}."],
+                items=list(g.get("notes", [])) + [f"covers: {c}" for c in g.get("covers", [])]),
+        Section("Rerun it", paragraphs=["With the CLI: " + result.cli.replace("\n", " && "),
+                                        "With the library: reproduce.py in this package. A "
+                                        "rerun draws fresh noise and is charged again."]),
+    ]
+    guarantee = PrivacyGuarantee(epsilon=g["epsilon"], delta=g["delta"],
+                                 mechanism=g["mechanism"], accountant=g["accountant"])
+    return render_html("page.html.j2", title=f"privlab release {result.rid}",
+                       subtitle=f"{result.statistic} of {result.column}", sections=sections,
+                       guarantee=guarantee)
+
+
 def package_files(result: Result) -> dict[str, str]:
-    """The downloadable package: release, guarantee, script, commands, schema, readme."""
+    """The downloadable package: release, guarantee, report, script, commands, schema."""
     files = {
         "release.json": json.dumps(result.payload, indent=2, default=str),
         "guarantee.json": json.dumps(result.guarantee, indent=2, default=str),
+        "report.html": report_html(result),
         "reproduce.py": result.script,
         "reproduce.sh": "#!/bin/sh\nset -e\n" + result.cli + "\n",
         "README.txt": (
@@ -332,6 +371,7 @@ def package_files(result: Result) -> dict[str, str]:
             f"Guarantee: {result.guarantee.get('headline', '')}\n\n"
             "release.json    the released value, its grid, noise and guarantee\n"
             "guarantee.json  the privacy guarantee alone\n"
+            "report.html     the release, its guarantee and how to rerun it, as a page\n"
             "reproduce.py    reruns the same release with the library (python reproduce.py)\n"
             "reproduce.sh    the same with the privlab CLI\n"
             "Rerunning draws fresh noise and is charged to the same ledger: a second release "
