@@ -1,9 +1,10 @@
 """privlab studio's release path: neighbouring tables give the same output except the noise.
 
-For each statistic the studio offers, on D (300 Adult rows) and on each one-row edit D'
-(`neighbours.one_row_edits`) with the same seed, the release the studio keeps (the JSON it
-offers as release.json, the rerun script, the CLI command, the ledger's remaining budget)
-agrees on everything but the noised values: keys, labels, grid, noise scale, guarantee."""
+For each statistic the studio offers (also by group), on D (300 Adult rows) and on each
+one-row edit D' (`neighbours.one_row_edits`) with the same seed, the release the studio
+keeps (the JSON it offers as release.json, the rerun script, the CLI command, the ledger's
+remaining budget) agrees on everything but the noised values: keys, labels, groups, grid,
+noise scale, guarantee."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from privlab.studio import protect  # noqa: E402
 from privlab.studio.sources import bundled  # noqa: E402
 
 NOISED = ("value", "noisy_sum", "noisy_count")
-PLANS = [("count", "age"), ("sum", "hours-per-week"), ("mean", "age"),
-         ("histogram", "workclass"), ("histogram", "age")]
+PLANS = [("count", "age", None), ("sum", "hours-per-week", None), ("mean", "age", None),
+         ("histogram", "workclass", None), ("histogram", "age", None),
+         ("mean", "age", "sex"), ("count", "age", "workclass")]
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +44,11 @@ def _release(frame, plan: protect.Plan, book: BudgetLedger):
     return out, result.script, result.cli, ledger
 
 
-@pytest.mark.parametrize("stat,column", PLANS, ids=lambda x: str(x))
+@pytest.mark.parametrize("stat,column,by", PLANS, ids=lambda x: str(x))
 def test_one_row_edits_change_only_the_noised_values(tables, tmp_path: Path, stat: str,
-                                                     column: str) -> None:
+                                                     column: str, by: str | None) -> None:
     base, edits = tables
-    plan = protect.Plan(stat, column, 1.0)
+    plan = protect.Plan(stat, column, 1.0, by=by)
     book_d, book_e = BudgetLedger(str(tmp_path / "d.db")), BudgetLedger(str(tmp_path / "e.db"))
     book_d.set_budget("curator", 1000)
     book_e.set_budget("curator", 1000)

@@ -365,7 +365,7 @@ def create_app(config: StudioConfig) -> FastAPI:
         form = await form_of(request)
         session = sess(request)
         fields = {k: form.get(k, "") for k in ("statistic", "column", "epsilon", "bins",
-                                               "expected_rows")}
+                                               "expected_rows", "by")}
         again = "/protect?" + urlencode({k: v for k, v in fields.items() if v})
         if session.source is None or session.schema is None:
             session.flash("error", "choose data and a reviewed schema first")

@@ -26,6 +26,8 @@ from privlab.schema import OTHER, Schema
 from privlab.studio.sources import Source, quote
 
 STATISTICS = ("count", "sum", "mean", "histogram")
+#: The group of rows whose `by` value is missing (when the schema allows missing values).
+MISSING = "<missing>"
 DEFAULT_MECHANISM = {"count": "geometric", "sum": "laplace", "mean": "laplace",
                      "histogram": "geometric"}
 
@@ -39,6 +41,7 @@ class Plan:
     epsilon: float
     bins: int | None = None
     expected_rows: int | None = None
+    by: str | None = None  # a declared categorical column: one release per declared group
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Domain:
     bins: int | None
     per_unit: int
     unit: str | None
+    groups: list[str] | None = None  # the `by` column's declared groups (public)
 
 
 def parse_plan(form: dict[str, Any]) -> Plan:
@@ -66,7 +70,8 @@ def parse_plan(form: dict[str, Any]) -> Plan:
         raise InvalidInputError("epsilon: type a number above 0, e.g. 1") from None
     bins = _optional_int(form.get("bins"), "bins")
     rows = _optional_int(form.get("expected_rows"), "expected rows")
-    return Plan(stat, column, epsilon, bins, rows)
+    by = str(form.get("by") or "").strip() or None
+    return Plan(stat, column, epsilon, bins, rows, by)
 
 
 def _optional_int(raw: Any, field_name: str) -> int | None:
@@ -110,7 +115,18 @@ def domain_of(schema: Schema, plan: Plan) -> Domain:
         if per_unit < 1:
             raise InvalidInputError(f"schema {schema.name!r}: privacy unit {unit!r} needs "
                                     "max_rows_per_unit (rows kept per person); declare it")
-    return Domain(bounds, cats, bins, per_unit, unit)
+    groups = None
+    if plan.by is not None:
+        gcol = schema.column(plan.by)
+        if plan.statistic == "histogram":
+            raise InvalidInputError("by group: choose count, sum or mean (a histogram is "
+                                    "already one count per cell)")
+        if gcol.type != "categorical" or plan.by == plan.column:
+            raise InvalidInputError(f"by: {plan.by!r} must be a categorical column other "
+                                    f"than {plan.column!r} (its groups come from the schema)")
+        groups = list(gcol.categories) + ([OTHER] if gcol.other else []) + \
+            ([MISSING] if gcol.missing else [])
+    return Domain(bounds, cats, bins, per_unit, unit, groups)
 
 
 def _query(values: Any, plan: Plan, d: Domain, rng: Any) -> Any:
@@ -130,11 +146,14 @@ def _query(values: Any, plan: Plan, d: Domain, rng: Any) -> Any:
 def budget_split(plan: Plan, d: Domain) -> list[tuple[str, float]]:
     """Where the epsilon goes, before anything runs."""
     eps = plan.epsilon / d.per_unit
+    each = "" if d.groups is None else f" (in each of the {len(d.groups)} groups of " \
+        f"{plan.by}: a row is in one group, so the groups compose in parallel)"
     if plan.statistic == "mean":
-        return [("noisy sum of the clamped values", eps / 2), ("noisy count", eps / 2)]
+        return [("noisy sum of the clamped values" + each, eps / 2), ("noisy count" + each,
+                                                                        eps / 2)]
     what = {"count": "noisy count", "sum": "noisy sum of the clamped values",
             "histogram": "one noisy count per cell (a person is in one cell)"}[plan.statistic]
-    return [(what, eps)]
+    return [(what + each, eps)]
 
 
 def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
@@ -148,6 +167,7 @@ def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
         "granularity": probe.granularity, "noise": probe.noise,
         "half_width": probe.confidence_interval(0.95), "approx": None,
         "expected_rows": plan.expected_rows, "library_call": library_call(plan, d),
+        "groups": d.groups,
     }
     n = plan.expected_rows or schema.public_size
     if plan.statistic == "mean":
@@ -171,6 +191,9 @@ def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
 
 def library_call(plan: Plan, d: Domain) -> str:
     eps = f"{plan.epsilon:g}" if d.per_unit == 1 else f"{plan.epsilon:g} / {d.per_unit}"
+    if plan.by is not None:
+        return library_call(dataclasses.replace(plan, by=None), d) + \
+            f"  # for the rows of each group of {plan.by}"
     if plan.statistic == "count":
         return f"queries.dp_count(values, epsilon={eps})"
     if plan.statistic in ("sum", "mean"):
@@ -208,24 +231,29 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     """Conform, check, charge, then compute (nothing is computed before the charge commits).
 
     Returns the Result and the ledger entry. `frame` is the private table."""
-    from privlab.cli.release import _apply_schema, _Declared, _guarantee
+    from privlab.cli.release import _guarantee
 
     d = domain_of(schema, plan)  # public checks first: a refusal here reads no row
-    declared = _Declared(d.bounds if plan.statistic != "histogram" or d.categories is None
-                         else None, d.categories, d.bins, 1, None)
-    mech = DEFAULT_MECHANISM[plan.statistic]
-    frame, declared = _apply_schema(frame, schema, "coerce", plan.column, plan.statistic,
-                                    declared, None, mech)
-    values = frame[plan.column]
-    if plan.statistic in ("sum", "mean"):
-        values = queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
-    elif plan.statistic == "histogram":
-        values = values.dropna()
-        if d.categories is None:
-            values = queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
-    description = f"studio: {plan.statistic} of {plan.column} (epsilon {plan.epsilon:g})"
+    parts = [frame] if plan.by is None else _split(frame, schema, plan, d)
+    values = [_values(part, schema, plan, d) for part in parts]
+    description = f"studio: {plan.statistic} of {plan.column}" + \
+        (f" by {plan.by}" if plan.by else "") + f" (epsilon {plan.epsilon:g})"
     entry = ledger.charge(principal, plan.epsilon, 0.0, description=description)
-    result = _query(values, plan, d, rng)
+    from privlab.core.rng import make_rng
+
+    # a seed (tests only) gives one seeded stream over the groups; otherwise each query
+    # draws from its own CSPRNG
+    gen = make_rng(rng) if plan.by is not None and rng is not None else rng
+    results = [_query(v, plan, d, gen) for v in values]
+    result = results[0]
+    if plan.by is not None:
+        result = dataclasses.replace(
+            result, value=[r.value for r in results],
+            details={"groups": d.groups, "by": plan.by,
+                     "per_group": [r.details for r in results]},
+            guarantee=result.guarantee.with_notes(
+                f"by {plan.by}: one release per declared group ({len(results)}); each row is "
+                f"in one group, so they compose in parallel at epsilon {plan.epsilon:g}"))
     schema_arg = source.bundled_schema if _is_bundled(schema, source) else "schema.yaml"
     guarantee = _guarantee(result.guarantee, plan.statistic, plan.column, plan.epsilon,
                            d.per_unit, d.unit, schema_arg)
@@ -243,6 +271,39 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     return out, entry
 
 
+def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
+    """The released column's values after `privlab release`'s schema step (conformance and
+    the per-person contribution bound)."""
+    from privlab.cli.release import _apply_schema, _Declared
+
+    declared = _Declared(d.bounds if plan.statistic != "histogram" or d.categories is None
+                         else None, d.categories, d.bins, 1, None)
+    frame, _ = _apply_schema(frame, schema, "coerce", plan.column, plan.statistic, declared,
+                             None, DEFAULT_MECHANISM[plan.statistic])
+    values = frame[plan.column]
+    if plan.statistic in ("sum", "mean"):
+        return queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
+    if plan.statistic == "histogram":
+        values = values.dropna()
+        if d.categories is None:
+            return queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
+    return values
+
+
+def _split(frame: Any, schema: Schema, plan: Plan, d: Domain) -> list[Any]:
+    """The rows of each declared group of `plan.by`, in the schema's order (a group no row
+    falls in is an empty table: its release is noise around zero, like any other)."""
+    from privlab.schema import conform
+
+    keep = list(dict.fromkeys([plan.column, plan.by] + ([d.unit] if d.unit else [])))
+    rows = conform(frame, schema, "coerce", columns=keep)
+    if d.unit:  # each person's first M rows overall, before they are split into groups
+        rows = rows.groupby(d.unit, sort=False, dropna=False).head(d.per_unit)
+    key = rows[plan.by].astype(object).where(rows[plan.by].notna(), MISSING).astype(str)
+    cols = [c for c in keep if c != plan.by]
+    return [rows.loc[key == g, cols] for g in d.groups or []]
+
+
 def _is_bundled(schema: Schema, source: Source) -> bool:
     if source.bundled_schema is None:
         return False
@@ -253,6 +314,9 @@ def _is_bundled(schema: Schema, source: Source) -> bool:
 
 def cli_command(plan: Plan, source: Source, schema_arg: str, ledger: str, principal: str) -> str:
     """The `privlab` commands that rerun this release (fresh noise, charged again)."""
+    if plan.by is not None:
+        return ("# `privlab release` has no by-group option; rerun this release with\n"
+                "python reproduce.py")
     data, before = source.cli_file()
     parts = ["privlab", "release", plan.statistic, quote(data), "--column", quote(plan.column),
              "--epsilon", f"{plan.epsilon:g}", "--schema", quote(schema_arg),
@@ -271,7 +335,8 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
         schema_line = ("schema = load_schema(Path(__file__).with_name('schema.yaml'))")
     else:
         schema_line = f"schema = load_schema({schema_arg!r})"
-    keep = [plan.column] + ([d.unit] if d.unit and d.unit != plan.column else [])
+    keep = list(dict.fromkeys([plan.column] + ([plan.by] if plan.by else [])
+                              + ([d.unit] if d.unit else [])))
     lines = [
         '"""Rerun a privlab studio release: the same query, public domain and epsilon, with',
         'fresh noise, charged to the same budget ledger first (refused once it is spent)."""',
@@ -288,34 +353,50 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
     if d.unit:
         lines.append(f"frame = frame.groupby({d.unit!r}, sort=False, dropna=False)"
                      f".head({d.per_unit})  # each person's first {d.per_unit} rows")
-    lines.append(f"values = frame[{plan.column!r}]")
-    if plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
-                                              and d.categories is None):
-        lines.append("values = queries.as_numeric(values.dropna().to_numpy())")
-    elif plan.statistic == "histogram":
-        lines.append("values = values.dropna()")
+    numeric = plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
+                                                     and d.categories is None)
     lines += [
         f"ledger = BudgetLedger({ledger!r})",
         f"entry = ledger.charge({principal!r}, {plan.epsilon!r}, 0.0, "
         f"description='rerun of a studio release: {plan.statistic} of {plan.column}')",
         f"eps = {plan.epsilon!r} / {d.per_unit}",
-    ]
-    if plan.statistic == "count":
-        lines.append("release = queries.dp_count(values, eps)")
-    elif plan.statistic in ("sum", "mean"):
-        lines.append(f"release = queries.dp_{plan.statistic}(values, {d.bounds!r}, eps)")
-    elif d.categories is not None:
-        lines.append(f"release = queries.dp_histogram(values, eps, categories={d.categories!r})")
-    else:
-        lines.append(f"release = queries.dp_histogram(values, eps, bounds={d.bounds!r}, "
-                     f"bins={d.bins or 10})")
-    lines += [
-        f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
-        "**release.to_dict(),",
-        "       'ledger': {'remaining_epsilon': entry.remaining_epsilon}}",
-        "print(json.dumps(out, indent=2, default=str))",
         "",
+        "",
+        "def query(values):",
     ]
+    if numeric:
+        lines.append("    values = queries.as_numeric(values.dropna().to_numpy())")
+    elif plan.statistic == "histogram":
+        lines.append("    values = values.dropna()")
+    if plan.statistic == "count":
+        lines.append("    return queries.dp_count(values, eps)")
+    elif plan.statistic in ("sum", "mean"):
+        lines.append(f"    return queries.dp_{plan.statistic}(values, {d.bounds!r}, eps)")
+    elif d.categories is not None:
+        lines.append(f"    return queries.dp_histogram(values, eps, "
+                     f"categories={d.categories!r})")
+    else:
+        lines.append(f"    return queries.dp_histogram(values, eps, bounds={d.bounds!r}, "
+                     f"bins={d.bins or 10})")
+    lines += ["", ""]
+    if plan.by is None:
+        lines += [f"release = query(frame[{plan.column!r}])",
+                  f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
+                  "**release.to_dict()}"]
+    else:
+        lines += [
+            f"groups = {d.groups!r}  # declared in the schema",
+            f"key = frame[{plan.by!r}].astype(object).where(frame[{plan.by!r}].notna(), "
+            f"{MISSING!r}).astype(str)",
+            f"releases = [query(frame.loc[key == g, {plan.column!r}]) for g in groups]",
+            f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
+            f"'by': {plan.by!r}, 'groups': groups,",
+            "       'value': [r.to_dict()['value'] for r in releases],",
+            "       'noise': releases[0].noise,",
+            "       'guarantee': releases[0].guarantee.to_dict()}",
+        ]
+    lines += ["out['ledger'] = {'remaining_epsilon': entry.remaining_epsilon}",
+              "print(json.dumps(out, indent=2, default=str))", ""]
     return "\n".join(lines)
 
 
@@ -335,9 +416,12 @@ def report_html(result: Result) -> str:
                        f"{v['ledger']['remaining_epsilon']:g} left after it"}
     tables = []
     if isinstance(v["value"], list):
-        labels = v.get("details", {}).get("labels", [])
-        tables.append(Table(["cell", "noisy count"], list(zip(labels, v["value"], strict=True)),
-                            caption="Noisy counts"))
+        details = v.get("details", {})
+        labels = details.get("labels") or details.get("groups", [])
+        head = ["cell", "noisy count"] if "labels" in details else \
+            [details.get("by", "group"), f"noisy {result.statistic}"]
+        tables.append(Table(head, list(zip(labels, v["value"], strict=True)),
+                            caption="Noisy values"))
     else:
         facts = {"released value": v["value"], **facts}
     sections = [
