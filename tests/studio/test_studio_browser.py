@@ -197,6 +197,8 @@ def test_generate_and_download_a_synthetic_table(page: Any, studio: tuple[str, P
     assert "4 one-way marginals" in page.inner_text(".preview")
     assert "Expected total-variation distance" in page.inner_text(".preview")
     assert budget_left(page) == 10.0  # the preview spent nothing
+    page.evaluate("document.getElementById('h-synth-preview').scrollIntoView()")
+    shot(page, tmp_path, "synth-preview")
     page.click("#start-synth")
     assert budget_left(page) == 9.0  # charged before the job started
     page.wait_for_selector("#download-synthetic-csv", timeout=60_000)
