@@ -266,6 +266,17 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     assert released["ledger"]["remaining_epsilon"] == 8.0
 
 
+def test_a_visit_that_writes_nothing_leaves_nothing(workspace: Path) -> None:
+    client = make_client(StudioConfig(workspace=workspace))
+    for path in ("/", "/protect", "/assess", "/results", "/static/studio.css"):
+        assert client.get(path).status_code == 200
+    r = client.get("/static/studio.js")
+    assert "Content-Security-Policy" in r.headers and "privlab_studio_session" not in \
+        r.headers.get("set-cookie", "")
+    assert not (workspace / ".privlab-studio" / "sessions").exists()
+    assert 'class="explain"' in client.get("/").text
+
+
 def test_explanations_can_be_hidden(workspace: Path) -> None:
     client = make_client(StudioConfig(workspace=workspace))
     csrf = csrf_of(client)

@@ -123,6 +123,8 @@ def create_app(config: StudioConfig) -> FastAPI:
                                          "printed by `privlab studio` (…/?token=…)",
                                          status_code=401)
             set_token = request.cookies.get(TOKEN_COOKIE) != config.token
+        if request.url.path.startswith("/static/"):
+            return _harden(await call_next(request))  # no session for the stylesheet
         session = store.get(request.cookies.get(SESSION_COOKIE))
         new = session is None
         if session is None:
@@ -138,13 +140,7 @@ def create_app(config: StudioConfig) -> FastAPI:
         if set_token:
             response.set_cookie(TOKEN_COOKIE, config.token or "", httponly=True,
                                 samesite="strict", path="/")
-        response.headers["Content-Security-Policy"] = (
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers["Cache-Control"] = "no-store"
-        return response
+        return _harden(response)
 
     def sess(request: Request) -> Session:
         return request.state.session
@@ -197,8 +193,8 @@ def create_app(config: StudioConfig) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def home(request: Request) -> Response:
         session = sess(request)
-        uploads = sorted(p.name for p in (session.folder / "uploads").glob("*")) \
-            if (session.folder / "uploads").is_dir() else []
+        uploads = sorted(p.name for p in (session.root / "uploads").glob("*")) \
+            if (session.root / "uploads").is_dir() else []
         return page(request, "home.html.j2", bundled=BUNDLED,
                     files=workspace_files(config.workspace), uploads=uploads)
 
@@ -470,7 +466,7 @@ def create_app(config: StudioConfig) -> FastAPI:
 
     @app.get("/assess/report.html")
     def assess_report(request: Request) -> Response:
-        path = sess(request).folder / "assessment.html"
+        path = sess(request).root / "assessment.html"
         if not path.is_file():
             return PlainTextResponse("no assessment in this session", status_code=404)
         return _attachment(path.read_text(encoding="utf-8"), "assessment.html", "text/html")
@@ -669,6 +665,17 @@ def create_app(config: StudioConfig) -> FastAPI:
         return back("/gateway#verification")
 
     return app
+
+
+def _harden(response: Response) -> Response:
+    """Headers every response carries: no foreign script, style, frame or form target."""
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def _host_name(request: Request) -> str:

@@ -23,15 +23,18 @@ TOKEN_COOKIE = "privlab_studio_token"
 #: Sessions idle longer than this are forgotten (their files stay until the workspace is
 #: cleaned: they are the curator's).
 IDLE_S = 12 * 3600
+#: Most sessions kept in memory; past it the least recently seen is forgotten first.
+MAX_SESSIONS = 1000
 
 
 @dataclass
 class Session:
-    """One browser's state. `source` is the chosen data; `schema` the public schema in use."""
+    """One browser's state. `source` is the chosen data; `schema` the public schema in use.
+    Its folder is created on first use, so a visit that writes nothing leaves nothing."""
 
     sid: str
     csrf: str
-    folder: Path
+    root: Path
     created: float = field(default_factory=time.time)
     seen: float = field(default_factory=time.time)
     source: Any = None  # privlab.studio.sources.Source
@@ -44,6 +47,12 @@ class Session:
     jobs: dict[str, Any] = field(default_factory=dict)  # job id -> privlab.studio.jobs.Job
     gateway_check: Any = None  # last audit-log verification result
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) flash
+
+    @property
+    def folder(self) -> Path:
+        """The session's own folder (created now if needed) for what it writes."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root
 
     def flash(self, kind: str, text: str) -> None:
         self.messages.append((kind, text))
@@ -84,10 +93,12 @@ class SessionStore:
 
     def new(self) -> Session:
         sid = secrets.token_hex(16)
-        folder = self._root / "sessions" / sid
-        folder.mkdir(parents=True, exist_ok=False)
-        session = Session(sid=sid, csrf=secrets.token_urlsafe(32), folder=folder)
+        session = Session(sid=sid, csrf=secrets.token_urlsafe(32),
+                          root=self._root / "sessions" / sid)
         with self._lock:
+            while len(self._sessions) >= MAX_SESSIONS:
+                oldest = min(self._sessions.values(), key=lambda s: s.seen)
+                self._forget(oldest.sid)
             self._sessions[sid] = session
         return session
 
@@ -98,9 +109,12 @@ class SessionStore:
     def _expire(self) -> None:
         now = time.time()
         for sid in [s for s, v in self._sessions.items() if now - v.seen > IDLE_S]:
-            session = self._sessions.pop(sid)
-            for job in session.jobs.values():
-                job.cancel()
+            self._forget(sid)
+
+    def _forget(self, sid: str) -> None:
+        session = self._sessions.pop(sid)
+        for job in session.jobs.values():
+            job.cancel()
 
 
 def csrf_ok(session: Session, form_value: Any, cookie_value: str | None) -> bool:
