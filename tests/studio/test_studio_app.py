@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import csrf_of, gateway_config, make_client, tamper_audit
+from studio_helpers import csrf_of, gateway_config, make_client, tamper_audit
 
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
 from privlab.studio import StudioConfig

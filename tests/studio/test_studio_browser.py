@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import gateway_config, tamper_audit
 from gw_fixtures import serve_on_loopback
+from studio_helpers import gateway_config, tamper_audit
 
 if os.environ.get("PRIVLAB_TEST_CHROMIUM") != "1":
     pytest.skip("browser tests need PRIVLAB_TEST_CHROMIUM=1 and Chromium "

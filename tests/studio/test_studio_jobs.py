@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import csrf_of, make_client
+from studio_helpers import csrf_of, make_client
 
 from privlab.studio import StudioConfig
 from privlab.studio.jobs import CommandJob
