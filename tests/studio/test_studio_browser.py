@@ -267,3 +267,25 @@ def test_keyboard_only_and_labelled_controls(page: Any, studio: tuple[str, Path]
     page.click("#use-file")
     page.click("#draft")
     assert _unlabelled(page) == []
+
+
+def test_two_browser_sessions_never_see_each_other(browser: Any, studio: tuple[str, Path]
+                                                   ) -> None:
+    url, _ = studio
+    alice = browser.new_context().new_page()
+    bob = browser.new_context().new_page()
+    try:
+        alice.goto(url)
+        alice.click("#use-adult")
+        alice.click("#release")
+        result_url = alice.url
+        assert "/results/" in result_url
+        bob.goto(url)
+        assert bob.locator(".context").count() == 0  # no data chosen in bob's session
+        bob.goto(result_url)
+        assert "No such release in this session" in bob.inner_text("main")
+        bob.goto(url + "/results")
+        assert "Nothing released in this session yet" in bob.inner_text("main")
+    finally:
+        alice.context.close()
+        bob.context.close()
