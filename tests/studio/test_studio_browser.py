@@ -257,8 +257,8 @@ def test_keyboard_only_and_labelled_controls(page: Any, studio: tuple[str, Path]
     page.wait_for_url("**/results/*")
     assert budget_left(page) == 9.0
     tab_to("#download-package")
-    for path in ("/", "/schema", "/protect", "/assess", "/synth", "/choose", "/results",
-                 "/gateway"):
+    for path in ("/", "/schema", "/protect", "/assess", "/synth", "/model", "/choose",
+                 "/results", "/gateway"):
         page.goto(url + path)
         assert _unlabelled(page) == [], path
         assert page.locator("main h1").count() == 1, path

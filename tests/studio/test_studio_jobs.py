@@ -3,6 +3,7 @@ cancel (the charge stays), and jobs visible only to the session that started the
 
 from __future__ import annotations
 
+import html
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,32 @@ def test_command_job_progress_and_failure_are_read_from_its_log(tmp_path: Path) 
     status = job.status()
     assert status["state"] == "failed" and "needs the [ml] extra" in status["error"]
     assert job.file("report.html") == tmp_path / "report.html" and job.file("x.py") is None
+
+
+def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspace: Path
+                                                                         ) -> None:
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    page = html.unescape(client.post("/model", data={"csrf": csrf, "target": "age",
+                                                     "model": "logreg", "epsilon": "1"}).text)
+    assert "target: 'age' is integer; choose a categorical column" in page
+    assert app.state.ledger.remaining("bundled:adult")[0] == 10.0  # refused: nothing charged
+    r = client.post("/model", data={"csrf": csrf, "target": "salary", "model": "logreg",
+                                    "epsilon": "2", "delta": "1e-5"})
+    jid = str(r.url).rsplit("/", 1)[1]
+    assert "DP model: logreg predicting salary, epsilon 2" in r.text
+    assert app.state.ledger.remaining("bundled:adult") == (8.0, 1e-5 - 1e-5)
+    job = app.state.store.all()[0].jobs[jid]
+    args = job.process.args
+    assert args[args.index("train") + 1:args.index("train") + 4] == ["adult", "--schema",
+                                                                      "adult"]
+    client.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
+    assert client.get(f"/jobs/{jid}/status").json()["state"] == "cancelled"
+    assert client.get(f"/jobs/{jid}/model.pkl").status_code == 404
+    assert app.state.ledger.remaining("bundled:adult")[0] == 8.0  # the charge stays

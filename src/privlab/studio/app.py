@@ -581,7 +581,8 @@ def create_app(config: StudioConfig) -> FastAPI:
         if not path.is_file() or job.status()["state"] != "done":
             return PlainTextResponse("the job has not finished", status_code=404)
         media = {"csv": "text/csv", "json": "application/json", "html": "text/html",
-                 "txt": "text/plain"}[name.rsplit(".", 1)[-1]]
+                 "txt": "text/plain", "pkl": "application/octet-stream"
+                 }[name.rsplit(".", 1)[-1]]
         return _attachment(path.read_bytes(), name, media)
 
     # ------------------------------------------------------------------ choose epsilon
@@ -631,6 +632,61 @@ def create_app(config: StudioConfig) -> FastAPI:
                             f"Choose epsilon: {model} on {source.label}, epsilons {epsilons}",
                             [("choose_epsilon.html", "the report (HTML)"),
                              ("out.txt", "the summary (text)")])
+        session.jobs[job.jid] = job
+        return back(f"/jobs/{job.jid}")
+
+    # ------------------------------------------------------------------ DP model
+
+    @app.get("/model", response_class=HTMLResponse)
+    def model_page(request: Request) -> Response:
+        return page(request, "model.html.j2")
+
+    @app.post("/model")
+    async def model_start(request: Request) -> Response:
+        form = await form_of(request)
+        session = sess(request)
+        source, schema = session.source, session.schema
+        if source is None or schema is None or (source.kind == "bundled"
+                                                and source.name != "adult"):
+            session.flash("error", "choose Adult or a file with a reviewed schema first")
+            return back("/model")
+        from privlab.core.guarantee import check_delta, check_epsilon
+        from privlab.studio.jobs import start_command
+
+        try:
+            target = str(form.get("target") or "")
+            col = schema.column(target)
+            if col.type != "categorical":
+                raise InvalidInputError(f"target: {target!r} is {col.type}; choose a "
+                                        "categorical column (the classes to predict)")
+            model = str(form.get("model") or "logreg")
+            if model not in ("logreg", "mlp"):
+                raise InvalidInputError("model: choose logreg or mlp")
+            epsilon = check_epsilon(_number(form.get("epsilon"), "epsilon"))
+            delta = check_delta(_number(form.get("delta") or "1e-5", "delta"))
+            budget_for(source.principal)
+            entry = ledger.charge(source.principal, epsilon, delta,
+                                  description=f"studio: DP {model} predicting {target}")
+        except BudgetExceededError as exc:
+            session.flash("error", f"budget exceeded: nothing was started ({exc})")
+            return back("/model")
+        except PrivlabError as exc:
+            session.flash("error", str(exc))
+            return back("/model")
+        session.entry_ids.append(entry.entry_id)
+        bundled_name = source.bundled_schema
+        data = "adult" if source.kind == "bundled" else str(source.path)
+        files = {} if bundled_name else {"schema.yaml": schema.to_yaml()}
+        args = ["train", data, "--schema", bundled_name or "schema.yaml", "--target", target,
+                "--model", model, "--epsilon", f"{epsilon!r}", "--delta", f"{delta!r}",
+                "--on-invalid", "coerce", "--json", "--save", "model.pkl"]
+        job = start_command(session.folder, args,
+                            f"DP model: {model} predicting {target}, epsilon {epsilon:g}, "
+                            f"delta {delta:g}",
+                            [("result.json", "the guarantee, accuracies and noisy counts "
+                                             "(JSON)"),
+                             ("model.pkl", "the fitted model (pickle)")],
+                            stdout_name="result.json", files=files)
         session.jobs[job.jid] = job
         return back(f"/jobs/{job.jid}")
 

@@ -145,14 +145,18 @@ class CommandJob:
 
 
 def start_command(session_folder: Path, args: list[str], title: str,
-                  outputs: list[tuple[str, str]]) -> CommandJob:
-    """Run `privlab ARGS` in the job's folder (outputs named relative to it)."""
+                  outputs: list[tuple[str, str]], *, stdout_name: str = "out.txt",
+                  files: dict[str, str] | None = None) -> CommandJob:
+    """Run `privlab ARGS` in the job's folder (outputs named relative to it; `files` are
+    written there first, e.g. the session's reviewed schema)."""
     jid = secrets.token_hex(6)
     folder = session_folder / "jobs" / jid
     folder.mkdir(parents=True)
+    for name, text in (files or {}).items():
+        atomic_write_text(folder / name, text)
     job = CommandJob(jid, folder, title, outputs)
     env = _child_env()
-    with open(folder / "progress.log", "wb") as err, open(folder / "out.txt", "wb") as out:
+    with open(folder / "progress.log", "wb") as err, open(folder / stdout_name, "wb") as out:
         job.process = subprocess.Popen(
             [sys.executable, "-c", "import os, sys; os.nice(10); sys.argv[0] = 'privlab'; "
              "from privlab.cli.main import run; run()", *args],
