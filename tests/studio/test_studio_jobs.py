@@ -53,6 +53,8 @@ def test_bad_synth_and_choose_requests_start_nothing(workspace: Path) -> None:
         assert message in client.post("/synth", data=form).text
     page = client.post("/choose", data={"csrf": csrf, "model": "svm", "epsilons": "1"}).text
     assert "model: choose logreg or mlp" in page
+    page = client.post("/choose", data={"csrf": csrf, "epsilons": "1,-2"}).text
+    assert "epsilon must be" in page and "Jobs of this session" not in page
     page = client.get("/synth").text
     assert "Jobs of this session" not in page
     assert "<strong>ε = 10</strong>" in page  # nothing was charged

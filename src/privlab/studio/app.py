@@ -610,7 +610,9 @@ def create_app(config: StudioConfig) -> FastAPI:
             policy = str(form.get("policy") or "finance")
             if policy not in CHOOSE_POLICIES:
                 raise InvalidInputError(f"policy: choose one of {', '.join(CHOOSE_POLICIES)}")
-            epsilons = ",".join(f"{float(e):g}" for e in
+            from privlab.core.guarantee import check_epsilon
+
+            epsilons = ",".join(f"{check_epsilon(_number(e, 'epsilons')):g}" for e in
                                 str(form.get("epsilons") or "").split(",") if e.strip())
             if not epsilons:
                 raise InvalidInputError("epsilons: give a comma list, e.g. 1,4")
