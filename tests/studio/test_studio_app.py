@@ -277,6 +277,27 @@ def test_a_visit_that_writes_nothing_leaves_nothing(workspace: Path) -> None:
     assert 'class="explain"' in client.get("/").text
 
 
+def test_a_reviewed_schema_beside_a_workspace_file_is_used(workspace: Path) -> None:
+    from privlab.data.io import read_table
+    from privlab.schema import draft_schema, draft_yaml, parse_schema
+
+    draft = draft_schema(read_table(workspace / "people.csv"), name="people")
+    (workspace / "people.schema.yaml").write_text(draft_yaml(draft), encoding="utf-8")
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    page = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                             "path": "people.csv"})
+    assert str(page.url).endswith("/schema") and "schema beside the file not used" in page.text
+    spec = draft.to_dict()
+    spec.pop("draft")
+    spec["columns"]["income"] = {"type": "integer", "bounds": [0, 5000]}
+    (workspace / "people.schema.yaml").write_text(parse_schema(spec).to_yaml(),
+                                                  encoding="utf-8")
+    page = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                             "path": "people.csv"})
+    assert str(page.url).endswith("/protect") and "Budget split" in page.text
+
+
 def test_explanations_can_be_hidden(workspace: Path) -> None:
     client = make_client(StudioConfig(workspace=workspace))
     csrf = csrf_of(client)

@@ -229,8 +229,10 @@ def create_app(config: StudioConfig) -> FastAPI:
 
             session.schema = bundled_schema(source.bundled_schema)
         else:
-            saved = _saved_schema(session, source)
-            session.schema = saved
+            try:
+                session.schema = _saved_schema(session, source)
+            except PrivlabError as exc:  # e.g. a draft left beside the file
+                session.flash("error", f"schema beside the file not used: {exc}")
         budget_for(source.principal)
         session.flash("ok", f"data: {source.label}")
         return back("/protect" if session.schema is not None else "/schema")
@@ -275,10 +277,19 @@ def create_app(config: StudioConfig) -> FastAPI:
         return session.folder / "schemas" / f"{stem}.yaml"
 
     def _saved_schema(session: Session, source: Source) -> Any:
+        """The schema reviewed in this session, else a reviewed one the curator put beside a
+        workspace file (`people.csv` -> `people.schema.yaml`; drafts are refused)."""
         from privlab.schema import load_schema
 
         path = _schema_file(session, source)
-        return load_schema(path) if path.is_file() else None
+        if path.is_file():
+            return load_schema(path)
+        if source.kind == "workspace" and source.path is not None:
+            beside = source.path.parent / f"{source.path.name.split('.')[0]}.schema.yaml"
+            if beside.is_file():
+                inside(config.workspace, str(beside.relative_to(config.workspace.resolve())))
+                return load_schema(beside)
+        return None
 
     @app.get("/schema", response_class=HTMLResponse)
     def schema_page(request: Request) -> Response:
