@@ -68,13 +68,14 @@ def _register() -> None:
         release,
         schema,
         serve,
+        studio,
         synth,
         train,
         trajectory,
     )
 
     for module in (anonymize, assess, audit, budget, choose_epsilon, datasets, demo, federated,
-                   query, release, schema, serve, synth, train, trajectory):
+                   query, release, schema, serve, studio, synth, train, trajectory):
         module.register(app)
 
 

@@ -1,0 +1,466 @@
+"""Protect: DP statistics with the budget split and an accuracy preview shown first, then the
+release, charged to the ledger before it is computed; and what reruns it.
+
+The preview is computed from public information only: the declared schema (bounds,
+categories, privacy unit), the chosen epsilon and, if the user types one, a guessed row count.
+It runs the very query function the release runs on an EMPTY placeholder column (so the
+noise scale and grid are exactly the release's) and keeps only the noise description; no
+private row is read and nothing is charged. The release itself goes through the CLI's own
+code (`privlab.cli.release`: schema conformance, person-level contribution bounds, the
+guarantee text), so the studio and `privlab release` give the same release."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from privlab.core import queries
+from privlab.core.guarantee import check_epsilon
+from privlab.errors import InvalidInputError
+from privlab.schema import OTHER, Schema
+from privlab.studio.sources import Source, quote
+
+STATISTICS = ("count", "sum", "mean", "histogram")
+#: The group of rows whose `by` value is missing (when the schema allows missing values).
+MISSING = "<missing>"
+DEFAULT_MECHANISM = {"count": "geometric", "sum": "laplace", "mean": "laplace",
+                     "histogram": "geometric"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user asked for; `expected_rows` is a public guess used by the preview only."""
+
+    statistic: str
+    column: str
+    epsilon: float
+    bins: int | None = None
+    expected_rows: int | None = None
+    by: str | None = None  # a declared categorical column: one release per declared group
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The column's public domain and the contribution bound, from the schema only."""
+
+    bounds: tuple[float, float] | None
+    categories: list[str] | None
+    bins: int | None
+    per_unit: int
+    unit: str | None
+    groups: list[str] | None = None  # the `by` column's declared groups (public)
+
+
+def parse_plan(form: dict[str, Any]) -> Plan:
+    """A Plan from form fields, with one-line errors naming the field."""
+    stat = str(form.get("statistic", "")).strip()
+    if stat not in STATISTICS:
+        raise InvalidInputError(f"statistic: choose one of {', '.join(STATISTICS)}")
+    column = str(form.get("column", "")).strip()
+    if not column:
+        raise InvalidInputError("column: choose the column to release")
+    try:
+        epsilon = check_epsilon(float(str(form.get("epsilon", "")).strip()))
+    except ValueError:
+        raise InvalidInputError("epsilon: type a number above 0, e.g. 1") from None
+    bins = _optional_int(form.get("bins"), "bins")
+    rows = _optional_int(form.get("expected_rows"), "expected rows")
+    by = str(form.get("by") or "").strip() or None
+    return Plan(stat, column, epsilon, bins, rows, by)
+
+
+def _optional_int(raw: Any, field_name: str) -> int | None:
+    text = str(raw or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidInputError(f"{field_name}: type a whole number, got {text!r}") from None
+    if value < 1:
+        raise InvalidInputError(f"{field_name}: must be at least 1, got {value}")
+    return value
+
+
+def domain_of(schema: Schema, plan: Plan) -> Domain:
+    """The public domain the release will use (the same rules as `privlab release --schema`)."""
+    col = schema.column(plan.column)
+    if not col.is_released:
+        raise InvalidInputError(f"column {plan.column!r} is declared {col.type}: it is never "
+                                "released; choose another column")
+    numeric = col.is_numeric
+    if plan.statistic in ("sum", "mean") and not numeric:
+        raise InvalidInputError(f"column {plan.column!r} is {col.type}; {plan.statistic} "
+                                "needs an integer or numeric column")
+    if plan.statistic == "histogram" and not numeric and col.type != "categorical":
+        raise InvalidInputError(f"column {plan.column!r} is {col.type}; a histogram needs "
+                                "categories or bounds")
+    bounds = (float(col.bounds[0]), float(col.bounds[1])) if numeric and col.bounds else None
+    cats = None
+    if plan.statistic == "histogram" and col.type == "categorical":
+        cats = list(col.categories) + ([OTHER] if col.other else [])
+        bounds = None
+    bins = plan.bins if plan.bins is not None else col.bins
+    if plan.statistic == "histogram" and cats is None:
+        bins = 10 if bins is None else bins
+    unit = None if schema.privacy_unit == "row" else schema.privacy_unit
+    per_unit = 1
+    if unit is not None:
+        per_unit = schema.max_rows_per_unit or 0
+        if per_unit < 1:
+            raise InvalidInputError(f"schema {schema.name!r}: privacy unit {unit!r} needs "
+                                    "max_rows_per_unit (rows kept per person); declare it")
+    groups = None
+    if plan.by is not None:
+        gcol = schema.column(plan.by)
+        if plan.statistic == "histogram":
+            raise InvalidInputError("by group: choose count, sum or mean (a histogram is "
+                                    "already one count per cell)")
+        if gcol.type != "categorical" or plan.by == plan.column:
+            raise InvalidInputError(f"by: {plan.by!r} must be a categorical column other "
+                                    f"than {plan.column!r} (its groups come from the schema)")
+        groups = list(gcol.categories) + ([OTHER] if gcol.other else []) + \
+            ([MISSING] if gcol.missing else [])
+    return Domain(bounds, cats, bins, per_unit, unit, groups)
+
+
+def _query(values: Any, plan: Plan, d: Domain, rng: Any) -> Any:
+    """The query the release runs (the same calls as `privlab release`)."""
+    eps = plan.epsilon / d.per_unit
+    stat = plan.statistic
+    if stat == "count":
+        return queries.dp_count(values, eps, mechanism="geometric", rng=rng)
+    if stat == "sum":
+        return queries.dp_sum(values, d.bounds, eps, mechanism="laplace", rng=rng)
+    if stat == "mean":
+        return queries.dp_mean(values, d.bounds, eps, mechanism="laplace", rng=rng)
+    return queries.dp_histogram(values, eps, categories=d.categories, bounds=d.bounds,
+                                bins=d.bins or 10, mechanism="geometric", rng=rng)
+
+
+def budget_split(plan: Plan, d: Domain) -> list[tuple[str, float]]:
+    """Where the epsilon goes, before anything runs."""
+    eps = plan.epsilon / d.per_unit
+    each = "" if d.groups is None else f" (in each of the {len(d.groups)} groups of " \
+        f"{plan.by}: a row is in one group, so the groups compose in parallel)"
+    if plan.statistic == "mean":
+        return [("noisy sum of the clamped values" + each, eps / 2), ("noisy count" + each,
+                                                                        eps / 2)]
+    what = {"count": "noisy count", "sum": "noisy sum of the clamped values",
+            "histogram": "one noisy count per cell (a person is in one cell)"}[plan.statistic]
+    return [(what + each, eps)]
+
+
+def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
+    """The accuracy preview from public information only (see the module docstring)."""
+    d = domain_of(schema, plan)
+    placeholder: list[Any] = []  # no private row: the noise does not depend on the data
+    probe = _query(placeholder, plan, d, rng=0)
+    out: dict[str, Any] = {
+        "split": budget_split(plan, d), "per_unit": d.per_unit, "unit": d.unit,
+        "bounds": d.bounds, "categories": d.categories, "bins": d.bins,
+        "granularity": probe.granularity, "noise": probe.noise,
+        "half_width": probe.confidence_interval(0.95), "approx": None,
+        "expected_rows": plan.expected_rows, "library_call": library_call(plan, d),
+        "groups": d.groups,
+    }
+    n = plan.expected_rows or schema.public_size
+    if plan.statistic == "mean":
+        lo, hi = d.bounds  # type: ignore[misc]
+        sum_hw = probe.noise["sum_scale"] * math.log(20)
+        count_hw = probe.noise["count_scale"] * math.log(20)
+        out["sum_half_width"], out["count_half_width"] = sum_hw, count_hw
+        if n:
+            # noisy mean ~ c + S/N: |error| <= (|S noise| + (hi - lo)/2 * |N noise|) / n
+            out["approx"] = ("mean half-width", (sum_hw + (hi - lo) / 2 * count_hw) / n)
+    elif plan.statistic == "histogram" and n:
+        cells = len(d.categories) if d.categories else (d.bins or 10)
+        scale = float(probe.noise.get("scale") or 0.0)
+        out["approx"] = ("expected TVD from noise", min(1.0, cells * scale / (2 * n)))
+    elif plan.statistic in ("count", "sum") and n and out["half_width"] is not None:
+        base = n if plan.statistic == "count" else None
+        if base:
+            out["approx"] = ("relative half-width", out["half_width"] / base)
+    return out
+
+
+def library_call(plan: Plan, d: Domain) -> str:
+    eps = f"{plan.epsilon:g}" if d.per_unit == 1 else f"{plan.epsilon:g} / {d.per_unit}"
+    if plan.by is not None:
+        return library_call(dataclasses.replace(plan, by=None), d) + \
+            f"  # for the rows of each group of {plan.by}"
+    if plan.statistic == "count":
+        return f"queries.dp_count(values, epsilon={eps})"
+    if plan.statistic in ("sum", "mean"):
+        lo, hi = d.bounds  # type: ignore[misc]
+        return f"queries.dp_{plan.statistic}(values, bounds=({lo:g}, {hi:g}), epsilon={eps})"
+    if d.categories is not None:
+        return (f"queries.dp_histogram(values, epsilon={eps}, "
+                f"categories=[{len(d.categories)} labels])")
+    lo, hi = d.bounds  # type: ignore[misc]
+    return f"queries.dp_histogram(values, epsilon={eps}, bounds=({lo:g}, {hi:g}), bins={d.bins})"
+
+
+@dataclass
+class Result:
+    """One release as the session keeps it."""
+
+    rid: str
+    statistic: str
+    column: str
+    epsilon: float
+    payload: dict[str, Any]
+    source_label: str
+    cli: str
+    script: str
+    schema_yaml: str | None
+    created: float = field(default_factory=time.time)
+
+    @property
+    def guarantee(self) -> dict[str, Any]:
+        return self.payload["guarantee"]
+
+
+def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: str,
+            source: Source, rng: Any = None) -> tuple[Result, Any]:
+    """Conform, check, charge, then compute (nothing is computed before the charge commits).
+
+    Returns the Result and the ledger entry. `frame` is the private table."""
+    from privlab.cli.release import _guarantee
+
+    d = domain_of(schema, plan)  # public checks first: a refusal here reads no row
+    parts = [frame] if plan.by is None else _split(frame, schema, plan, d)
+    values = [_values(part, schema, plan, d) for part in parts]
+    description = f"studio: {plan.statistic} of {plan.column}" + \
+        (f" by {plan.by}" if plan.by else "") + f" (epsilon {plan.epsilon:g})"
+    entry = ledger.charge(principal, plan.epsilon, 0.0, description=description)
+    from privlab.core.rng import make_rng
+
+    # a seed (tests only) gives one seeded stream over the groups; otherwise each query
+    # draws from its own CSPRNG
+    gen = make_rng(rng) if plan.by is not None and rng is not None else rng
+    results = [_query(v, plan, d, gen) for v in values]
+    result = results[0]
+    if plan.by is not None:
+        result = dataclasses.replace(
+            result, value=[r.value for r in results],
+            details={"groups": d.groups, "by": plan.by,
+                     "per_group": [r.details for r in results]},
+            guarantee=result.guarantee.with_notes(
+                f"by {plan.by}: one release per declared group ({len(results)}); each row is "
+                f"in one group, so they compose in parallel at epsilon {plan.epsilon:g}"))
+    schema_arg = source.bundled_schema if _is_bundled(schema, source) else "schema.yaml"
+    guarantee = _guarantee(result.guarantee, plan.statistic, plan.column, plan.epsilon,
+                           d.per_unit, d.unit, schema_arg)
+    result = dataclasses.replace(result, guarantee=guarantee)
+    payload = {"statistic": plan.statistic, "column": plan.column, **result.to_dict(),
+               "ledger": {"principal": principal, "entry_id": entry.entry_id,
+                          "remaining_epsilon": entry.remaining_epsilon}}
+    schema_yaml = None if _is_bundled(schema, source) else schema.to_yaml()
+    out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
+                 epsilon=plan.epsilon, payload=payload, source_label=source.label,
+                 cli=cli_command(plan, source, schema_arg, str(ledger.location), principal),
+                 script=python_script(plan, d, source, schema_arg, str(ledger.location),
+                                      principal),
+                 schema_yaml=schema_yaml)
+    return out, entry
+
+
+def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
+    """The released column's values after `privlab release`'s schema step (conformance and
+    the per-person contribution bound)."""
+    from privlab.cli.release import _apply_schema, _Declared
+
+    declared = _Declared(d.bounds if plan.statistic != "histogram" or d.categories is None
+                         else None, d.categories, d.bins, 1, None)
+    frame, _ = _apply_schema(frame, schema, "coerce", plan.column, plan.statistic, declared,
+                             None, DEFAULT_MECHANISM[plan.statistic])
+    values = frame[plan.column]
+    if plan.statistic in ("sum", "mean"):
+        return queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
+    if plan.statistic == "histogram":
+        values = values.dropna()
+        if d.categories is None:
+            return queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
+    return values
+
+
+def _split(frame: Any, schema: Schema, plan: Plan, d: Domain) -> list[Any]:
+    """The rows of each declared group of `plan.by`, in the schema's order (a group no row
+    falls in is an empty table: its release is noise around zero, like any other)."""
+    from privlab.schema import conform
+
+    keep = list(dict.fromkeys([plan.column, plan.by] + ([d.unit] if d.unit else [])))
+    rows = conform(frame, schema, "coerce", columns=keep)
+    if d.unit:  # each person's first M rows overall, before they are split into groups
+        rows = rows.groupby(d.unit, sort=False, dropna=False).head(d.per_unit)
+    key = rows[plan.by].astype(object).where(rows[plan.by].notna(), MISSING).astype(str)
+    cols = [c for c in keep if c != plan.by]
+    return [rows.loc[key == g, cols] for g in d.groups or []]
+
+
+def _is_bundled(schema: Schema, source: Source) -> bool:
+    if source.bundled_schema is None:
+        return False
+    from privlab.schema import bundled_schema
+
+    return bundled_schema(source.bundled_schema).fingerprint() == schema.fingerprint()
+
+
+def cli_command(plan: Plan, source: Source, schema_arg: str, ledger: str, principal: str) -> str:
+    """The `privlab` commands that rerun this release (fresh noise, charged again)."""
+    if plan.by is not None:
+        return ("# `privlab release` has no by-group option; rerun this release with\n"
+                "python reproduce.py")
+    data, before = source.cli_file()
+    parts = ["privlab", "release", plan.statistic, quote(data), "--column", quote(plan.column),
+             "--epsilon", f"{plan.epsilon:g}", "--schema", quote(schema_arg),
+             "--on-invalid", "coerce"]
+    if plan.bins is not None:
+        parts += ["--bins", str(plan.bins)]
+    parts += ["--ledger", quote(ledger), "--principal", quote(principal), "--json"]
+    return "\n".join(before + [" ".join(parts)])
+
+
+def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger: str,
+                  principal: str) -> str:
+    """A standalone script that reruns the release with the library (fresh noise, charged to
+    the same ledger and principal; it refuses once the budget is spent)."""
+    if schema_arg == "schema.yaml":
+        schema_line = ("schema = load_schema(Path(__file__).with_name('schema.yaml'))")
+    else:
+        schema_line = f"schema = load_schema({schema_arg!r})"
+    keep = list(dict.fromkeys([plan.column] + ([plan.by] if plan.by else [])
+                              + ([d.unit] if d.unit else [])))
+    lines = [
+        '"""Rerun a privlab studio release: the same query, public domain and epsilon, with',
+        'fresh noise, charged to the same budget ledger first (refused once it is spent)."""',
+        "import json",
+        "from pathlib import Path",
+        "",
+        "from privlab.core import queries",
+        "from privlab.core.ledger import BudgetLedger",
+        "from privlab.schema import conform, load_schema",
+        source.python_load(),
+        schema_line,
+        f"frame = conform(frame, schema, 'coerce', columns={keep!r})",
+    ]
+    if d.unit:
+        lines.append(f"frame = frame.groupby({d.unit!r}, sort=False, dropna=False)"
+                     f".head({d.per_unit})  # each person's first {d.per_unit} rows")
+    numeric = plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
+                                                     and d.categories is None)
+    lines += [
+        f"ledger = BudgetLedger({ledger!r})",
+        f"entry = ledger.charge({principal!r}, {plan.epsilon!r}, 0.0, "
+        f"description='rerun of a studio release: {plan.statistic} of {plan.column}')",
+        f"eps = {plan.epsilon!r} / {d.per_unit}",
+        "",
+        "",
+        "def query(values):",
+    ]
+    if numeric:
+        lines.append("    values = queries.as_numeric(values.dropna().to_numpy())")
+    elif plan.statistic == "histogram":
+        lines.append("    values = values.dropna()")
+    if plan.statistic == "count":
+        lines.append("    return queries.dp_count(values, eps)")
+    elif plan.statistic in ("sum", "mean"):
+        lines.append(f"    return queries.dp_{plan.statistic}(values, {d.bounds!r}, eps)")
+    elif d.categories is not None:
+        lines.append(f"    return queries.dp_histogram(values, eps, "
+                     f"categories={d.categories!r})")
+    else:
+        lines.append(f"    return queries.dp_histogram(values, eps, bounds={d.bounds!r}, "
+                     f"bins={d.bins or 10})")
+    lines += ["", ""]
+    if plan.by is None:
+        lines += [f"release = query(frame[{plan.column!r}])",
+                  f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
+                  "**release.to_dict()}"]
+    else:
+        lines += [
+            f"groups = {d.groups!r}  # declared in the schema",
+            f"key = frame[{plan.by!r}].astype(object).where(frame[{plan.by!r}].notna(), "
+            f"{MISSING!r}).astype(str)",
+            f"releases = [query(frame.loc[key == g, {plan.column!r}]) for g in groups]",
+            f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
+            f"'by': {plan.by!r}, 'groups': groups,",
+            "       'value': [r.to_dict()['value'] for r in releases],",
+            "       'noise': releases[0].noise,",
+            "       'guarantee': releases[0].guarantee.to_dict()}",
+        ]
+    lines += ["out['ledger'] = {'remaining_epsilon': entry.remaining_epsilon}",
+              "print(json.dumps(out, indent=2, default=str))", ""]
+    return "\n".join(lines)
+
+
+def report_html(result: Result) -> str:
+    """The release as one self-contained page of the shared report layout."""
+    from privlab.core.guarantee import PrivacyGuarantee
+    from privlab.report import Section, Table, render_html
+
+    v = result.payload
+    g = result.guarantee
+    facts = {"statistic": result.statistic, "column": result.column,
+             "data": result.source_label, "epsilon": result.epsilon,
+             "grid": v.get("granularity"),
+             "95% noise half-width": v.get("confidence_interval_95") or
+             "none in closed form (a ratio of a noisy sum and a noisy count)",
+             "ledger": f"{v['ledger']['principal']}, entry {v['ledger']['entry_id']}, "
+                       f"{v['ledger']['remaining_epsilon']:g} left after it"}
+    tables = []
+    if isinstance(v["value"], list):
+        details = v.get("details", {})
+        labels = details.get("labels") or details.get("groups", [])
+        head = ["cell", "noisy count"] if "labels" in details else \
+            [details.get("by", "group"), f"noisy {result.statistic}"]
+        tables.append(Table(head, list(zip(labels, v["value"], strict=True)),
+                            caption="Noisy values"))
+    else:
+        facts = {"released value": v["value"], **facts}
+    sections = [
+        Section("Release", facts=facts, tables=tables),
+        Section("Guarantee", paragraphs=[f"{g['headline']}: {g['mechanism']}; neighbouring: "
+                                         f"{g.get('neighbouring_meaning', g['neighbouring'])}; "
+                                         f"accountant: {g['accountant']}."],
+                items=list(g.get("notes", [])) + [f"covers: {c}" for c in g.get("covers", [])]),
+        Section("Rerun it", paragraphs=["With the CLI: " + result.cli.replace("\n", " && "),
+                                        "With the library: reproduce.py in this package. A "
+                                        "rerun draws fresh noise and is charged again."]),
+    ]
+    guarantee = PrivacyGuarantee(epsilon=g["epsilon"], delta=g["delta"],
+                                 mechanism=g["mechanism"], accountant=g["accountant"])
+    return render_html("page.html.j2", title=f"privlab release {result.rid}",
+                       subtitle=f"{result.statistic} of {result.column}", sections=sections,
+                       guarantee=guarantee)
+
+
+def package_files(result: Result) -> dict[str, str]:
+    """The downloadable package: release, guarantee, report, script, commands, schema."""
+    files = {
+        "release.json": json.dumps(result.payload, indent=2, default=str),
+        "guarantee.json": json.dumps(result.guarantee, indent=2, default=str),
+        "report.html": report_html(result),
+        "reproduce.py": result.script,
+        "reproduce.sh": "#!/bin/sh\nset -e\n" + result.cli + "\n",
+        "README.txt": (
+            f"privlab studio release {result.rid}: {result.statistic} of {result.column} from "
+            f"{result.source_label}, epsilon {result.epsilon:g}.\n"
+            f"Guarantee: {result.guarantee.get('headline', '')}\n\n"
+            "release.json    the released value, its grid, noise and guarantee\n"
+            "guarantee.json  the privacy guarantee alone\n"
+            "report.html     the release, its guarantee and how to rerun it, as a page\n"
+            "reproduce.py    reruns the same release with the library (python reproduce.py)\n"
+            "reproduce.sh    the same with the privlab CLI\n"
+            "Rerunning draws fresh noise and is charged to the same ledger: a second release "
+            "spends budget again.\n"),
+    }
+    if result.schema_yaml is not None:
+        files["schema.yaml"] = result.schema_yaml
+    return files

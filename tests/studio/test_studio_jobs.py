@@ -1,0 +1,121 @@
+"""Long jobs of privlab studio: a synthesizer or a CLI command in its own process, progress,
+cancel (the charge stays), and jobs visible only to the session that started them."""
+
+from __future__ import annotations
+
+import html
+import subprocess
+import sys
+from pathlib import Path
+
+from studio_helpers import csrf_of, make_client
+
+from privlab.studio import StudioConfig
+from privlab.studio.jobs import CommandJob
+
+
+def test_a_synth_job_is_charged_first_cancellable_and_private(workspace: Path) -> None:
+    config = StudioConfig(workspace=workspace)
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(config)
+    alice = TestClient(app, base_url="http://127.0.0.1:8765")
+    bob = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(alice)
+    alice.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    r = alice.post("/synth", data={"csrf": csrf, "method": "aim", "epsilon": "2",
+                                   "delta": "1e-6", "rows": "100"})  # every column: slow
+    jid = str(r.url).rsplit("/", 1)[1]
+    assert "Cancel the job" in r.text
+    assert app.state.ledger.remaining("bundled:adult")[0] == 8.0  # charged before it ran
+    assert bob.get(f"/jobs/{jid}").status_code == 404
+    assert bob.get(f"/jobs/{jid}/status").status_code == 404
+    assert bob.post(f"/jobs/{jid}/cancel", data={"csrf": csrf_of(bob)}).status_code == 404
+    job = next(iter(app.state.store.all()[0].jobs.values()))
+    page = alice.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
+    assert "job cancelled" in page.text and "its budget stays spent" in page.text
+    assert alice.get(f"/jobs/{jid}/status").json()["state"] == "cancelled"
+    assert job.process.poll() is not None  # the child is gone
+    assert alice.get(f"/jobs/{jid}/synthetic.csv").status_code == 404
+    assert app.state.ledger.remaining("bundled:adult")[0] == 8.0  # the charge stays
+
+
+def test_bad_synth_and_choose_requests_start_nothing(workspace: Path) -> None:
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    for data, message in (({"method": "dpgan"}, "method: choose mst or aim"),
+                          ({"method": "mst", "delta": "0"}, "delta: the synthesizers need"),
+                          ({"method": "mst", "rows": "0"}, "rows: between 1")):
+        form = {"csrf": csrf, "epsilon": "1", "delta": "1e-6", "rows": "10", **data}
+        assert message in client.post("/synth", data=form).text
+    page = client.post("/choose", data={"csrf": csrf, "model": "svm", "epsilons": "1"}).text
+    assert "model: choose logreg or mlp" in page
+    page = client.post("/choose", data={"csrf": csrf, "epsilons": "1,-2"}).text
+    assert "epsilon must be" in page and "Jobs of this session" not in page
+    page = client.get("/synth").text
+    assert "Jobs of this session" not in page
+    assert "<strong>ε = 10</strong>" in page  # nothing was charged
+
+
+def test_choose_epsilon_runs_as_a_cancellable_command(workspace: Path) -> None:
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    r = client.post("/choose", data={"csrf": csrf, "target": "salary", "model": "logreg",
+                                     "policy": "finance", "epsilons": "1,4", "seeds": "1",
+                                     "max_rows": "1000"})
+    jid = str(r.url).rsplit("/", 1)[1]
+    assert "Choose epsilon: logreg on UCI Adult" in r.text
+    client.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
+    assert client.get(f"/jobs/{jid}/status").json()["state"] == "cancelled"
+
+
+def test_command_job_progress_and_failure_are_read_from_its_log(tmp_path: Path) -> None:
+    job = CommandJob("j1", tmp_path, "t", [("report.html", "the report")])
+    assert job.status()["state"] == "starting"
+    (tmp_path / "progress.log").write_text(
+        "[    5s] choose-epsilon 0/3: training the baseline\n"
+        "[   13s] choose-epsilon 2/3: attacking the eps=4 model (loss)\nnote: at chance\n")
+    job.process = subprocess.Popen([sys.executable, "-c", "pass"])
+    job.process.wait()
+    status = job.status()
+    assert status["state"] == "done" and status["done"] == status["total"] == 3
+    job.process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"])
+    job.process.wait()
+    with (tmp_path / "progress.log").open("a") as fh:
+        fh.write("error: choose-epsilon needs the [ml] extra\n")
+    status = job.status()
+    assert status["state"] == "failed" and "needs the [ml] extra" in status["error"]
+    assert job.file("report.html") == tmp_path / "report.html" and job.file("x.py") is None
+
+
+def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspace: Path
+                                                                         ) -> None:
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    page = html.unescape(client.post("/model", data={"csrf": csrf, "target": "age",
+                                                     "model": "logreg", "epsilon": "1"}).text)
+    assert "target: 'age' is integer; choose a categorical column" in page
+    assert app.state.ledger.remaining("bundled:adult")[0] == 10.0  # refused: nothing charged
+    r = client.post("/model", data={"csrf": csrf, "target": "salary", "model": "logreg",
+                                    "epsilon": "2", "delta": "1e-5"})
+    jid = str(r.url).rsplit("/", 1)[1]
+    assert "DP model: logreg predicting salary, epsilon 2" in r.text
+    assert app.state.ledger.remaining("bundled:adult") == (8.0, 1e-5 - 1e-5)
+    job = app.state.store.all()[0].jobs[jid]
+    args = job.process.args
+    assert args[args.index("train") + 1:args.index("train") + 4] == ["adult", "--schema",
+                                                                      "adult"]
+    client.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
+    assert client.get(f"/jobs/{jid}/status").json()["state"] == "cancelled"
+    assert client.get(f"/jobs/{jid}/model.pkl").status_code == 404
+    assert app.state.ledger.remaining("bundled:adult")[0] == 8.0  # the charge stays
