@@ -39,6 +39,23 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
     assert ev["guarantee"]["is_dp"] is False
     assert 0 <= ev["ml_utility"]["train_synthetic_accuracy"] <= 1
     assert any("NOT differentially private" in w for w in payload["warnings"])
+    ml = ev["ml_utility"]
+    assert ml["majority_class"] == "<=50K" and isinstance(ml["train_real_better_than_baseline"],
+                                                         bool)
+
+
+def test_synth_console_shows_the_majority_baseline(tmp_path, adult_csv, capsys) -> None:
+    report = tmp_path / "r.html"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "2", "--rows", "500",
+                 "--out", str(tmp_path / "s.csv"), "--domain", "adult", "--holdout", "0.2",
+                 "--target", "salary", "--evaluate", "--seed", "1", "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = " ".join(captured.out.split())
+    assert "majority-class baseline" in text and "(always '<=50K')" in text
+    page = " ".join(report.read_text().split())
+    assert "majority-class baseline" in page
+    assert "than always predicting &#39;&lt;=50K&#39;" in page
 
 
 def test_synth_report(tmp_path, adult_csv, capsys) -> None:

@@ -183,7 +183,14 @@ def synth_cmd(
         if ml:
             console.print(f"  accuracy on real holdout: trained on synthetic "
                           f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
-                          f"{ml['train_real_accuracy']:.3f}")
+                          f"{ml['train_real_accuracy']:.3f}, majority-class baseline "
+                          f"{ml['majority_class_accuracy']:.3f} (always "
+                          f"{escape(repr(ml['majority_class']))})", highlight=False)
+            for who in ("synthetic", "real"):
+                if not ml[f"train_{who}_better_than_baseline"]:
+                    console.print(f"  [yellow]the model trained on {who} rows is "
+                                  f"{escape(ml[f'train_{who}_verdict'])}[/yellow]",
+                                  highlight=False)
             if "train_synthetic_auc" in ml:
                 console.print(f"  AUC on real holdout: trained on synthetic "
                               f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "

@@ -70,7 +70,10 @@ def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: 
             facts.update({
                 "accuracy, trained on real": fmt(ml["train_real_accuracy"]),
                 "accuracy, trained on synthetic": fmt(ml["train_synthetic_accuracy"]),
-                "majority-class accuracy": fmt(ml["majority_class_accuracy"])})
+                "majority-class baseline": f"{fmt(ml['majority_class_accuracy'])} (always "
+                                           f"{ml['majority_class']!r})",
+                "trained on synthetic vs the baseline": ml["train_synthetic_verdict"],
+                "trained on real vs the baseline": ml["train_real_verdict"]})
         pv = evaluation.get("privacy")
         if pv:
             rc = pv["rare_copies"]
