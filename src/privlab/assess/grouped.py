@@ -344,6 +344,7 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
             frame, qis, sensitive, population=pop_frame, sensitive_kind=sensitive_kind,
             recursive_l=recursive_l, risk_threshold=risk_threshold, missing=missing,
             weights=weights, population_weights=pop_w)
+    result.target_k = target_k
     result.recommendations = recommend(result, target_k=target_k)
     result.warnings.append("not differential privacy: " + NOT_DP_REASON)
     return result
