@@ -178,3 +178,27 @@ def test_identifier_columns_are_dropped_by_declaration(tmp_path, adult_small, ca
     err = capsys.readouterr().err
     assert "column 'tckno' is not in schema 'adult'" in err and not out.exists()
     assert main(base + ["--schema", "adult", "--drop", "tckno"]) == 0
+
+
+def test_synth_report_opens_with_plain_words_and_no_generalising(tmp_path, adult_csv,
+                                                                 capsys) -> None:
+    """Issue 23: the synth report had no "In plain words" section and advised generalising
+    columns of a table that is already DP."""
+    import re
+
+    report = tmp_path / "r.html"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "1", "--rows", "300",
+                 "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2",
+                 "--schema", "adult", "--holdout", "0.2", "--target", "salary"])
+    assert code == 0, capsys.readouterr().err
+    html = report.read_text()
+    headings = re.findall(r"<h2>(.*?)</h2>", html)
+    assert headings[0] == "In plain words", headings
+    first = " ".join(html[html.index("<h2>In plain words</h2>"):
+                          html.index(f"<h2>{headings[1]}</h2>")].split())
+    for words in ("What was released", "What an attacker could learn", "How useful it is",
+                  "How sure we are", "epsilon = 1 (strong)", "always predicting"):
+        assert words in first, words
+    assert "Assessment of the synthetic table" in html
+    assert not re.search(r"<li>\s*generalize ", html)
+    assert "No generalisation is advised" in html

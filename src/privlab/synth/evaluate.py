@@ -469,10 +469,11 @@ def assess_synthetic(synth: pd.DataFrame) -> dict[str, Any] | None:
                        for a in d["attributes"]],
         "risky_combinations": [c["attributes"] for c in d["combinations"]
                                if c.get("escalated")],
-        "recommendations": d["recommendations"][:10],
         "note": "computed on the synthetic rows: no real person stands behind a row, but a "
                 "synthetic row that looks unique may resemble a real one (see the DCR and copy "
-                "checks)",
+                "checks). No generalisation is advised: the table is already differentially "
+                "private, its protection is the guarantee, and coarsening it would only lose "
+                "utility",
     }
 
 
