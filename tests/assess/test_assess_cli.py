@@ -209,3 +209,31 @@ def test_tier_wording_follows_uniqueness_and_k(tmp_path, capsys):
     assert "does not identify anyone on its own" in recs[("band",)]["reason"]
     assert recs[("status",)]["action"] == "generalize"
     assert "rarest value is held by 1 record" in recs[("status",)]["reason"]
+
+
+def test_assess_directory_reads_one_table_and_names_a_foreign_file(tmp_path, capsys):
+    """Issue 23: `assess DIR` read every Parquet file under the tree and ended in `internal
+    error` (exit 1) on a foreign file. Now: files in DIR and in key=value partition folders
+    only; a foreign file is a one-line error naming it (exit 2)."""
+    import numpy as np
+    import pandas as pd
+
+    gen = np.random.default_rng(1)
+    table = pd.DataFrame({"age": gen.integers(18, 90, 300), "sex": gen.choice(["F", "M"], 300)})
+    folder = tmp_path / "dataset"
+    for year, part in (("2024", table.iloc[:150]), ("2025", table.iloc[150:])):
+        (folder / f"year={year}").mkdir(parents=True)
+        part.to_parquet(folder / f"year={year}" / "part-0.parquet")
+    (folder / "other").mkdir()  # a foreign table kept beside it: not part of this one
+    pd.DataFrame({"x": [1.5, 2.5]}).to_parquet(folder / "other" / "x.parquet")
+    code = main(["assess", str(folder), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["rows_used"] == 300
+    pd.DataFrame({"x": [1.5, 2.5]}).to_parquet(folder / "year=2025" / "foreign.parquet")
+    code = main(["assess", str(folder), "--json"])
+    out = capsys.readouterr()
+    assert code == 2
+    lines = [ln for ln in out.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: DATA: ") and "foreign.parquet" in \
+        lines[0], out.err
