@@ -90,6 +90,10 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
     (["--method", "mst", "--holdout", "0.7"], "--holdout"),
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
     (["--method", "mst", "--domain", "nope.json"], "neither a built-in"),
+    # issue 23: a column-naming option naming no column was accepted silently
+    (["--method", "mst", "--schema", "adult", "--drop", "foo"], "unknown --drop column 'foo'"),
+    (["--method", "mst", "--schema", "adult", "--holdout", "0.2", "--target", "salary",
+      "--drop", "salary"], "also in --drop"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -> None:
     base = ["synth", str(adult_csv), "--rows", "10", "--out", str(tmp_path / "o.csv"),
@@ -202,3 +206,22 @@ def test_synth_report_opens_with_plain_words_and_no_generalising(tmp_path, adult
     assert "Assessment of the synthetic table" in html
     assert not re.search(r"<li>\s*generalize ", html)
     assert "No generalisation is advised" in html
+
+
+def test_weak_delta_refused_like_release(tmp_path, adult_csv, capsys) -> None:
+    """Issue 23: `release --delta 0.5` refused (exit 4) while `synth --delta 0.5` warned and
+    wrote its table. One policy: refused (exit 4, nothing written) unless --allow-weak."""
+    out = tmp_path / "o.csv"
+    base = ["synth", str(adult_csv), "--method", "mst", "--schema", "adult", "--rows", "50",
+            "--out", str(out), "--epsilon", "1", "--seed", "1"]
+    code = main(base + ["--delta", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 4 and "--delta 0.5 is too weak" in err and "--allow-weak" in err
+    assert not out.exists()
+    code = main(base + ["--delta", "0.01", "--allow-weak"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "accepted with --allow-weak" in captured.err and out.exists()
+    code = main(["release", "count", str(adult_csv), "--column", "age", "--epsilon", "1",
+                 "--delta", "0.5", "--mechanism", "gaussian"])
+    assert code == 4  # the same policy as release
