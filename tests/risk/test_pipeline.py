@@ -224,6 +224,7 @@ def test_models_that_learnt_nothing_get_no_recommendation(tmp_path, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert rc == 0
     assert "majority-class baseline: accuracy" in text and "always predicting 'no'" in text
+    assert "recommended epsilon: none (the models learnt nothing)" in text
 
 
 def test_models_that_learnt_beat_the_baseline(tmp_path, capsys):

@@ -141,8 +141,9 @@ def choose_epsilon_cmd(
     unc = doc.get("uncertainty") or {}
     iv = unc.get("interval")
     console.print(f"[bold]recommended epsilon: "
-                  f"{'none acceptable' if chosen is None else f'{chosen:g}'}[/bold]"
-                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else "")
+                  f"{_none_text(doc) if chosen is None else f'{chosen:g}'}[/bold]"
+                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})"
+                     if iv and chosen is not None else "")
                   + f"; {pol.name} policy; the point rule alone would pick "
                   f"{doc['argmin_epsilon']}", highlight=False)
     console.print(f"  {doc['reason']}")
@@ -158,6 +159,11 @@ def choose_epsilon_cmd(
         err_console.print(f"note: {n}")
     if report is not None:
         console.print(f"  report: {report}")
+
+
+def _none_text(doc: dict[str, Any]) -> str:
+    """Why there is no recommendation, in two words on the headline."""
+    return "none (the models learnt nothing)" if doc.get("learnt_nothing") else "none acceptable"
 
 
 def _print_baseline(doc: dict[str, Any]) -> None:
