@@ -143,7 +143,8 @@ def test_assess_report_opens_with_plain_words(capsys, adult_csv, tmp_path):
     for words in ("What was measured", "What an attacker could learn", "How sure we are",
                   "Richness, from 0 to 1", "unique share is", "quasi-identifiers"):
         assert words in first, words
-    escalated = sorted((c for c in doc["combinations"] if c["escalated"]),
+    # identifying = a group smaller than k = 5 (whatever the richness tier): DO NOT PUBLISH
+    escalated = sorted((c for c in doc["combinations"] if c["escalated"] and c["k"] < 5),
                        key=lambda c: ({"hide": 0, "low": 1, "none": 2}[c["tier"]],
                                       -c["unique_share"]))
     assert escalated, "Adult has escalated pairs"
@@ -153,11 +154,15 @@ def test_assess_report_opens_with_plain_words(capsys, adult_csv, tmp_path):
         assert named in first, named
     assert f"and {len(escalated) - 6} more" in first if len(escalated) > 6 else True
     for a in doc["attributes"]:
-        if a["tier"] == "hide":
+        if a["k"] == 1:
             assert (f"{a['name']} (richness {a['richness']:.2f}, "
                     f"{share_words(a['unique_share'])} of people unique, DO NOT PUBLISH)") in first
-        else:
+        elif a["k"] >= 5 and a["tier"] == "hide":
+            assert (f"{a['name']} (richness {a['richness']:.2f}, no one unique, every value "
+                    f"shared by at least {a['k']})") in first
+        elif a["k"] >= 5:
             assert not re.search(rf"(?<!\+ ){re.escape(a['name'])} \(richness", first)
+    assert "none of people unique" not in first
     pm = doc["privacy_models"]
     k = pm["k_anonymity"]["k"]
     assert f"k-anonymity k = {k}" in first
@@ -165,3 +170,70 @@ def test_assess_report_opens_with_plain_words(capsys, adult_csv, tmp_path):
         in first
     # rounded: no long decimals in the plain section's prose
     assert not re.search(r"\d\.\d{3,}", first)
+
+
+def test_tier_wording_follows_uniqueness_and_k(tmp_path, capsys):
+    """Issue 23: a 6-value band with k = 139 was said to "identify people on their own (none
+    of people unique, DO NOT PUBLISH)", while a column where one person holds a rare value
+    (k = 1) was tier "none" and kept without comment."""
+    import re
+
+    import numpy as np
+    import pandas as pd
+
+    n = 834
+    gen = np.random.default_rng(0)
+    frame = pd.DataFrame({
+        "band": np.repeat(["18-25", "26-35", "36-45", "46-55", "56-65", "66+"], 139),
+        "status": ["common"] * (n - 1) + ["rare"],
+        "noise": gen.integers(0, 2, n).astype(str)})
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    report = tmp_path / "r.html"
+    code = main(["assess", str(path), "--json", "--report", str(report)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    band = next(a for a in doc["attributes"] if a["name"] == "band")
+    status = next(a for a in doc["attributes"] if a["name"] == "status")
+    assert band["tier"] == "hide" and band["k"] == 139 and band["unique_share"] == 0
+    assert status["tier"] == "none" and status["k"] == 1
+    html = report.read_text()
+    first = " ".join(html[html.index("<h2>In plain words</h2>"):
+                          html.index("<h2>Summary</h2>")].split())
+    assert "band (richness 0.83, no one unique, every value shared by at least 139)" in first
+    assert not re.search(r"band \(richness [0-9.]+, [^)]*DO NOT PUBLISH", first)
+    assert "identify people on their own: status (richness 0.00, under 1% of people unique, " \
+           "DO NOT PUBLISH)" in first
+    recs = {tuple(r["target"]): r for r in doc["recommendations"]}
+    assert "does not identify anyone on its own" in recs[("band",)]["reason"]
+    assert recs[("status",)]["action"] == "generalize"
+    assert "rarest value is held by 1 record" in recs[("status",)]["reason"]
+
+
+def test_assess_directory_reads_one_table_and_names_a_foreign_file(tmp_path, capsys):
+    """Issue 23: `assess DIR` read every Parquet file under the tree and ended in `internal
+    error` (exit 1) on a foreign file. Now: files in DIR and in key=value partition folders
+    only; a foreign file is a one-line error naming it (exit 2)."""
+    import numpy as np
+    import pandas as pd
+
+    gen = np.random.default_rng(1)
+    table = pd.DataFrame({"age": gen.integers(18, 90, 300), "sex": gen.choice(["F", "M"], 300)})
+    folder = tmp_path / "dataset"
+    for year, part in (("2024", table.iloc[:150]), ("2025", table.iloc[150:])):
+        (folder / f"year={year}").mkdir(parents=True)
+        part.to_parquet(folder / f"year={year}" / "part-0.parquet")
+    (folder / "other").mkdir()  # a foreign table kept beside it: not part of this one
+    pd.DataFrame({"x": [1.5, 2.5]}).to_parquet(folder / "other" / "x.parquet")
+    code = main(["assess", str(folder), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["rows_used"] == 300
+    pd.DataFrame({"x": [1.5, 2.5]}).to_parquet(folder / "year=2025" / "foreign.parquet")
+    code = main(["assess", str(folder), "--json"])
+    out = capsys.readouterr()
+    assert code == 2
+    lines = [ln for ln in out.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: DATA: ") and "foreign.parquet" in \
+        lines[0], out.err

@@ -176,3 +176,61 @@ def test_lm_audit_quick_json(capsys):
     assert len(doc["exposure"]) == 15 and doc["quick"] is True
     sl = doc["secret_level_guarantee"]
     assert sl["repeats"] == 10 and sl["epsilon"] == pytest.approx(10 * g["epsilon"])
+
+
+def test_target_beside_majority_baseline_and_one_line_warning(table, tmp_path, capsys):
+    """Issue 23: the target's accuracies sit beside the majority-class baseline; a target on
+    features without signal is called "no better than always predicting ..."; the --no-dp
+    warning is one clean line, not Python's `file:line: UserWarning` plus source line."""
+    code, out = _run(capsys, [str(table), *_schema(table), *BASE, "--no-dp",
+                              "--attacks", "loss"])
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    base = doc["model"]["baseline"]
+    assert base["majority_class"] in ("no", "yes")
+    assert base["better_than_baseline"] is True  # make_classification has signal
+    assert doc["model"]["test_accuracy"] > base["test_accuracy"]
+    assert "model.baseline" in doc["audit_guarantee"]["not_covered"]
+    assert "UserWarning" not in out.err
+    assert out.err.strip() == ("warning: the audited model was trained WITHOUT differential "
+                               "privacy (--no-dp)")
+    rng = np.random.default_rng(1)
+    n = 600
+    noise = pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"])
+    noise["label"] = np.where(rng.random(n) < 0.75, "no", "yes")
+    path = tmp_path / "noise.csv"
+    noise.to_csv(path, index=False)
+    cols = {c: {"type": "numeric", "bounds": [-10, 10], "missing": False} for c in "abc"}
+    cols["label"] = {"type": "categorical", "categories": ["no", "yes"], "missing": False}
+    (tmp_path / "noise.json").write_text(json.dumps({"name": "n", "columns": cols}))
+    args = [str(path), "--schema", str(tmp_path / "noise.json"), "--target", "label",
+            "--members", "150", "--epochs", "2", "--batch-size", "32", "--epsilon", "1",
+            "--attacks", "loss"]
+    code, out = _run(capsys, [*args, "--json"])
+    assert code == 0, out.err
+    base = json.loads(out.out)["model"]["baseline"]
+    assert base["majority_class"] == "no" and base["better_than_baseline"] is False
+    assert base["verdict"] == "no better than always predicting 'no'"
+    code, out = _run(capsys, args)
+    assert code == 0, out.err
+    text = " ".join(out.out.split())
+    assert "majority-class baseline: train" in text
+    assert "the target is no better than always predicting 'no'" in text
+
+
+def test_audit_steps_match_the_stage_calls(table):
+    """The progress bar's total is the number of stages audit_table reports."""
+    from privlab.audit.runner import TableAuditConfig, audit_steps, audit_table
+    from privlab.schema import load_schema
+
+    frame = pd.read_csv(table)
+    for attacks in (["loss"], ["shadow", "loss"], ["lira", "confidence"]):
+        cfg = TableAuditConfig(target="label", epsilon=None, attacks=attacks, members=100,
+                               epochs=1, batch_size=32, shadow_models=1, lira_models=2,
+                               schema=load_schema(str(table.with_suffix(".json"))))
+        stages: list[str] = []
+        epochs: list[int] = []
+        audit_table(frame, cfg, stage=stages.append,
+                    progress=lambda e, n, row, seen=epochs: seen.append(e))
+        assert len(stages) == audit_steps(cfg), (attacks, stages)
+        assert epochs == [1]

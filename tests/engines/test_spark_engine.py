@@ -270,7 +270,8 @@ def test_mst_marginals_on_spark(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "a.parquet"
     frame.to_parquet(data)
     domain = {"columns": {
-        "age": {"bounds": [17, 90], "bins": 8}, "hours-per-week": {"bounds": [1, 99], "bins": 5},
+        "age": {"bounds": [17, 90], "bins": 8}, "hours-per-week": {"bounds": [1, 99], "bins": 5,
+                                                          "point_masses": [40]},
         "education": {"categories": sorted(frame["education"].unique().tolist()[:10]),
                       "other": True},
         "sex": {"categories": ["Female", "Male"]}, "salary": {"categories": ["<=50K", ">50K"]}}}
@@ -280,6 +281,8 @@ def test_mst_marginals_on_spark(spark: Any, tmp_path: Path) -> None:
     assert on_spark.budget_lines() == mem.budget_lines()
     assert on_spark.guarantee.epsilon == mem.guarantee.epsilon
     pd.testing.assert_frame_equal(on_spark.sample(500), mem.sample(500))
+    # the declared point mass 40 hours has its own code on both paths (issue 23)
+    assert (mem.sample(2000)["hours-per-week"] == 40).mean() > 0.3
     out = sample_to_parquet(on_spark, 1200, str(tmp_path / "syn.parquet"), chunk=500)
     assert len(pd.read_parquet(out)) == 1200
     with pytest.raises(InvalidInputError, match="every column's domain must be declared"):

@@ -193,3 +193,49 @@ def test_canary_evidence_feeds_the_risk_model():
     assert sum(c["prob_best"] for c in u["candidates"]) + u["prob_none_feasible"] == \
         pytest.approx(1.0)
     assert doc["chosen_epsilon"] in (None, 1.0, 8.0) and doc["rule"] == "stable_one_se"
+
+
+def test_models_that_learnt_nothing_get_no_recommendation(tmp_path, capsys):
+    """Issue 23: on a table whose features carry no signal the models score the majority rate;
+    choose-epsilon recommended one anyway ("right 74% of the time"). Now: exit 0, no
+    recommendation, the majority-class baseline beside the accuracies, and the reason."""
+    rng = np.random.default_rng(5)
+    n = 400
+    frame = pd.DataFrame(rng.normal(size=(n, 4)), columns=[f"f{i}" for i in range(4)])
+    frame["label"] = np.where(rng.random(n) < 0.75, "no", "yes")
+    data = tmp_path / "noise.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "r.html"
+    rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "1,4",
+               "--policy", "medical", "--seeds", "2", "--report", str(out), "--json", *FAST])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    jsonschema.validate(doc, schema())
+    major = doc["majority_baseline"]
+    assert major["majority_class"] == "no"
+    assert major["accuracy"] == pytest.approx(0.75, abs=0.08)
+    assert all(r["better_than_baseline"] is False for r in doc["per_epsilon"])
+    assert doc["chosen_epsilon"] is None and doc["learnt_nothing"] is True
+    assert "no better than always predicting 'no'" in doc["reason"]
+    assert "no better than always predicting" in " ".join(out.read_text().split())
+    rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "1,4",
+               "--policy", "medical", "--seeds", "2", *FAST])
+    text = " ".join(capsys.readouterr().out.split())
+    assert rc == 0
+    assert "majority-class baseline: accuracy" in text and "always predicting 'no'" in text
+    assert "recommended epsilon: none (the models learnt nothing)" in text
+
+
+def test_models_that_learnt_beat_the_baseline(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    small_frame(600).to_csv(data, index=False)
+    rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "8",
+               "--policy", "medical", "--json", "--epochs", "5", "--lr", "0.05",
+               "--shadow-models", "1", "--batch-size", "32", "--seed", "3"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    assert doc["per_epsilon"][0]["better_than_baseline"] is True
+    assert doc["baseline"]["better_than_baseline"] is True  # the non-private model too
+    assert doc["learnt_nothing"] is False and doc["chosen_epsilon"] == 8.0

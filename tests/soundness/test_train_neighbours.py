@@ -116,7 +116,7 @@ def test_public_sample_rate_keeps_the_model_plan_identical(sample, tmp_path, cap
     code, b, err = _train(capsys, sample.iloc[1:], tmp_path, "--sample-rate", "0.2")
     assert code == 0, err
     assert set(a["noised"]) == {"rows", "train_rows", "test_rows", "train_accuracy",
-                                "test_accuracy"}
+                                "test_accuracy", "baseline"}
     assert_same_structure(a, b, noised=a["noised"])
     assert a["model_guarantee"] == b["model_guarantee"]
 

@@ -39,6 +39,23 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
     assert ev["guarantee"]["is_dp"] is False
     assert 0 <= ev["ml_utility"]["train_synthetic_accuracy"] <= 1
     assert any("NOT differentially private" in w for w in payload["warnings"])
+    ml = ev["ml_utility"]
+    assert ml["majority_class"] == "<=50K" and isinstance(ml["train_real_better_than_baseline"],
+                                                         bool)
+
+
+def test_synth_console_shows_the_majority_baseline(tmp_path, adult_csv, capsys) -> None:
+    report = tmp_path / "r.html"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "2", "--rows", "500",
+                 "--out", str(tmp_path / "s.csv"), "--domain", "adult", "--holdout", "0.2",
+                 "--target", "salary", "--evaluate", "--seed", "1", "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = " ".join(captured.out.split())
+    assert "majority-class baseline" in text and "(always '<=50K')" in text
+    page = " ".join(report.read_text().split())
+    assert "majority-class baseline" in page
+    assert "than always predicting &#39;&lt;=50K&#39;" in page
 
 
 def test_synth_report(tmp_path, adult_csv, capsys) -> None:
@@ -73,6 +90,10 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
     (["--method", "mst", "--holdout", "0.7"], "--holdout"),
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
     (["--method", "mst", "--domain", "nope.json"], "neither a built-in"),
+    # issue 23: a column-naming option naming no column was accepted silently
+    (["--method", "mst", "--schema", "adult", "--drop", "foo"], "unknown --drop column 'foo'"),
+    (["--method", "mst", "--schema", "adult", "--holdout", "0.2", "--target", "salary",
+      "--drop", "salary"], "also in --drop"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -> None:
     base = ["synth", str(adult_csv), "--rows", "10", "--out", str(tmp_path / "o.csv"),
@@ -161,3 +182,46 @@ def test_identifier_columns_are_dropped_by_declaration(tmp_path, adult_small, ca
     err = capsys.readouterr().err
     assert "column 'tckno' is not in schema 'adult'" in err and not out.exists()
     assert main(base + ["--schema", "adult", "--drop", "tckno"]) == 0
+
+
+def test_synth_report_opens_with_plain_words_and_no_generalising(tmp_path, adult_csv,
+                                                                 capsys) -> None:
+    """Issue 23: the synth report had no "In plain words" section and advised generalising
+    columns of a table that is already DP."""
+    import re
+
+    report = tmp_path / "r.html"
+    code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "1", "--rows", "300",
+                 "--out", str(tmp_path / "s.csv"), "--report", str(report), "--seed", "2",
+                 "--schema", "adult", "--holdout", "0.2", "--target", "salary"])
+    assert code == 0, capsys.readouterr().err
+    html = report.read_text()
+    headings = re.findall(r"<h2>(.*?)</h2>", html)
+    assert headings[0] == "In plain words", headings
+    first = " ".join(html[html.index("<h2>In plain words</h2>"):
+                          html.index(f"<h2>{headings[1]}</h2>")].split())
+    for words in ("What was released", "What an attacker could learn", "How useful it is",
+                  "How sure we are", "epsilon = 1 (strong)", "always predicting"):
+        assert words in first, words
+    assert "Assessment of the synthetic table" in html
+    assert not re.search(r"<li>\s*generalize ", html)
+    assert "No generalisation is advised" in html
+
+
+def test_weak_delta_refused_like_release(tmp_path, adult_csv, capsys) -> None:
+    """Issue 23: `release --delta 0.5` refused (exit 4) while `synth --delta 0.5` warned and
+    wrote its table. One policy: refused (exit 4, nothing written) unless --allow-weak."""
+    out = tmp_path / "o.csv"
+    base = ["synth", str(adult_csv), "--method", "mst", "--schema", "adult", "--rows", "50",
+            "--out", str(out), "--epsilon", "1", "--seed", "1"]
+    code = main(base + ["--delta", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 4 and "--delta 0.5 is too weak" in err and "--allow-weak" in err
+    assert not out.exists()
+    code = main(base + ["--delta", "0.01", "--allow-weak"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "accepted with --allow-weak" in captured.err and out.exists()
+    code = main(["release", "count", str(adult_csv), "--column", "age", "--epsilon", "1",
+                 "--delta", "0.5", "--mechanism", "gaussian"])
+    assert code == 4  # the same policy as release

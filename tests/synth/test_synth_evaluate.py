@@ -47,10 +47,30 @@ def test_ml_utility_train_on_real_beats_train_on_noise() -> None:
     r = ml_utility(train, test, noise, "g")
     assert r["train_real_accuracy"] > 0.8
     assert r["train_synthetic_accuracy"] < r["train_real_accuracy"] - 0.15
-    assert r["majority_class_accuracy"] >= 0.5
+    # the real training rows' majority scored on the test rows (not the test rows' own
+    # majority share, which would peek at the test labels)
+    assert r["majority_class_accuracy"] == pytest.approx(
+        (test["g"] == train["g"].value_counts().idxmax()).mean())
     one_class = train.assign(g="hi")
     assert ml_utility(train, test, one_class, "g")["train_synthetic_accuracy"] == \
         pytest.approx((test["g"] == "hi").mean())
+
+
+def test_ml_utility_beside_the_majority_baseline() -> None:
+    """Issue 23: train-on-synthetic accuracy sits beside the majority-class baseline (the
+    real training rows' majority, scored on the same test rows), and a model trained on
+    synthetic rows that carry no signal is called "no better than always predicting ..."."""
+    train, test = _frame(2000, 2), _frame(1000, 3)
+    train = train.assign(g=np.where(train["x"] > -0.7, "hi", "lo"))  # 'hi' ~76%
+    test = test.assign(g=np.where(test["x"] > -0.7, "hi", "lo"))
+    noise = train.assign(g=np.random.default_rng(4).permutation(train["g"].to_numpy()))
+    r = ml_utility(train, test, noise, "g")
+    assert r["majority_class"] == "hi"
+    assert r["majority_class_accuracy"] == pytest.approx((test["g"] == "hi").mean())
+    assert r["train_real_better_than_baseline"] is True
+    assert r["train_real_verdict"] == "better than always predicting 'hi'"
+    assert r["train_synthetic_better_than_baseline"] is False
+    assert r["train_synthetic_verdict"] == "no better than always predicting 'hi'"
 
 
 def test_privacy_checks_catch_a_copying_synthesizer() -> None:

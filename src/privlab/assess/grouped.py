@@ -84,26 +84,81 @@ class DuckDBSource(CountSource):
         if not p.exists():
             raise InvalidInputError(f"{what}: {p} does not exist; pass a Parquet file or a "
                                     "directory of Parquet files")
-        pattern = str(p / "**" / "*.parquet") if p.is_dir() else str(p)
+        files = dataset_files(p, what) if p.is_dir() else [p]
+        hive = any("=" in part for f in files for part in f.relative_to(p).parts[:-1]) \
+            if p.is_dir() else False
         # no progress bar: it would write to stdout, inside `--json` output
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
+        self.what, self.path = what, str(p)
         try:
-            literal = "'" + pattern.replace("'", "''") + "'"
-            self.con.execute(f"CREATE VIEW __data AS SELECT * FROM read_parquet({literal})")
+            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            self.con.execute(f"CREATE VIEW __data AS SELECT * FROM read_parquet([{listed}], "
+                             f"hive_partitioning = {'true' if hive else 'false'})")
             described = self.con.execute("DESCRIBE __data").fetchall()
         except duckdb.Error as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise InvalidInputError(f"{what}: cannot read {p} as Parquet ({first}); pass a "
                                     "Parquet file or a directory of them") from None
         self.columns = {r[0]: str(r[1]) for r in described}
-        self.path = str(p)
+
+    def _run(self, text: str) -> Any:
+        import duckdb
+
+        try:
+            return self.con.execute(text)
+        except duckdb.Error as exc:  # a file that reads but does not fit: one line, exit 2
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise InvalidInputError(f"{self.what}: cannot read {self.path} as one table "
+                                    f"({first}); pass a Parquet file or a directory holding "
+                                    "one table's files") from None
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:
-        return self.con.execute(text).fetchall()
+        return self._run(text).fetchall()
 
     def frame(self, text: str) -> pd.DataFrame:
-        return self.con.execute(text).fetch_df()
+        return self._run(text).fetch_df()
+
+
+def dataset_files(root: Path, what: str = "DATA") -> list[Path]:
+    """The Parquet files of ONE table stored as a directory: files directly in it and in
+    Hive partition folders (`key=value/...`), never other sub-folders (a foreign table kept
+    beside it, `_temporary`, hidden folders). Every file must have the first file's columns
+    and types: a foreign file is refused with its name (exit 2), not read."""
+    import pyarrow.parquet as pq
+
+    def walk(folder: Path) -> list[Path]:
+        out = []
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith((".", "_")):
+                continue
+            if child.is_file() and child.suffix.lower() == ".parquet":
+                out.append(child)
+            elif child.is_dir() and "=" in child.name:
+                out.extend(walk(child))
+        return out
+
+    files = walk(root)
+    if not files:
+        raise InvalidInputError(f"{what}: {root} holds no .parquet file (directly or in "
+                                "key=value partition folders)")
+    try:
+        first = pq.read_schema(files[0])
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad input file
+        raise InvalidInputError(f"{what}: cannot read {files[0]} as Parquet "
+                                f"({type(exc).__name__})") from None
+    for f in files[1:]:
+        try:
+            other = pq.read_schema(f)
+        except Exception as exc:  # noqa: BLE001
+            raise InvalidInputError(f"{what}: cannot read {f} as Parquet "
+                                    f"({type(exc).__name__}); move it out of {root}") from None
+        if not other.equals(first, check_metadata=False):
+            raise InvalidInputError(
+                f"{what}: {f} does not have the columns of {files[0]} ({', '.join(other.names)}"
+                f" vs {', '.join(first.names)}): a directory must hold one table's files; move "
+                "the foreign file out or pass a single file")
+    return files
 
 
 class SparkSource(CountSource):
@@ -344,6 +399,7 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
             frame, qis, sensitive, population=pop_frame, sensitive_kind=sensitive_kind,
             recursive_l=recursive_l, risk_threshold=risk_threshold, missing=missing,
             weights=weights, population_weights=pop_w)
+    result.target_k = target_k
     result.recommendations = recommend(result, target_k=target_k)
     result.warnings.append("not differential privacy: " + NOT_DP_REASON)
     return result
@@ -354,7 +410,8 @@ def is_parquet(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         return True
-    return p.is_dir() and any(p.rglob("*.parquet"))
+    return p.is_dir() and (any(p.glob("*.parquet")) or any(
+        c.is_dir() and "=" in c.name for c in p.iterdir()))
 
 
 __all__ = ["CountSource", "DuckDBSource", "SparkSource", "assess_grouped", "is_parquet",

@@ -69,6 +69,8 @@ class Assessment:
     warnings: list[str] = field(default_factory=list)
     guarantee: PrivacyGuarantee = field(default_factory=lambda: PrivacyGuarantee.not_private(
         "privacy impact assessment", NOT_DP_REASON))
+    #: groups smaller than this identify people (the k the recommendations aim for)
+    target_k: int = 5
 
     def attribute(self, name: str) -> AttributeResult:
         for a in self.attributes:
@@ -167,6 +169,7 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
             used, quasi_identifiers, sensitive, population=population,
             sensitive_kind=sensitive_kind, recursive_l=recursive_l,
             risk_threshold=risk_threshold, missing=missing)
+    result.target_k = target_k
     result.recommendations = recommend(result, target_k=target_k)
     result.warnings.append("not differential privacy: " + NOT_DP_REASON)
     return result

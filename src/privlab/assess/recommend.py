@@ -27,6 +27,27 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def identifies_alone(k: int, target_k: int) -> bool:
+    """A value shared by fewer than `target_k` records singles those people out, whatever the
+    richness tier says: richness measures how varied a column is, k how small its smallest
+    group is."""
+    return k < target_k
+
+
+def group_words(unique_share: float, k: int, target_k: int) -> str:
+    """'12% of people unique', 'no one unique, but groups as small as 3', or 'no one unique,
+    every value shared by at least 139': the exposure in words that never contradict k."""
+    if unique_share > 0:
+        return f"{_share(unique_share)} of people unique"
+    if identifies_alone(k, target_k):
+        return f"no one unique, but groups as small as {k}"
+    return f"no one unique, every value shared by at least {k}"
+
+
+def _share(x: float) -> str:
+    return "under 1%" if x < 0.01 else f"{x:.0%}"
+
+
 def recommend(result: Assessment, target_k: int = 5) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
     pm = result.privacy_models
@@ -43,13 +64,30 @@ def recommend(result: Assessment, target_k: int = 5) -> list[dict[str, Any]]:
                          "reason": f"sensitive attribute (tier {a.tier}): publish counts or "
                                    "means of it with differential privacy (privlab release) "
                                    "rather than record-level values"})
+        elif a.tier == "hide" and not identifies_alone(a.k, target_k):
+            recs.append({"target": [a.name], "action": "generalize",
+                         "reason": f"richness {a.richness:.3f} is in the 'must be hidden' tier, "
+                                   f"but no record is unique on it and every value is shared by "
+                                   f"at least {a.k} records (k = {a.k}): it does not identify "
+                                   "anyone on its own; it does in combination with other "
+                                   "attributes, so coarsen it before releasing it with them"})
         elif a.tier == "hide":
             how = ("into ranges (bins)" if a.kind == "numeric"
                    else "by merging rare values into broader categories")
             recs.append({"target": [a.name], "action": "generalize",
                          "reason": f"richness {a.richness:.3f} is in the 'must be hidden' tier "
-                                   f"({_pct(a.unique_share)} unique records): generalize it "
-                                   f"{how}, suppress it, or publish only DP statistics"})
+                                   f"({_pct(a.unique_share)} unique records, k = {a.k}): "
+                                   f"generalize it {how}, suppress it, or publish only DP "
+                                   "statistics"})
+        elif identifies_alone(a.k, target_k):
+            how = ("top- or bottom-code its extreme values" if a.kind == "numeric"
+                   else "merge its rare values into broader categories")
+            recs.append({"target": [a.name], "action": "generalize",
+                         "reason": f"richness {a.richness:.3f} (tier {a.tier}) looks harmless, "
+                                   f"but its rarest value is held by {a.k} record"
+                                   f"{'' if a.k == 1 else 's'} (k = {a.k} < {target_k}; "
+                                   f"{_pct(a.unique_share)} unique): anyone who knows that "
+                                   f"value finds them; {how}"})
         elif a.tier == "low":
             recs.append({"target": [a.name], "action": "generalize",
                          "reason": f"richness {a.richness:.3f}: low-level hiding; generalize "
@@ -63,8 +101,11 @@ def recommend(result: Assessment, target_k: int = 5) -> list[dict[str, Any]]:
             recs.append({"target": list(s.attributes), "action": "generalize",
                          "reason": f"together they reach richness {s.richness:.3f} (tier "
                                    f"{c.tier}, members {', '.join(c.member_tiers)}); k = {s.k}, "
-                                   f"{_pct(s.unique_share)} unique: do not release them "
-                                   "together un-generalized"})
+                                   f"{_pct(s.unique_share)} unique: "
+                                   + ("do not release them together un-generalized"
+                                      if identifies_alone(s.k, target_k) else
+                                      "no small group yet, but the combination is varied: "
+                                      "one more known attribute may single people out")})
     if pm is not None:
         qis = list(pm.qis)
         unique = pm.risk.get("unique_share", 0.0)

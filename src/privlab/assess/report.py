@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from privlab.assess.pipeline import Assessment
+from privlab.assess.recommend import group_words, identifies_alone
 from privlab.assess.richness import TIER_MEANING
 from privlab.report import Image, Section, Table, bar_chart, fmt, pct, write_page
 
@@ -152,28 +153,46 @@ def plain_section(result: Assessment) -> Section:
             "record has its own value (like a name) and near 0 when one value dominates. The "
             "unique share is the share of people who are the only one with their value: "
             "anyone who knows that value about them finds their record.")
-    hide = sorted((a for a in attrs if a.tier == "hide"), key=lambda a: -a.unique_share)
+    tk = result.target_k
+    # identifying: a group smaller than target_k, whatever the richness tier (a column with
+    # one person holding a rare value is tier "none" by richness, yet singles them out)
+    alone = sorted((a for a in attrs if identifies_alone(a.k, tk)),
+                   key=lambda a: (-a.unique_share, a.k))
+    varied = [a for a in attrs if a.tier == "hide" and not identifies_alone(a.k, tk)]
     rank = {"hide": 0, "low": 1, "none": 2}
-    risky = sorted((c for c in combos if c.escalated),
-                   key=lambda c: (rank.get(c.tier, 3), -c.stats.unique_share))
+    escalated = sorted((c for c in combos if c.escalated),
+                       key=lambda c: (rank.get(c.tier, 3), -c.stats.unique_share))
+    risky = [c for c in escalated if identifies_alone(c.stats.k, tk)]
+    broad = [c for c in escalated if not identifies_alone(c.stats.k, tk)]
     learn = "What an attacker could learn: "
-    if hide:
+    if alone:
         learn += ("these attributes identify people on their own: "
                   + "; ".join(f"{a.name} (richness {a.richness:.2f}, "
-                              f"{share_words(a.unique_share)} of people unique, DO NOT PUBLISH)"
-                              for a in hide) + ". ")
+                              f"{group_words(a.unique_share, a.k, tk)}, DO NOT PUBLISH)"
+                              for a in alone) + ". ")
+    if varied:
+        learn += ("These attributes are varied (richness tier 'must be hidden') but do not "
+                  "identify anyone on their own: "
+                  + "; ".join(f"{a.name} (richness {a.richness:.2f}, "
+                              f"{group_words(a.unique_share, a.k, tk)})" for a in varied)
+                  + "; they matter in combination with other attributes. ")
     if risky:
         shown = risky[:PLAIN_COMBINATIONS]
         learn += ("These combinations identify people although each attribute alone looks "
                   "harmless: " + "; ".join(
                       f"{' + '.join(c.attributes)} (richness {c.stats.richness:.2f}, "
-                      f"{share_words(c.stats.unique_share)} of people unique, DO NOT PUBLISH)"
+                      f"{group_words(c.stats.unique_share, c.stats.k, tk)}, DO NOT PUBLISH)"
                       for c in shown)
                   + (f"; and {len(risky) - len(shown)} more in the table below"
-                     if len(risky) > len(shown) else "") + ".")
-    if not hide and not risky:
-        learn += ("no attribute and no examined combination stands out as identifying; "
-                  "records can still be linked on attributes this assessment did not examine.")
+                     if len(risky) > len(shown) else "") + ". ")
+    if broad:
+        learn += (f"{len(broad)} more combination{'s are' if len(broad) > 1 else ' is'} "
+                  f"varied but every group holds at least {tk} people (table below). ")
+    if not alone and not risky:
+        learn += ("no attribute and no examined combination singles anyone out (every group "
+                  f"holds at least {tk} people); records can still be linked on attributes "
+                  "this assessment did not examine.")
+    learn = learn.rstrip()
     paras = [what, learn]
     pm = result.privacy_models
     if pm is not None:
@@ -193,7 +212,7 @@ def plain_section(result: Assessment) -> Section:
         f"{result.bounds.thresholds.describe()}. None of this is differential privacy: it "
         "measures exposure, it does not protect anyone.")
     facts = {"records assessed": result.rows_used,
-             "attributes to hide": len(hide),
+             "attributes that identify people on their own": len(alone),
              "risky combinations (DO NOT PUBLISH)": len(risky)}
     if risky:
         facts["highest unique share of a combination"] = share_words(

@@ -213,9 +213,19 @@ def _roc_points(res: AttackResult, points: int = 60) -> dict[str, list[float]]:
     return {"fpr": grid.tolist(), "tpr": tpr}
 
 
+def audit_steps(config: TableAuditConfig) -> int:
+    """How many times `audit_table` calls its `stage` callback (for a progress bar)."""
+    a = set(config.attacks)
+    shadows = len(a & {"shadow", "shadow_label"})
+    reference = int(bool(a & {"loss", "confidence", "entropy", "mentr"}) and not shadows)
+    return 2 + shadows + reference + len(a & {"lira", "lira_offline"})
+
+
 def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
-                stage: Stage | None = None) -> dict[str, Any]:
-    """Train the target, run the attacks, return a JSON-ready report."""
+                stage: Stage | None = None,
+                progress: Callable[[int, int, Any], None] | None = None) -> dict[str, Any]:
+    """Train the target, run the attacks, return a JSON-ready report. `stage(message)` is
+    called at each stage (`audit_steps` of them), `progress` after each target epoch."""
     import torch
 
     from privlab.audit.trainers import TorchTrainer
@@ -246,7 +256,7 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         warnings.simplefilter("ignore")
         # an initialisation seed no shadow model uses (TorchTrainer seeds seed*1000 + m)
         target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg,
-                                seed=TARGET_SEED_OFFSET + config.seed)
+                                seed=TARGET_SEED_OFFSET + config.seed, progress=progress)
     guarantee: PrivacyGuarantee = res.guarantee.with_covers("target model weights")
     if data["privacy_unit"] and guarantee.is_dp:
         import dataclasses
@@ -333,6 +343,7 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
                   config.batch_size, "lr": config.lr,
                   "train_accuracy": accuracy(target, *mem),
                   "test_accuracy": accuracy(target, *non),
+                  "baseline": majority_comparison(target, mem, non, data["classes"]),
                   "torch_threads": torch.get_num_threads()},
         "release": False,
         "guarantee": guarantee.to_dict(),
@@ -343,10 +354,33 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
     }
 
 
+def majority_comparison(target: Any, mem: tuple[np.ndarray, np.ndarray],
+                        non: tuple[np.ndarray, np.ndarray], classes: Sequence[Any]
+                        ) -> dict[str, Any]:
+    """The majority-class baseline beside the target's accuracies: always predicting the
+    members' most common label, scored on the members and on the non-members (exact, like the
+    accuracies: the audit is an evaluation); "better" by the one-sided exact McNemar test on
+    the non-members (`privlab.learn.baseline`)."""
+    from privlab.audit.target import as_target
+    from privlab.learn.baseline import beats_exact, majority_class, no_better_text
+
+    code = int(majority_class(np.asarray(mem[1]).tolist()))
+    hits = as_target(target).log_proba(non[0]).argmax(1) == non[1]
+    better = beats_exact(hits, non[1] == code)
+    label = str(classes[code])
+    return {"majority_class": label, "train_accuracy": float(np.mean(mem[1] == code)),
+            "test_accuracy": float(np.mean(non[1] == code)), "better_than_baseline": better,
+            "verdict": ("better than" if better else "no better than")
+            + no_better_text(label).removeprefix("no better than"),
+            "measured": "the members' majority class scored on the same members and "
+                        "non-members (exact); better: one-sided exact McNemar at 5% on the "
+                        "non-members"}
+
+
 #: Every audit output computed from the rows (none is protected: the audit is not a release).
 AUDIT_FIELDS = ("data.rows", "data.duplicates_removed", "data.members", "data.nonmembers",
-                "data.pool", "model.train_accuracy", "model.test_accuracy", "attacks",
-                "summary")
+                "data.pool", "model.train_accuracy", "model.test_accuracy", "model.baseline",
+                "attacks", "summary")
 
 
 def audit_guarantee() -> PrivacyGuarantee:
@@ -399,6 +433,11 @@ def write_audit_html(path: str, report: dict[str, Any]) -> None:
              "largest bound these trials allow": fmt(s["max_attainable_lower_bound"]),
              "train / test accuracy": f"{report['model']['train_accuracy']:.3f} / "
                                       f"{report['model']['test_accuracy']:.3f}"}
+    base = report["model"].get("baseline")
+    if base:
+        facts["majority-class baseline (train / test)"] = (
+            f"{base['train_accuracy']:.3f} / {base['test_accuracy']:.3f} (always "
+            f"{base['majority_class']!r}; the model is {base['verdict']})")
     paragraphs = ["Membership inference against the model trained on "
                   f"{report['data']['members']} member rows; {report['data']['nonmembers']} "
                   "non-members from the same distribution; attacker pool of "
@@ -461,6 +500,12 @@ def audit_plain_section(report: dict[str, Any]) -> Any:
                   "safety; a stronger attacker might do better.")
     elif auc >= 0.6:
         learn += " That is a clear leak: the model remembers who was in its training data."
+    base = model.get("baseline")
+    if base and not base["better_than_baseline"]:
+        learn += (f" Note: the model itself is {base['verdict']} (right "
+                  f"{model['test_accuracy']:.0%} of the time on the non-members, the most "
+                  f"common label alone {base['test_accuracy']:.0%}): it learnt nothing useful, "
+                  "so an attack on it says little about a model worth releasing.")
     lower, top = s["empirical_epsilon_lower"], s["max_attainable_lower_bound"]
     c = attacks[s["strongest_attack_by_epsilon"]].get("counts") or {}
     trials = f"from {c['trials']} guesses" if c.get("trials") else "from these guesses"

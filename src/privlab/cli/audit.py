@@ -14,8 +14,8 @@ say so, and the console's first line says it.
 from __future__ import annotations
 
 import math
-import warnings
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.cli.common import (
+    console,
+    emit_json,
+    err_console,
+    parse_floats,
+    parse_list,
+    warn,
+)
 from privlab.errors import InvalidInputError
 
 _BUNDLED = {"adult": "salary", "classification": "target"}
@@ -132,17 +139,11 @@ def audit_cmd(
         fprs=parse_floats(fprs, "--fprs"), level=level, eps_method=eps_method, seed=seed,
         schema=declared, on_invalid=on_invalid, exclude=drop, unsafe_encoding=unsafe_encoding,
         max_rows_per_unit=max_rows_per_unit)
-    status = err_console.status("auditing", spinner="dots") if show else nullcontext()
-    with status as live:
-        def stage(msg: str) -> None:
-            if live is not None:
-                live.update(f"audit: {msg}")
-
-        result = audit_table(frame, config, stage=stage)
+    with _audit_progress(config, show) as (stage, epochs_done):
+        result = audit_table(frame, config, stage=stage, progress=epochs_done)
     result["data"]["source"] = source
     if epsilon is None:
-        warnings.warn("the audited model was trained WITHOUT differential privacy (--no-dp)",
-                      stacklevel=1)
+        warn("the audited model was trained WITHOUT differential privacy (--no-dp)")
     if report is not None:
         write_audit_html(str(report), result)
         result["report"] = str(report)
@@ -150,6 +151,34 @@ def audit_cmd(
         emit_json(result)
         return
     _print_table(result)
+
+
+@contextmanager
+def _audit_progress(config: Any, show: bool) -> Iterator[tuple[Callable[[str], None],
+                                                               Callable[[int, int, Any], None]]]:
+    """A live bar on stderr (off with --json or when stderr is not a terminal): one step per
+    audit stage, the target's epochs inside the first, and the elapsed time, so a minute-long
+    audit visibly moves."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from privlab.audit.runner import audit_steps
+
+    total = audit_steps(config)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("step {task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, disable=not show, transient=True) as bar:
+        task = bar.add_task("audit: starting", total=total)
+        done = {"steps": 0}
+
+        def stage(msg: str) -> None:
+            bar.update(task, description=f"audit: {msg}", completed=done["steps"])
+            done["steps"] += 1
+
+        def epochs(e: int, n: int, row: Any) -> None:
+            bar.update(task, description=f"audit: training the target, epoch {e}/{n}")
+
+        yield stage, epochs
+        bar.update(task, completed=total)
 
 
 def _print_table(result: dict[str, Any]) -> None:
@@ -162,6 +191,7 @@ def _print_table(result: dict[str, Any]) -> None:
     console.print(f"[bold]target[/bold] {m['kind']}: train accuracy {m['train_accuracy']:.3f}, "
                   f"test accuracy {m['test_accuracy']:.3f} ({result['data']['members']} members, "
                   f"{result['data']['nonmembers']} non-members, pool {result['data']['pool']})")
+    _print_baseline(m)
     if g["is_dp"]:
         console.print(f"[bold]accounted[/bold] epsilon = {g['epsilon']:.4g}, delta = "
                       f"{g['delta']:g} ({g['accountant']})")
@@ -187,6 +217,20 @@ def _print_table(result: dict[str, Any]) -> None:
         console.print(f"[bold red]ALARM[/bold red]: {s['alarm']}")
 
 
+def _print_baseline(model: dict[str, Any]) -> None:
+    """The majority-class baseline beside the target's accuracies (exact, like them)."""
+    base = model.get("baseline")
+    if not base:
+        return
+    console.print(f"  majority-class baseline: train {base['train_accuracy']:.3f}, test "
+                  f"{base['test_accuracy']:.3f} by always predicting "
+                  f"{escape(repr(base['majority_class']))}", highlight=False)
+    if not base["better_than_baseline"]:
+        console.print(f"  [bold yellow]the target is {escape(base['verdict'])}[/bold yellow]: "
+                      "it learnt nothing useful, so the audit says little about a model worth "
+                      "releasing")
+
+
 def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_json: bool,
               show: bool) -> None:
     from rich.progress import Progress
@@ -203,8 +247,7 @@ def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_js
                               progress=lambda e, n, row: bar.update(task, completed=e))
     result["quick"] = quick
     if not result["guarantee"]["is_dp"]:
-        warnings.warn("the language model was fine-tuned WITHOUT differential privacy (--no-dp)",
-                      stacklevel=1)
+        warn("the language model was fine-tuned WITHOUT differential privacy (--no-dp)")
     if as_json:
         emit_json(result)
         return

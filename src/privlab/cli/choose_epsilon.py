@@ -141,11 +141,13 @@ def choose_epsilon_cmd(
     unc = doc.get("uncertainty") or {}
     iv = unc.get("interval")
     console.print(f"[bold]recommended epsilon: "
-                  f"{'none acceptable' if chosen is None else f'{chosen:g}'}[/bold]"
-                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})" if iv else "")
+                  f"{_none_text(doc) if chosen is None else f'{chosen:g}'}[/bold]"
+                  + (f" (a re-run would pick {iv[0]:g} to {iv[1]:g})"
+                     if iv and chosen is not None else "")
                   + f"; {pol.name} policy; the point rule alone would pick "
                   f"{doc['argmin_epsilon']}", highlight=False)
     console.print(f"  {doc['reason']}")
+    _print_baseline(doc)
     pb = {c["epsilon"]: c["prob_best"] for c in unc.get("candidates", [])}
     for r in doc["per_epsilon"]:
         console.print(f"  eps={r['epsilon']:<8g} accuracy {r['accuracy']:.3f}  risk "
@@ -157,6 +159,27 @@ def choose_epsilon_cmd(
         err_console.print(f"note: {n}")
     if report is not None:
         console.print(f"  report: {report}")
+
+
+def _none_text(doc: dict[str, Any]) -> str:
+    """Why there is no recommendation, in two words on the headline."""
+    return "none (the models learnt nothing)" if doc.get("learnt_nothing") else "none acceptable"
+
+
+def _print_baseline(doc: dict[str, Any]) -> None:
+    """The majority-class baseline beside the accuracies (exact, like them)."""
+    from privlab.learn.baseline import no_better_text
+
+    major = doc.get("majority_baseline")
+    if not major:
+        return
+    console.print(f"  majority-class baseline: accuracy {major['accuracy']:.3f} by always "
+                  f"predicting {major['majority_class']!r}", highlight=False)
+    lost = [f"{r['epsilon']:g}" for r in doc["per_epsilon"]
+            if r.get("better_than_baseline") is False]
+    if lost:
+        console.print(f"  [yellow]models at eps={', '.join(lost)} are "
+                      f"{no_better_text(major['majority_class'])}[/yellow]", highlight=False)
 
 
 def _parse_weights(text: str | None) -> dict[str, float] | None:

@@ -98,6 +98,25 @@ def warn(message: str) -> None:
     err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Python warnings raised while a command runs (ours or a library's) print as one clean
+    `warning: ...` line on stderr instead of Python's `file:line: UserWarning:` plus source."""
+    import warnings
+
+    previous = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        warn(" ".join(str(message).split()))
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
     if epsilon > WEAK_EPSILON:

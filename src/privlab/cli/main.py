@@ -16,6 +16,7 @@ import click
 import typer
 
 from privlab import __version__
+from privlab.cli.common import one_line_warnings
 from privlab.errors import InvalidInputError, PrivlabError, cli_context
 
 EXIT_CODES = {
@@ -85,7 +86,7 @@ _register()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by `run` and by the tests)."""
     try:
-        with cli_context():
+        with cli_context(), one_line_warnings():
             rv = app(args=argv, prog_name="privlab", standalone_mode=False)
     except PrivlabError as exc:
         click.echo(f"error: {exc}", err=True)

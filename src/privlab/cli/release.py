@@ -149,7 +149,7 @@ def release_cmd(
         if stat == "histogram":
             return queries.dp_histogram(values, eps, categories=cats, bounds=pair,
                                         bins=bins, delta=delta, mechanism=mech or "geometric",
-                                        rng=seed)
+                                        rng=seed, integer=_declared_integer(schema, column))
         return queries.dp_quantile(values, q, pair, eps, rng=seed)
 
     charge = None
@@ -172,6 +172,7 @@ def release_cmd(
         return
     console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
+    _print_bin_labels(payload)
     console.print(f"  grid: {result.granularity}   95% noise half-width: "
                   f"{half_width_text(payload['confidence_interval_95'], result.noise)}")
     console.print(f"  guarantee: {result.guarantee.describe()}")
@@ -262,3 +263,24 @@ def half_width_text(width: float | None, noise: dict) -> str:
 
 def register(app: typer.Typer) -> None:
     app.command("release")(release_cmd)
+
+
+def _declared_integer(schema: str | None, column: str) -> bool:
+    """Is the column declared integer (whole-number histogram bins, one per value when the
+    range is small)? Public: read from the schema, never from the rows."""
+    if schema is None:
+        return False
+    from privlab.schema import load_schema
+
+    return load_schema(schema).column(column).type == "integer"
+
+
+def _print_bin_labels(payload: dict[str, Any]) -> None:
+    """A histogram's bins on the console: `label: noisy count` per bin."""
+    labels = (payload.get("details") or {}).get("labels")
+    value = payload.get("value")
+    if payload.get("statistic") != "histogram" or not labels or not isinstance(value, list):
+        return
+    console.print("  bins: " + ", ".join(f"{lab}: {v}" for lab, v in zip(labels, value,
+                                                                        strict=False)),
+                  highlight=False, markup=False)

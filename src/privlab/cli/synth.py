@@ -16,7 +16,13 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from privlab.cli.common import console, emit_json, err_console, parse_list
+from privlab.cli.common import (
+    check_delta_strength,
+    console,
+    emit_json,
+    err_console,
+    parse_list,
+)
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
@@ -32,7 +38,11 @@ def synth_cmd(
                                help="aim (workload-adaptive marginals) | mst (tree of "
                                     "marginals) | dpvae (DP-SGD autoencoder)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
-    delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows)."),
+    delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows); above "
+                                "1e-3 or not below 1/rows is refused (exit 4) unless "
+                                "--allow-weak, as in every command."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 or "
+                                    "not below 1/rows (with a warning)."),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
     out: Path = typer.Option(..., "--out", "-o", help="Output CSV (or .parquet)."),
     schema: str = typer.Option(None, "--schema",
@@ -115,8 +125,9 @@ def synth_cmd(
         options["max_model_cells"] = max(1, int(max_model_mb * 2 ** 20 // 8))
     synth = make_synthesizer(method, **options)
     frame = read_table(file, delimiter=delimiter)
-    if target is not None and target not in frame.columns:
-        raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
+    _check_column_options(frame, file, options["drop"], target)
+    # one delta policy in every command (the check `release` uses): refused before any work
+    check_delta_strength(delta, len(frame), allow_weak)
     # schema's columns and dtypes; refused (exit 2, nothing written) or coerced here
     frame = synth.conform(frame)
     train, hold = frame, None
@@ -183,7 +194,14 @@ def synth_cmd(
         if ml:
             console.print(f"  accuracy on real holdout: trained on synthetic "
                           f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
-                          f"{ml['train_real_accuracy']:.3f}")
+                          f"{ml['train_real_accuracy']:.3f}, majority-class baseline "
+                          f"{ml['majority_class_accuracy']:.3f} (always "
+                          f"{escape(repr(ml['majority_class']))})", highlight=False)
+            for who in ("synthetic", "real"):
+                if not ml[f"train_{who}_better_than_baseline"]:
+                    console.print(f"  [yellow]the model trained on {who} rows is "
+                                  f"{escape(ml[f'train_{who}_verdict'])}[/yellow]",
+                                  highlight=False)
             if "train_synthetic_auc" in ml:
                 console.print(f"  AUC on real holdout: trained on synthetic "
                               f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "
@@ -196,6 +214,17 @@ def synth_cmd(
                           f"{pv['rare_copies']['holdout_match_rate']:.4f}")
     if report is not None:
         console.print(f"report written to {report}")
+
+
+def _check_column_options(frame: Any, file: Path, drop: list[str], target: str | None) -> None:
+    """Every option that names columns names columns of DATA (one-line error, exit 2)."""
+    from privlab.data.io import require_columns
+
+    require_columns(frame, drop, "--drop column")
+    if target is not None and target not in frame.columns:
+        raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
+    if target is not None and target in drop:
+        raise InvalidInputError(f"--target {target!r} is also in --drop; keep the class column")
 
 
 def _tvds(f: dict[str, Any]) -> str:

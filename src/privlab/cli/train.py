@@ -220,6 +220,7 @@ def train_cmd(
                   + (f"{noisy}test accuracy {acc:.4f} (train {payload['train_accuracy']:.4f}, "
                      f"about {payload['train_rows']} training rows)" if acc is not None
                      else "metrics not released (--metrics-share 0)"))
+    _print_baseline(payload)
     console.print(f"  guarantee: {guarantee.describe()}")
     if "noise_multiplier" in payload:
         console.print(f"  DP-SGD: noise multiplier {payload['noise_multiplier']:.4g}, sample rate "
@@ -232,6 +233,22 @@ def train_cmd(
         err_console.print(f"warning: {w}")
     if save is not None:
         console.print(f"  saved to {save}")
+
+
+def _print_baseline(payload: dict[str, Any]) -> None:
+    """The majority-class baseline beside the accuracy, and the verdict when the model did not
+    beat it (the baseline comes from the same noisy counts as the accuracy)."""
+    base = payload.get("baseline")
+    if not base:
+        return
+    noisy = "noisy " if "baseline" in payload["noised"] else ""
+    console.print(f"  {noisy}majority-class baseline: test accuracy {base['test_accuracy']:.4f} "
+                  f"(train {base['train_accuracy']:.4f}) by always predicting "
+                  f"{escape(repr(base['majority_class']))}", highlight=False)
+    if not base["better_than_baseline"]:
+        console.print(f"  [bold yellow]the model is {escape(base['verdict'])}[/bold yellow]: "
+                      "it learnt nothing useful (more epochs, more rows or a larger epsilon "
+                      "may help)")
 
 
 def register(app: typer.Typer) -> None:

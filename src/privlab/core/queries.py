@@ -136,10 +136,36 @@ def dp_mean(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: 
                             "noisy_count": c.value, "clamped_to": [lo, hi]})
 
 
+def histogram_edges(bounds: tuple[float, float], bins: int, integer: bool = False
+                    ) -> tuple[np.ndarray, list[str]]:
+    """Public bin edges and labels over `bounds` (nothing read from the data).
+
+    Numbers: `bins` equal bins, the last one closed. Integers (a column declared integer):
+    whole-number edges, bin [a, b) holding a .. b-1, at most `bins` of them, so a range with
+    no more values than `bins` gets one bin per value (a 1-5 rating: 5 bins labelled 1 .. 5,
+    not 10 bins of which half cannot hold a value)."""
+    lo, hi = bounds
+    if not integer:
+        edges = np.linspace(lo, hi, bins + 1)
+        return edges, [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == bins - 1 else ')'}"
+                       for i in range(bins)]
+    lo_i, hi_i = math.ceil(lo), math.floor(hi)
+    if hi_i < lo_i:
+        raise InvalidInputError(f"bounds {bounds} hold no whole number for an integer column")
+    count = min(bins, hi_i - lo_i + 1)
+    edges = np.unique(np.round(np.linspace(lo_i, hi_i + 1, count + 1)))
+    labels = [f"{int(a)}" if b - a == 1 else f"[{int(a)}, {int(b) - 1}]"
+              for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return edges, labels
+
+
 def dp_histogram(values: Any, epsilon: float, *, categories: Sequence[Any] | None = None,
                  bounds: tuple[float, float] | None = None, bins: int = 10, delta: float = 0.0,
-                 mechanism: str = "geometric", rng: RngLike = None) -> Release:
-    """Counts over a PUBLIC domain: declared categories, or `bins` equal bins over `bounds`.
+                 mechanism: str = "geometric", rng: RngLike = None,
+                 integer: bool = False) -> Release:
+    """Counts over a PUBLIC domain: declared categories, or bins over `bounds`
+    (`histogram_edges`: `bins` equal bins; `integer=True` for a column declared integer:
+    whole-number bins, one per value when the range holds at most `bins` values).
 
     Adding or removing a record changes one count by 1 (L1 = L2 = 1). Values outside the
     declared domain are dropped (numeric ones are clamped into the end bins).
@@ -160,11 +186,9 @@ def dp_histogram(values: Any, epsilon: float, *, categories: Sequence[Any] | Non
         lo, hi = check_bounds(bounds)
         if not isinstance(bins, int) or bins < 1:
             raise InvalidInputError(f"bins must be a positive integer, got {bins!r}")
-        x = np.clip(as_numeric(values), lo, hi)
-        edges = np.linspace(lo, hi, bins + 1)
+        edges, labels = histogram_edges((lo, hi), bins, integer)
+        x = np.clip(as_numeric(values), edges[0], edges[-1] - 1 if integer else edges[-1])
         counts, _ = np.histogram(x, bins=edges)
-        labels = [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == bins - 1 else ')'}"
-                  for i in range(bins)]
     if mechanism == "laplace":
         mechanism = "geometric"
     one_row = sens.histogram()  # L1 = L2 = 1, one changed count

@@ -24,10 +24,16 @@ protected by noise charged to the same epsilon, or named in the guarantee's `not
   `privlab release` does), everything runs at (epsilon/M, delta/(M e^((M-1) epsilon/M))) per
   row, and group privacy gives (epsilon, delta) per person (`neighbouring: user`).
   Objective/output perturbation (replace one row, n fixed) is refused for a person unit.
-- counts and accuracies: the vector (train rows, test rows, correct on train, correct on test)
-  gets two-sided geometric noise (L1 sensitivity 2 under add/remove: one row is in one part
-  and changes its part's size and correct count by at most 1 each), charged `metrics_share`
-  of epsilon. Accuracies are ratios of noisy counts (post-processing).
+- counts and accuracies: the vector (per-class counts of the train part, per-class counts of
+  the test part, correct on train, correct on test) gets two-sided geometric noise (L1
+  sensitivity 2 under add/remove: one row is in one part and changes one class count of its
+  part and its part's correct count by at most 1 each; 3 under replace-one, where two class
+  counts change), charged `metrics_share` of epsilon. Part sizes are sums of the noisy class
+  counts, accuracies ratios of noisy counts (post-processing).
+- the majority-class baseline: the training part's majority class and its share of each part,
+  from the same noisy class counts (post-processing, no extra budget); the payload's
+  `baseline.verdict` says "no better than always predicting <majority>" when the noisy test
+  accuracy does not exceed the baseline's (`privlab.learn.baseline`).
 - the guarantee: basic sequential composition of the model's (eps_model, delta) and the pure
   epsilons of the counts; its epsilon is the requested total, an upper bound.
 """
@@ -228,6 +234,29 @@ def _ratio(num: int, den: int) -> float:
     return float(min(1.0, max(0.0, num / den))) if den > 0 else 0.0
 
 
+#: how the baseline of a DP run is measured (also stated in the guarantee's covers)
+BASELINE_NOISY = ("majority class and its share from the same noisy per-class counts of each "
+                  "part (post-processing: no extra budget)")
+
+
+def _baseline(labels: Sequence[Any], by_class_tr: Sequence[int], by_class_te: Sequence[int],
+              n_tr: int, n_te: int, metrics: dict[str, Any], source: str) -> dict[str, Any]:
+    """The majority-class baseline beside the accuracies: the majority is the training part's
+    (what a model that learnt nothing would predict), scored on each part."""
+    from privlab.learn.baseline import majority_from_counts, no_better_text
+
+    counts_tr = {str(c): int(v) for c, v in zip(labels, by_class_tr, strict=True)}
+    counts_te = {str(c): int(v) for c, v in zip(labels, by_class_te, strict=True)}
+    major = majority_from_counts(counts_tr)
+    b_tr, b_te = _ratio(counts_tr[major], n_tr), _ratio(counts_te[major], n_te)
+    better = bool(metrics["test_accuracy"] > b_te)
+    return {"majority_class": major, "train_accuracy": b_tr, "test_accuracy": b_te,
+            "better_than_baseline": better,
+            "verdict": ("better than" if better else "no better than")
+            + no_better_text(major).removeprefix("no better than"),
+            "measured": source}
+
+
 def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None,
                 unsafe_encoding: bool = False, one_hot: bool = False,
                 bounds: dict[str, tuple[float, float]] | None = None,
@@ -340,33 +369,52 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     model_g: PrivacyGuarantee = est.guarantee_
     scrub(est)
 
-    # counts and accuracies
+    # counts and accuracies, each beside the majority-class baseline from the same counts
+    labels = list(est.classes_)
     correct_tr = int(np.sum(est.predict(x_tr) == y_tr))
     correct_te = int(np.sum(est.predict(x_te) == y_te)) if len(te) else 0
+    by_class_tr = [int(np.sum(y_tr == c)) for c in labels]
+    by_class_te = [int(np.sum(y_te == c)) for c in labels]
+    k = len(labels)
     exact = {"train_rows": len(tr), "test_rows": len(te)}
     metrics: dict[str, Any]
     counts_g = None
+    base: dict[str, Any] | None = None
     if not private:
         metrics = {"rows": len(tr) + len(te), **exact,
                    "train_accuracy": _ratio(correct_tr, len(tr)),
                    "test_accuracy": _ratio(correct_te, len(te))}
+        base = _baseline(labels, by_class_tr, by_class_te, len(tr), len(te), metrics,
+                         "exact class counts of the same rows (plain training: not private)")
     elif share == 0:
         metrics = {"rows": None, "train_rows": None, "test_rows": None,
                    "train_accuracy": None, "test_accuracy": None}
     elif replace:  # n and the part sizes are public under replace-one neighbours
-        (c_tr, c_te), counts_g = noisy_counts([correct_tr, correct_te], 1, eps_metrics,
-                                              spec.seed, 2)
+        # one replaced row changes its part's correct count by <= 1 and two class counts of
+        # its part by 1 each: L1 sensitivity 3
+        noisy, counts_g = noisy_counts([correct_tr, correct_te, *by_class_tr, *by_class_te],
+                                       3, eps_metrics, spec.seed, 2)
+        c_tr, c_te = int(noisy[0]), int(noisy[1])
         metrics = {"rows": len(tr) + len(te), **exact,
-                   "train_accuracy": _ratio(int(c_tr), len(tr)),
-                   "test_accuracy": _ratio(int(c_te), len(te))}
-        noised += ["train_accuracy", "test_accuracy"]
+                   "train_accuracy": _ratio(c_tr, len(tr)),
+                   "test_accuracy": _ratio(c_te, len(te))}
+        base = _baseline(labels, noisy[2:2 + k], noisy[2 + k:], len(tr), len(te), metrics,
+                         BASELINE_NOISY)
+        noised += ["train_accuracy", "test_accuracy", "baseline"]
     else:
-        (n_tr, n_te, c_tr, c_te), counts_g = noisy_counts(
-            [len(tr), len(te), correct_tr, correct_te], 2, eps_metrics, spec.seed, 2)
-        metrics = {"rows": int(n_tr + n_te), "train_rows": int(n_tr), "test_rows": int(n_te),
-                   "train_accuracy": _ratio(int(c_tr), int(n_tr)),
-                   "test_accuracy": _ratio(int(c_te), int(n_te))}
-        noised += ["rows", "train_rows", "test_rows", "train_accuracy", "test_accuracy"]
+        # a row added or removed changes one class count of its part by 1 and its part's
+        # correct count by <= 1: L1 sensitivity 2; the part sizes are sums of class counts
+        noisy, counts_g = noisy_counts([*by_class_tr, *by_class_te, correct_tr, correct_te],
+                                       2, eps_metrics, spec.seed, 2)
+        cls_tr, cls_te = noisy[:k], noisy[k:2 * k]
+        n_tr, n_te = int(cls_tr.sum()), int(cls_te.sum())
+        c_tr, c_te = int(noisy[2 * k]), int(noisy[2 * k + 1])
+        metrics = {"rows": n_tr + n_te, "train_rows": n_tr, "test_rows": n_te,
+                   "train_accuracy": _ratio(c_tr, n_tr),
+                   "test_accuracy": _ratio(c_te, n_te)}
+        base = _baseline(labels, cls_tr, cls_te, n_tr, n_te, metrics, BASELINE_NOISY)
+        noised += ["rows", "train_rows", "test_rows", "train_accuracy", "test_accuracy",
+                   "baseline"]
 
     guarantee = _guarantee(per_row, meth, model_g, eps_model, eps_metrics, eps_size,
                            sample_source, enc, counts_g is not None, replace)
@@ -388,6 +436,7 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
         "feature_columns": list(getattr(enc.encoder, "columns", ()) or []),
         "classes": [str(c) for c in est.classes_],
         **metrics,
+        "baseline": base,
         "epsilon_split": None if not private else {
             "model": eps_model, "training_rows_estimate": eps_size, "metrics": eps_metrics},
         "guarantee": guarantee.to_dict(),
@@ -494,12 +543,14 @@ def _guarantee(spec: TableTrainSpec, meth: str, model_g: PrivacyGuarantee,
         covers.append(f"features and classes (from schema {enc.schema.name!r}, public)")
     if meth == "none":
         g = model_g.with_not_covered("model weights (plain training)", "rows", "train_rows",
-                                     "test_rows", "train_accuracy", "test_accuracy")
+                                     "test_rows", "train_accuracy", "test_accuracy",
+                                     "baseline (majority class and its accuracy, exact)")
         return g.with_not_covered(*enc.not_covered)
     if counted:
         covers.append("rows, train_rows, test_rows, train_accuracy, test_accuracy (geometric "
                       "noise on counts)" if not replace else
                       "train_accuracy, test_accuracy (geometric noise on correct counts)")
+        covers.append("baseline: the " + BASELINE_NOISY)
     if replace:
         covers.append("rows, train_rows, test_rows: exact, public under replace-one "
                       "neighbouring (n is fixed)")

@@ -375,8 +375,29 @@ def evaluate_epsilons(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[fl
         evs.append(Evaluation(float(e), counts, accs, per_model * cfg.seeds, aucs))
         details[float(e)] = {"guarantee": g.to_dict(), "guarantee_text": g.describe(),
                              "plan": res.plans[j * cfg.seeds].to_dict(), "attacks": det,
-                             "accuracy_seeds": accs, "correct": hits.mean(0)}
+                             "accuracy_seeds": accs, "correct": hits.mean(0),
+                             "better_than_baseline": beats_majority(prep, hits)}
     return evs, details
+
+
+def majority_baseline(prep: Prepared) -> dict[str, Any]:
+    """Always predicting the target-train part's majority class, scored on the same test rows
+    as every model (exact, like the models' accuracies: an evaluation, not a release)."""
+    from privlab.learn.baseline import majority_class
+
+    code = int(majority_class(prep.y_train.tolist()))
+    return {"majority_class": prep.classes[code], "accuracy": float(np.mean(prep.y_test == code)),
+            "measured": "the target-train part's majority class, scored on the test rows "
+                        "(exact, like every accuracy of this run)"}
+
+
+def beats_majority(prep: Prepared, hits: np.ndarray) -> bool:
+    """Do these models (rows of per-record correctness) beat the majority baseline? One-sided
+    exact McNemar on the test records (`privlab.learn.baseline.beats_exact`)."""
+    from privlab.learn.baseline import beats_exact, majority_class
+
+    code = int(majority_class(prep.y_train.tolist()))
+    return beats_exact(np.asarray(hits) > 0.5, prep.y_test == code)
 
 
 def _canary_evidence(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[float]
@@ -421,9 +442,11 @@ def baseline(prep: Prepared, cfg: PipelineConfig) -> dict[str, Any]:
         res = train_many(_model_fn(prep, cfg), prep.x_train, prep.y_train, config=tc,
                          seeds=cfg.model_seeds(999, cfg.seeds))
         accs = [_accuracy(m, prep.x_test, prep.y_test) for m in res.models]
+        hits = np.stack([_correct(m, prep.x_test, prep.y_test) for m in res.models])
         train_acc = _accuracy(res.models[0], prep.x_train, prep.y_train)
         counts, aucs, det = _attack(prep, cfg, res.models[0], tc)
     return {"accuracy": float(np.mean(accs)), "accuracy_seeds": accs, "train_accuracy": train_acc,
+            "better_than_baseline": beats_majority(prep, hits),
             "attacks": det, "counts": {k: list(v) for k, v in counts.items()}, "auc": aucs,
             "guarantee": res.guarantees[0].to_dict(),
             "guarantee_text": res.guarantees[0].describe()}
@@ -442,6 +465,7 @@ class ChooseResult:
     grid: list[float]
     seconds: float
     uncertainty: ChoiceUncertainty | None = None
+    majority: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return result_dict(self)
@@ -516,7 +540,7 @@ def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
                      "only; use --seeds 4 or more")
     notes.extend(_chance_notes(evaluations, details, cfg))
     return ChooseResult(decision, sweep, cfg, prep.info, sens, notes, order, grid,
-                        time.perf_counter() - started, unc)
+                        time.perf_counter() - started, unc, majority_baseline(prep))
 
 
 def _correct_rows(details: dict[float, dict[str, Any]], epsilons: Any
@@ -578,6 +602,7 @@ def result_dict(r: ChooseResult) -> dict[str, Any]:
                         for a in c.attacks},
             "guarantee": det.get("guarantee"),
             "train_seconds": float(c.train_seconds[i]),
+            "better_than_baseline": det.get("better_than_baseline"),
         })
     cfg = asdict(r.config)
     cfg["epsilons"] = list(r.config.epsilons)
@@ -586,14 +611,21 @@ def result_dict(r: ChooseResult) -> dict[str, Any]:
     cfg["prior"] = list(parse_prior(r.config.prior)) if not isinstance(r.config.prior, str) \
         else r.config.prior
     unc = r.uncertainty.to_dict() if r.uncertainty is not None else None
+    chosen = unc["recommended_epsilon"] if unc else d.chosen_epsilon
+    reason = unc["reason"] if unc else d.risk_averse.reason
+    learnt_nothing = _learnt_nothing(rows, chosen, r.majority)
+    if learnt_nothing is not None:
+        chosen, reason = None, learnt_nothing
     return {
-        "chosen_epsilon": unc["recommended_epsilon"] if unc else d.chosen_epsilon,
+        "chosen_epsilon": chosen,
         "rule": "stable_one_se" if unc else "risk_averse",
         "argmin_epsilon": d.chosen_epsilon,
         "argmin_reason": d.risk_averse.reason,
         "uncertainty": unc,
         "mean_rule_epsilon": d.mean_rule.epsilon,
-        "reason": unc["reason"] if unc else d.risk_averse.reason,
+        "reason": reason,
+        "majority_baseline": r.majority,
+        "learnt_nothing": learnt_nothing is not None,
         "mean_rule_reason": d.mean_rule.reason,
         "policy": d.policy.to_dict(),
         "utility": {"baseline_accuracy": d.utility_config.baseline_accuracy,
@@ -617,3 +649,25 @@ def result_dict(r: ChooseResult) -> dict[str, Any]:
         "notes": r.notes,
         "seconds": r.seconds,
     }
+
+
+def _learnt_nothing(rows: Sequence[dict[str, Any]], chosen: float | None,
+                    majority: dict[str, Any] | None) -> str | None:
+    """Why no epsilon is recommended when the models at the would-be choice are no better than
+    the majority-class baseline (their accuracy then says nothing about the privacy-utility
+    trade-off), else None."""
+    from privlab.learn.baseline import no_better_text
+
+    if chosen is None or majority is None:
+        return None
+    row = next((x for x in rows if x["epsilon"] == chosen), None)
+    if row is None or row.get("better_than_baseline") is not False:
+        return None
+    better = [f"{x['epsilon']:g}" for x in rows if x.get("better_than_baseline")]
+    return (f"no recommendation: the models at epsilon {chosen:g} (accuracy "
+            f"{row['accuracy']:.3f}) are {no_better_text(majority['majority_class'])} "
+            f"(majority-class baseline {majority['accuracy']:.3f} on the same test rows): they "
+            "learnt nothing, so their accuracy cannot justify an epsilon; "
+            + (f"models beat the baseline only at epsilon {', '.join(better)}; " if better
+               else "no epsilon's models beat it; ")
+            + "train longer (--epochs), on more rows, or try another --model or --lr")

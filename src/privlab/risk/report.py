@@ -34,6 +34,10 @@ def _accuracy_fig(doc: Mapping[str, Any]) -> str:
     base = (doc.get("baseline") or {}).get("accuracy")
     if base is not None:
         ax.axhline(base, color="#555555", linestyle=":", label="non-private model")
+    major = doc.get("majority_baseline") or {}
+    if major.get("accuracy") is not None:
+        ax.axhline(major["accuracy"], color="#b9770e", linestyle="--",
+                   label=f"always predicting {major['majority_class']!r}")
     if doc["policy"].get("min_accuracy") is not None:
         ax.axhline(doc["policy"]["min_accuracy"], color="#c0392b", linestyle=":",
                    label="accuracy floor")
@@ -167,7 +171,14 @@ def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
                  f"whether their record was used in training (a membership attack). The "
                  f"strongest attack ({a}) was right {rate:.0%} of the time at epsilon {e:g}, "
                  "where a coin toss is right 50% of the time.")
-    if chosen is None:
+    major = doc.get("majority_baseline") or {}
+    base_text = (f" Always predicting the most common label ({major['majority_class']!r}) "
+                 f"would be right {major['accuracy']:.0%} of the time: a model must beat that "
+                 "to have learnt anything." if major.get("accuracy") is not None else "")
+    if doc.get("learnt_nothing"):
+        rec = ("Recommendation: none. The models learnt nothing useful, so their accuracy "
+               f"cannot justify an epsilon: {doc['reason']}." + base_text)
+    elif chosen is None:
         rec = ("Recommendation: none of the tried epsilons meets this policy's limits; "
                f"{doc['reason']}.")
     else:
@@ -176,7 +187,7 @@ def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
         rec = (f"Recommendation: use epsilon {chosen:g}. Its model is right "
                f"{r['accuracy']:.0%} of the time (the best tried: {top['accuracy']:.0%} at "
                f"epsilon {top['epsilon']:g}). Larger epsilons are not better by more than the "
-               "measurements' own noise, so the more private choice is taken.")
+               "measurements' own noise, so the more private choice is taken." + base_text)
     sure = ""
     cands = {c["epsilon"]: c for c in unc.get("candidates", [])}
     if chosen is not None and cands:
@@ -199,6 +210,9 @@ def plain_summary(doc: Mapping[str, Any], source: str = "") -> Section:
         facts["re-run range (95%)"] = f"{unc['interval'][0]:g} to {unc['interval'][1]:g}"
     if chosen is not None and chosen in rows:
         facts["accuracy at the recommendation"] = f"{rows[chosen]['accuracy']:.1%}"
+    if major.get("accuracy") is not None:
+        facts["majority-class baseline"] = (f"{major['accuracy']:.1%} (always "
+                                            f"{major['majority_class']!r})")
     return Section("In plain words", paragraphs=paras, facts=facts, anchor="summary")
 
 
@@ -208,6 +222,8 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
     pol = doc["policy"]
     chosen = doc["chosen_epsilon"]
     answer = (f"Use epsilon = {chosen:g}." if chosen is not None
+              else "No recommendation: the models learnt nothing (no better than the "
+              "majority-class baseline)." if doc.get("learnt_nothing")
               else "No epsilon on this grid is acceptable under this policy.")
     rows = doc["per_epsilon"]
     by_eps = {r["epsilon"]: r for r in rows}
@@ -257,7 +273,9 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
         ]))
     table_rows = []
     for r in rows:
-        table_rows.append([r["epsilon"], r["accuracy"], r["accuracy_std"], r["risk_mean"],
+        beat = r.get("better_than_baseline")
+        table_rows.append([r["epsilon"], r["accuracy"], "-" if beat is None else
+                           ("yes" if beat else "NO"), r["accuracy_std"], r["risk_mean"],
                            r["risk_lower"], r["risk_upper"], r["utility_loss"],
                            r["loss_mean_rule"], r["loss_risk_averse"],
                            "yes" if r["feasible_risk_averse"] else "no",
@@ -270,8 +288,8 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
                              s["risk_mean"], s["risk_lower"], s["risk_upper"],
                              "" if s.get("auc") is None else s["auc"]])
     sections.append(Section("Per epsilon", tables=[
-        Table(["epsilon", "accuracy", "acc. std", "risk mean", "risk low", "risk high",
-               "utility loss", "L (mean)", "L (risk-averse)", "acceptable", "Pareto"],
+        Table(["epsilon", "accuracy", "beats majority", "acc. std", "risk mean", "risk low",
+               "risk high", "utility loss", "L (mean)", "L (risk-averse)", "acceptable", "Pareto"],
               table_rows, caption="Integral risk and composite loss per grid epsilon",
               highlight=hl),
         Table(["epsilon", "attack", "successes", "trials", "success rate (post. mean)",

@@ -21,12 +21,20 @@ from privlab.schema.model import MAX_CATEGORIES, Schema, parse_schema
 #: IDENTIFIER_MIN_DISTINCT of them) are drafted as identifiers.
 IDENTIFIER_SHARE = 0.5
 IDENTIFIER_MIN_DISTINCT = 20
+#: A numeric value holding at least this share of a column's values is drafted as a point
+#: mass (its own code in synthesizers), at most POINT_MASS_MAX of them per column; integer
+#: columns whose range holds at most POINT_MASS_RANGE values already get one bin per value.
+POINT_MASS_SHARE = 0.05
+POINT_MASS_MAX = 5
+POINT_MASS_RANGE = 128
 
 DRAFT_HEADER = """\
-# DRAFT SCHEMA, DRAWN FROM THE DATA: it reveals the data's categories and ranges.
-# Review every column before use: replace observed categories and bounds with public,
-# documented ones (a code book, legal limits), decide which column is the privacy unit,
-# then treat the file as public and delete the line 'draft: true'. privlab refuses drafts.
+# DRAFT SCHEMA, DRAWN FROM THE DATA: it reveals the data's categories and ranges, and its
+# point masses (point_masses: values that hold >= 5% of a numeric column, e.g. 0).
+# Review every column before use: replace observed categories, bounds and point masses with
+# public, documented ones (a code book, legal limits, "0 means none"), decide which column is
+# the privacy unit, then treat the file as public and delete the line 'draft: true'. privlab
+# refuses drafts.
 """
 
 
@@ -57,10 +65,13 @@ def _column_draft(s: pd.Series) -> dict[str, Any]:
             return {"type": "identifier", "missing": missing}
         if integer:
             lo_i, hi_i = math.floor(lo), math.ceil(hi)
-            return {"type": "integer", "bounds": [lo_i, hi_i if hi_i > lo_i else lo_i + 1],
-                    "missing": missing}
+            out = {"type": "integer", "bounds": [lo_i, hi_i if hi_i > lo_i else lo_i + 1],
+                   "missing": missing}
+            if hi_i - lo_i + 1 > POINT_MASS_RANGE:
+                out.update(_point_masses(x, integer=True))
+            return out
         return {"type": "numeric", "bounds": [lo, hi if hi > lo else lo + 1.0],
-                "missing": missing}
+                **_point_masses(x, integer=False), "missing": missing}
     text = values.astype(str)
     distinct = int(text.nunique())
     if (distinct >= IDENTIFIER_MIN_DISTINCT and distinct > IDENTIFIER_SHARE * len(text)) or \
@@ -70,6 +81,18 @@ def _column_draft(s: pd.Series) -> dict[str, Any]:
         return {"type": "text", "missing": True}
     return {"type": "categorical", "categories": sorted(text.unique().tolist()),
             "missing": missing}
+
+
+def _point_masses(x: np.ndarray, integer: bool) -> dict[str, Any]:
+    """{"point_masses": [...]} for the values holding >= POINT_MASS_SHARE of `x` (data-derived:
+    the draft header says so), else {}."""
+    values, counts = np.unique(x, return_counts=True)
+    heavy = np.flatnonzero(counts >= POINT_MASS_SHARE * x.size)
+    if heavy.size == 0 or values.size <= heavy.size:  # every value heavy: a category-like column
+        return {}
+    top = heavy[np.argsort(-counts[heavy], kind="stable")][:POINT_MASS_MAX]
+    pts = sorted(int(v) if integer else float(v) for v in values[top])
+    return {"point_masses": pts}
 
 
 def draft_schema(frame: pd.DataFrame, name: str = "draft") -> Schema:

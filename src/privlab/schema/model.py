@@ -12,7 +12,10 @@ Column types:
 - categorical: `categories` (strings); `other: true` adds an explicit `<other>` bucket for
   values outside the list; otherwise such values are invalid.
 - integer / numeric: `bounds: [LO, HI]` (inclusive); values outside are clamped. Optional
-  `scale: log` and `bins` are public binning hints for synthesizers.
+  `scale: log` and `bins` are public binning hints for synthesizers, and `point_masses:
+  [V, ...]` declares values that carry a mass of their own (e.g. 0 hours of overtime, 0
+  affairs): synthesizers give each its own code so the share of exact zeros survives instead
+  of being smeared uniformly over the bin that holds it.
 - datetime: `bounds: [ISO, ISO]`.
 - identifier: a privacy-unit key or record id; its values are never public and never released.
 - text: free text that no command releases.
@@ -42,9 +45,11 @@ COLUMN_TYPES: tuple[str, ...] = ("categorical", "integer", "numeric", "datetime"
 OTHER = "<other>"
 MAX_CATEGORIES = 5000
 _COLUMN_KEYS = {"type", "categories", "other", "bounds", "missing", "scale", "bins",
-                "description", "default"}
+                "point_masses", "description", "default"}
 #: The fill of an identifier / text column without a declared default.
 MISSING_TEXT = "<missing>"
+#: The most point masses one column may declare (each is a code of its own).
+MAX_POINT_MASSES = 64
 _SCHEMA_KEYS = {"name", "description", "privacy_unit", "max_rows_per_unit", "public_size",
                 "columns", "draft", "source"}
 
@@ -75,6 +80,7 @@ class ColumnSchema:
         if self.bounds is not None:
             return self.bounds[0]
         return MISSING_TEXT
+    point_masses: tuple[float, ...] = ()
 
     @property
     def is_numeric(self) -> bool:
@@ -103,6 +109,9 @@ class ColumnSchema:
             out["scale"] = self.scale
         if self.bins is not None:
             out["bins"] = self.bins
+        if self.point_masses:
+            out["point_masses"] = [int(v) if self.type == "integer" else float(v)
+                                   for v in self.point_masses]
         out["missing"] = self.missing
         if self.default is not None:
             out["default"] = (pd.Timestamp(self.default).isoformat() if self.type == "datetime"
@@ -293,10 +302,12 @@ def parse_column(name: str, raw: Any, schema_name: str = "declared") -> ColumnSc
     if bins is not None and (isinstance(bins, bool) or not isinstance(bins, int)
                              or not 1 <= bins <= 1024):
         raise InvalidInputError(f"{where}: bins must be an integer in [1, 1024], got {bins!r}")
+    points = _parse_point_masses(raw.get("point_masses"), kind, bounds, where)
     default = _parse_default(raw.get("default"), kind, categories, other, bounds, where)
     return ColumnSchema(name=str(name), type=kind, categories=categories, other=other,
                         bounds=bounds, missing=missing, scale=scale, bins=bins,
-                        description=str(raw.get("description", "")), default=default)
+                        description=str(raw.get("description", "")), default=default,
+                        point_masses=points)
 
 
 def _parse_default(raw: Any, kind: str, categories: tuple[str, ...], other: bool,
@@ -324,6 +335,33 @@ def _parse_default(raw: Any, kind: str, categories: tuple[str, ...], other: bool
                                     f"bounds{' (a whole number)' if kind == 'integer' else ''}")
         return int(raw) if kind == "integer" else float(raw)
     return str(raw)
+
+
+def _parse_point_masses(raw: Any, kind: str, bounds: tuple[Any, Any] | None, where: str
+                        ) -> tuple[float, ...]:
+    """`point_masses: [V, ...]`: distinct numbers inside the bounds of a numeric column."""
+    if raw is None:
+        return ()
+    if kind not in ("integer", "numeric"):
+        raise InvalidInputError(f"{where}: point_masses apply to integer and numeric columns "
+                                f"only, not to a {kind} column")
+    if not isinstance(raw, list) or not raw or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in raw):
+        raise InvalidInputError(f"{where}: point_masses must be a non-empty list of numbers, "
+                                f"e.g. [0], got {raw!r}")
+    vals = [float(v) for v in raw]
+    if len(set(vals)) != len(vals) or len(vals) > MAX_POINT_MASSES:
+        raise InvalidInputError(f"{where}: point_masses must be distinct (at most "
+                                f"{MAX_POINT_MASSES}), got {raw!r}")
+    lo, hi = bounds  # type: ignore[misc]
+    bad = [v for v in vals if not (math.isfinite(v) and lo <= v <= hi)]
+    if bad:
+        raise InvalidInputError(f"{where}: point_masses {bad} lie outside the bounds "
+                                f"[{lo:g}, {hi:g}]")
+    if kind == "integer" and any(v != math.floor(v) for v in vals):
+        raise InvalidInputError(f"{where}: an integer column's point_masses must be whole "
+                                f"numbers, got {raw!r}")
+    return tuple(sorted(vals))
 
 
 def parse_schema(spec: Any, name: str = "declared", *, allow_draft: bool = False,

@@ -2,8 +2,10 @@
 
 Every column becomes a finite set of codes: categorical columns one code per category (plus
 an `<other>` bucket when the categories were selected privately, plus a missing code),
-numeric columns one code per bin over bounds (plus a missing code). Where the categories
-and bounds come from matters for privacy, so each column says so in `source`:
+numeric columns one code per bin over bounds, one code per declared point mass (a value that
+carries its own mass, e.g. 0: `point_masses` in the schema, so the share of exact zeros
+survives instead of being smeared over the bin that holds it), plus a missing code. Where
+the categories and bounds come from matters for privacy, so each column says so in `source`:
 
 - declared: the data publisher states them (a public schema, e.g. `ADULT_DOMAIN` below, taken
   from the UCI `adult.names` documentation and the survey's public top-codes);
@@ -60,7 +62,8 @@ Kind = Literal["categorical", "numeric"]
 @dataclass(frozen=True)
 class ColumnSpec:
     """One column's codes. Categorical: categories, then `<other>` (if `other`), then missing.
-    Numeric: bins [edges[i], edges[i+1]) (the last one closed), then missing."""
+    Numeric: bins [edges[i], edges[i+1]) (the last one closed), then one code per point mass
+    (a value equal to a point is coded as the point, not as its bin), then missing."""
 
     name: str
     kind: Kind
@@ -70,6 +73,7 @@ class ColumnSpec:
     integer: bool = False
     missing: bool = True
     source: str = "declared"
+    points: tuple[float, ...] = ()
 
     @property
     def bins(self) -> int:
@@ -80,7 +84,7 @@ class ColumnSpec:
         """Codes that stand for a value (not missing)."""
         if self.kind == "categorical":
             return len(self.categories) + int(self.other)
-        return self.bins
+        return self.bins + len(self.points)
 
     @property
     def size(self) -> int:
@@ -104,6 +108,7 @@ class ColumnSpec:
             else:
                 out = [f"[{e[i]:g}, {e[i + 1]:g}{']' if i == last else ')'}"
                        for i in range(len(e) - 1)]
+            out += [f"={int(v) if self.integer else v:g}" for v in self.points]
         return out + (["<missing>"] if self.missing else [])
 
     def encode(self, series: pd.Series) -> np.ndarray:
@@ -130,7 +135,10 @@ class ColumnSpec:
             e = np.asarray(self.edges, dtype=np.float64)
             hi = e[-1] - 1 if self.integer else e[-1]
             x = np.clip(x, e[0], hi)
-            codes[~missing] = np.clip(np.searchsorted(e, x, side="right") - 1, 0, self.bins - 1)
+            coded = np.clip(np.searchsorted(e, x, side="right") - 1, 0, self.bins - 1)
+            for j, v in enumerate(self.points):
+                coded[x == v] = self.bins + j
+            codes[~missing] = coded
         if self.missing:
             codes[missing] = self.values
         return codes
@@ -151,8 +159,12 @@ class ColumnSpec:
             out[miss] = np.nan
             return out.astype("str")
         e = np.asarray(self.edges, dtype=np.float64)
-        b = np.where(miss, 0, codes)
+        point = (codes >= self.bins) & ~miss
+        b = np.where(miss | point, 0, codes)
         lo, hi = e[b], e[b + 1]
+        if self.points:  # a point code decodes to its value exactly
+            at = np.asarray(self.points, dtype=np.float64)[np.where(point, codes - self.bins, 0)]
+            lo, hi = np.where(point, at, lo), np.where(point, at + (1 if self.integer else 0), hi)
         if self.integer:
             # bin [lo, hi) holds the integers lo .. hi - 1 (edges are integers)
             span = np.maximum(hi - lo, 1).astype(np.int64)
@@ -175,6 +187,8 @@ class ColumnSpec:
         else:
             out.update(bounds=[self.edges[0], self.edges[-1] - (1 if self.integer else 0)],
                        bins=self.bins, integer=self.integer)
+            if self.points:
+                out["point_masses"] = list(self.points)
         return out
 
 
@@ -238,6 +252,7 @@ class ColumnDeclaration:
     integer: bool | None = None
     scale: Literal["linear", "log"] = "linear"
     missing: bool = True
+    points: tuple[float, ...] = ()
 
 
 @dataclass
@@ -248,7 +263,7 @@ class DomainDeclaration:
 
 
 _COLUMN_KEYS = {"type", "categories", "other", "bounds", "bins", "edges", "integer", "scale",
-                "missing"}
+                "missing", "point_masses"}
 
 
 def parse_declaration(spec: Mapping[str, Any] | None, name: str = "declared"
@@ -323,7 +338,16 @@ def parse_declaration(spec: Mapping[str, Any] | None, name: str = "declared"
                 raise InvalidInputError(f"domain column {col!r}: scale must be \"linear\" or "
                                         "\"log\"")
             decl.scale = raw["scale"]
-        if decl.kind == "categorical" and (decl.bounds or decl.edges):
+        if "point_masses" in raw:
+            pts = raw["point_masses"]
+            if not isinstance(pts, list) or not pts or any(
+                    isinstance(v, bool) or not isinstance(v, (int, float))
+                    or not math.isfinite(v) for v in pts) or len(set(pts)) != len(pts):
+                raise InvalidInputError(f"domain column {col!r}: point_masses must be a "
+                                        "non-empty list of distinct finite numbers, e.g. [0]")
+            decl.points = tuple(sorted(float(v) for v in pts))
+            decl.kind = decl.kind or "numeric"
+        if decl.kind == "categorical" and (decl.bounds or decl.edges or decl.points):
             raise InvalidInputError(f"domain column {col!r}: a categorical column takes "
                                     "categories, not bounds or edges")
         if decl.kind == "numeric" and decl.categories:
@@ -515,7 +539,8 @@ def declaration_from_schema(schema: Schema, drop: Sequence[str] = ()) -> DomainD
             lo, hi = c.bounds  # type: ignore[misc]
             out.columns[c.name] = ColumnDeclaration(
                 kind="numeric", bounds=(float(lo), float(hi)), bins=c.bins,
-                integer=c.type == "integer", scale=c.scale, missing=c.missing)
+                integer=c.type == "integer", scale=c.scale, missing=c.missing,
+                points=tuple(c.point_masses))
         else:
             raise InvalidInputError(f"column {c.name!r} is a {c.type} column in schema "
                                     f"{schema.name!r}: privlab synth does not synthesize it; "
@@ -732,7 +757,8 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
                 raise InvalidInputError(f"column {p.name!r}: an integer column needs integer "
                                         "edges")
             specs.append(ColumnSpec(p.name, "numeric", edges=tuple(edges.tolist()),
-                                    integer=p.integer, missing=col_missing, source="declared"))
+                                    integer=p.integer, missing=col_missing, source="declared",
+                                    points=own_codes(edges, d.points, p.integer)))
             continue
         if d.bounds is not None:
             lo, hi = d.bounds
@@ -759,5 +785,25 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
         if edges.size == 2 and not private:
             warnings.append(f"column {p.name!r}: a single bin: constant in the output")
         specs.append(ColumnSpec(p.name, "numeric", edges=tuple(edges.tolist()),
-                                integer=p.integer, missing=col_missing, source=source))
+                                integer=p.integer, missing=col_missing, source=source,
+                                points=own_codes(edges, d.points, p.integer)))
     return Domain(tuple(specs)), warnings
+
+
+def own_codes(edges: np.ndarray, points: Sequence[float], integer: bool
+              ) -> tuple[float, ...]:
+    """The declared point masses that need a code of their own: inside the edges, and (integer
+    columns) not already alone in a one-value bin. Public: edges and points are declared or
+    DP-estimated, never read from the rows here."""
+    e = np.asarray(edges, dtype=np.float64)
+    hi = e[-1] - 1 if integer else e[-1]
+    out = []
+    for v in points:
+        if not e[0] <= v <= hi:
+            continue
+        if integer:
+            i = int(np.searchsorted(e, v, side="right") - 1)
+            if e[i] == v and e[i + 1] == v + 1:
+                continue
+        out.append(float(v))
+    return tuple(out)

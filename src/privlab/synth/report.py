@@ -70,7 +70,10 @@ def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: 
             facts.update({
                 "accuracy, trained on real": fmt(ml["train_real_accuracy"]),
                 "accuracy, trained on synthetic": fmt(ml["train_synthetic_accuracy"]),
-                "majority-class accuracy": fmt(ml["majority_class_accuracy"])})
+                "majority-class baseline": f"{fmt(ml['majority_class_accuracy'])} (always "
+                                           f"{ml['majority_class']!r})",
+                "trained on synthetic vs the baseline": ml["train_synthetic_verdict"],
+                "trained on real vs the baseline": ml["train_real_verdict"]})
         pv = evaluation.get("privacy")
         if pv:
             rc = pv["rare_copies"]
@@ -88,12 +91,55 @@ def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: 
                                 facts=facts, tables=tables))
         a = evaluation.get("assess")
         if a and "attributes" in a:
+            # no recommendations: generalising a column of a DP table adds no protection
             sections.append(Section(
                 "Assessment of the synthetic table", paragraphs=[a["note"]],
                 tables=[Table(["attribute", "tier", "richness", "unique share", "k"],
                               [[r["name"], r["tier"], fmt(r["richness"]),
-                                fmt(r["unique_share"], 4), r["k"]] for r in a["attributes"]])],
-                items=[f"{r['action']} {', '.join(r['target'])}: {r['reason']}"
-                       for r in a["recommendations"]]))
+                                fmt(r["unique_share"], 4), r["k"]] for r in a["attributes"]])]))
+    sections.insert(0, plain_section(synth, g, rows=rows, evaluation=evaluation))
     return write_page(path, "Synthetic data release", sections,
                       subtitle=f"privlab synth --method {synth.method}", guarantee=g)
+
+
+def plain_section(synth: Synthesizer, g: PrivacyGuarantee, *, rows: int,
+                  evaluation: dict[str, Any] | None) -> Any:
+    """The first section, for people: what was released, what an attacker could learn, how
+    useful the table is (beside the majority-class baseline), how sure we are."""
+    from privlab.report import Section
+
+    eps = g.epsilon
+    strength = ("strong" if eps <= 1 else "moderate" if eps <= 8 else "weak")
+    what = (f"What was released: {rows:,} synthetic rows made by {synth.method.upper()} from "
+            "statistics of the real table measured with differential privacy. No row is a real "
+            "person's record. Epsilon measures how much the release can reveal about any one "
+            f"person: smaller is more private; 1 or less is strong, above 8 is weak. Here "
+            f"epsilon = {eps:.3g} ({strength})."
+            if math.isfinite(eps) else
+            f"What was released: {rows:,} synthetic rows made by {synth.method.upper()} WITHOUT "
+            "differential privacy: a baseline for comparison, never for release.")
+    learn = ("What an attacker could learn: whatever they do with the table, their confidence "
+             "about any one person's presence or values grows by at most the factor e^epsilon "
+             "allowed by the guarantee. The table needs no further generalisation or "
+             "suppression: coarsening a DP table adds no protection, it only loses detail.")
+    paras = [what, learn]
+    ml = (evaluation or {}).get("ml_utility")
+    if ml:
+        syn, base = ml["train_synthetic_accuracy"], ml["majority_class_accuracy"]
+        verdict = ("better than" if ml["train_synthetic_better_than_baseline"]
+                   else "NO better than")
+        paras.append(
+            f"How useful it is: a model trained on the synthetic rows predicts "
+            f"{ml['target']} correctly {syn:.0%} of the time on real rows it never saw "
+            f"(trained on the real rows: {ml['train_real_accuracy']:.0%}); always predicting "
+            f"the most common value ({ml['majority_class']!r}) is right {base:.0%} of the "
+            f"time, so the synthetic-trained model is {verdict} that baseline.")
+    paras.append(
+        "How sure we are: the privacy promise is a proof about the method, not a "
+        "measurement; it holds whatever the data. The utility figures"
+        + (" above" if ml else "") + " are measured on one sample and one run: another run "
+        "gives other numbers. The evaluation (when present) reads the real records and is "
+        "not private: keep it with the data controller.")
+    facts = {"synthetic rows": f"{rows:,}", "method": synth.method,
+             "epsilon": f"{eps:.3g}" if math.isfinite(eps) else "none (not private)"}
+    return Section("In plain words", paragraphs=paras, facts=facts, anchor="plain-words")

@@ -52,8 +52,10 @@ def code_expression(spec: ColumnSpec, spark_type: str) -> str:
         other = len(spec.categories) if spec.other else -1
         return f"CASE {when_missing} {whens} ELSE {other} END"
     e = spec.edges
-    whens = " ".join(f"WHEN CAST({col} AS DOUBLE) >= {_lit(e[i])} THEN {i}"
-                     for i in range(spec.bins - 1, 0, -1))
+    points = " ".join(f"WHEN CAST({col} AS DOUBLE) = {_lit(v)} THEN {spec.bins + j}"
+                      for j, v in enumerate(spec.points))
+    whens = points + " " + " ".join(f"WHEN CAST({col} AS DOUBLE) >= {_lit(e[i])} THEN {i}"
+                                    for i in range(spec.bins - 1, 0, -1))
     return f"CASE {when_missing} {whens} ELSE 0 END"
 
 
