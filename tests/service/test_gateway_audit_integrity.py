@@ -192,7 +192,7 @@ def test_edit_with_the_chain_recomputed_is_detected(target: str, tmp_path: Path)
     prev = all_rows[1]["hash"]
     statements = []
     for r in all_rows[2:]:
-        h = _row_hash(prev, {k: r[k] for k in FIELDS}, None)
+        h = _row_hash(prev, {k: r[k] for k in FIELDS}, None, seq=r["seq"])
         result = r["result"].replace("'", "''")
         statements.append(f"UPDATE {TABLE} SET result = '{result}', prev_hash = '{prev}', "
                           f"hash = '{h}' WHERE seq = {r['seq']}")

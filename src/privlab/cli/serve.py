@@ -124,6 +124,11 @@ def serve_cmd(
                           "front.")
     import uvicorn
 
+    from privlab.service.http import uvicorn_options
+
+    # no X-Forwarded-For from uvicorn (the front door believes it from trusted_proxies
+    # only), bounded request heads, head / keep-alive deadlines, a connection cap
+    options = uvicorn_options(cfg)
     err_console.print(f"privlab gateway on http://{host}:{port} (OpenAPI: /docs)")
     if workers == 1:
         from privlab.errors import library_context
@@ -131,13 +136,13 @@ def serve_cmd(
 
         with library_context():  # requests are library callers: no CLI option names
             uvicorn.run(create_app(gateway=gateway), host=host, port=port, log_level="warning",
-                        access_log=False)
+                        access_log=False, **options)
         return
     gateway.close()
     os.environ["PRIVLAB_GATEWAY_CONFIG"] = str(Path(config).resolve())
     os.environ["PRIVLAB_GATEWAY_RECONCILE"] = "0"  # done once above, not per worker
     uvicorn.run("privlab.service.app:app_from_env", factory=True, host=host, port=port,
-                workers=workers, log_level="warning", access_log=False)
+                workers=workers, log_level="warning", access_log=False, **options)
 
 
 audit_log_app = typer.Typer(help="The DP query gateway's audit log.", no_args_is_help=True)
