@@ -186,6 +186,30 @@ def audit_log_verify_cmd(
         raise typer.Exit(code=4)
 
 
+@audit_log_app.command("migrate")
+def audit_log_migrate_cmd(
+    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Move a format-1 audit log (before seq was under the MAC) to format 2.
+
+    Verifies the old log, keeps it as the table privlab_gateway_audit_v1 and its checkpoint
+    as <checkpoint>.v1, and starts a format-2 log whose first row records the old head.
+    Exit 4 (nothing changed) if the old log does not verify."""
+    from privlab.query.audit import migrate_v1
+    from privlab.query.config import load_config
+
+    cfg = load_config(config)
+    report = migrate_v1(cfg.audit_target, key=cfg.audit_key(create=False),
+                        checkpoint=cfg.audit_checkpoint)
+    if as_json:
+        emit_json({"ok": True, **report})
+    else:
+        console.print(f"audit log migrated: {report['archived_rows']} format-1 row(s) kept as "
+                      f"table {report['archived_table']}; a format-2 log starts with a "
+                      "log_migrated row recording their head")
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.add_typer(audit_log_app, name="audit-log")
