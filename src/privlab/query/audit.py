@@ -132,8 +132,7 @@ class AuditRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "query_id": self.query_id, "created_at": self.created_at, "sql": self.sql,
-            "epsilon": None if self.epsilon is None else float(self.epsilon),
-            "delta": None if self.delta is None else float(self.delta),
+            "epsilon": _as_float(self.epsilon), "delta": _as_float(self.delta),
             "decision": self.decision, "reason": self.reason,
             "ledger_entry_id": self.ledger_entry_id, "epsilon_spent": self.epsilon_spent,
             "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
@@ -183,6 +182,24 @@ def _format_problem(version: int) -> str:
             f"MAC; this privlab writes format {FORMAT}): run `privlab audit-log migrate "
             "--config <gateway.yaml>` (verifies it, keeps it as table "
             f"{ARCHIVE_V1}, starts a format-{FORMAT} log)")
+
+
+def _as_float(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:  # "out of range" (see _number_text)
+        return None
+
+
+def _number_text(value: Any) -> str | None:
+    """A requested epsilon / delta as stored: a float's repr, or for a value no float can
+    hold (an integer of 400 digits from a library caller) a marker, never an exception."""
+    if value is None:
+        return None
+    try:
+        return repr(float(value))
+    except (OverflowError, ValueError, TypeError):
+        return "out of range"
 
 
 def _mac(data: bytes, key: bytes | None) -> str:
@@ -379,8 +396,7 @@ class AuditLog:
         values = {
             "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
             "analyst": escape_nul(analyst), "sql": escape_nul(sql),
-            "epsilon": None if epsilon is None else repr(float(epsilon)),
-            "delta": None if delta is None else repr(float(delta)),
+            "epsilon": _number_text(epsilon), "delta": _number_text(delta),
             "decision": decision, "reason": escape_nul(reason),
             "ledger_entry_id": ledger_entry_id,
             "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
