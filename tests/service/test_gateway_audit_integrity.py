@@ -488,3 +488,23 @@ def test_old_format_is_refused_then_migrated(target: str, tmp_path: Path,
     engine.dispose()
     # migrating twice is refused (exit 2), nothing changed
     assert main(["audit-log", "migrate", "--config", str(config)]) == 2  # already format 2
+
+
+def test_a_worker_sees_truncation_of_rows_another_worker_checkpointed(target: str,
+                                                                      tmp_path: Path) -> None:
+    """Workers on one host share the checkpoint file: rows another worker appended and
+    checkpointed, then deleted, are missed by a check from this worker's own last append
+    alone (the rest is contiguous); the checkpoint's head is checked too."""
+    from privlab.query.audit import AuditLogBroken
+
+    a = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    b = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    a.record("a0", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    for i in range(3):
+        b.record(f"b{i}", "refused", analyst="bob", sql="SELECT 2")
+    tamper(target, f"DELETE FROM {TABLE} WHERE query_id IN ('b1', 'b2')")
+    with pytest.raises(AuditLogBroken, match="missing or altered"):
+        a.record("a1", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    assert [r["query_id"] for r in rows(target)] == ["a0", "b0"]
+    a.close()
+    b.close()

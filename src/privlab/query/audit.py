@@ -96,8 +96,13 @@ _FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "deci
 # named `:x`, psycopg `%(x)s`) skips SQLAlchemy's per-call statement handling.
 _ROW_COLUMNS = ("seq", "prev_hash", "hash", *_FIELDS)
 _HEAD_SQL = f"SELECT {', '.join(_ROW_COLUMNS)} FROM {_audit.name} ORDER BY seq DESC LIMIT 1"
-_TAIL_SQL = {
-    dialect: f"SELECT {', '.join(_ROW_COLUMNS)} FROM {_audit.name} WHERE seq >= {mark} "
+# the row a writer saw last and whether any follows (the common case: none, 2 short rows)
+_ANCHOR_SQL = {
+    dialect: f"SELECT seq, hash FROM {_audit.name} WHERE seq >= {mark} ORDER BY seq LIMIT 2"
+    for dialect, mark in (("sqlite", "?"), ("postgresql", "%s"))
+}
+_AFTER_SQL = {
+    dialect: f"SELECT {', '.join(_ROW_COLUMNS)} FROM {_audit.name} WHERE seq > {mark} "
              "ORDER BY seq"
     for dialect, mark in (("sqlite", "?"), ("postgresql", "%s"))
 }
@@ -466,13 +471,17 @@ class AuditLog:
             if _row_hash(row["prev_hash"], row, self.key, seq=int(row["seq"])) != row["hash"]:
                 self._raise_alarm(f"audit row {row['seq']}: contents do not match its MAC")
             return int(row["seq"]), str(row["hash"])
-        cur.execute(_TAIL_SQL[self.dialect], (anchor[0],))
-        tail = [dict(zip(_ROW_COLUMNS, r, strict=True)) for r in cur.fetchall()]
-        if not tail or int(tail[0]["seq"]) != anchor[0] or tail[0]["hash"] != anchor[1]:
+        cur.execute(_ANCHOR_SQL[self.dialect], (anchor[0],))
+        found = cur.fetchall()
+        if not found or int(found[0][0]) != anchor[0] or found[0][1] != anchor[1]:
             self._raise_alarm(f"audit row {anchor[0]}, already seen as the head, is missing "
                               "or altered (newest rows deleted or rewritten)")
         seq, prev = anchor
-        for row in tail[1:]:
+        if len(found) == 1:
+            return seq, prev
+        cur.execute(_AFTER_SQL[self.dialect], (anchor[0],))
+        for values in cur.fetchall():
+            row = dict(zip(_ROW_COLUMNS, values, strict=True))
             if int(row["seq"]) != seq + 1 or row["prev_hash"] != prev:
                 self._raise_alarm(f"audit rows after row {seq} are not contiguous (rows "
                                   "deleted, inserted or renumbered)")
@@ -499,13 +508,18 @@ class AuditLog:
             data = os.pread(fd, 2 * _SLOT + 1, 0)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+        cached = getattr(self, "_cp_cache", None)
+        if cached is not None and cached[0] == data:  # unchanged since last read or write
+            return cached[1]
         cp = self._parse_checkpoint(data)
         if cp is None:
             return None
         problem = self._checkpoint_problem(cp)
         if problem is not None:
             self._raise_alarm(problem)
-        return int(cp["seq"]), str(cp["hash"])
+        anchor = (int(cp["seq"]), str(cp["hash"]))
+        self._cp_cache = (data, anchor)
+        return anchor
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -529,14 +543,20 @@ class AuditLog:
         fd = self._checkpoint_fd()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            slots = _read_slots(os.pread(fd, 2 * _SLOT, 0))
+            data = os.pread(fd, 2 * _SLOT, 0)
+            slots = _read_slots(data)
             seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1 for x in slots]
             if max(seqs) >= seq:
                 return
             record = json.dumps({"seq": seq, "hash": head,
                                  "mac": _checkpoint_mac(self.key, seq, head)})
             line = record.ljust(_SLOT - 1).encode("utf-8")[:_SLOT - 1] + b"\n"
-            os.pwrite(fd, line, _SLOT * (0 if seqs[0] <= seqs[1] else 1))
+            offset = _SLOT * (0 if seqs[0] <= seqs[1] else 1)
+            os.pwrite(fd, line, offset)
+            # what the file now holds: the next append's check need not parse and verify it
+            content = bytearray(data.ljust(offset + _SLOT, b"\x00"))
+            content[offset:offset + _SLOT] = line
+            self._cp_cache = (bytes(content), (seq, head))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
