@@ -153,7 +153,7 @@ def audit_log_verify_cmd(
     config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Verify the audit log: HMAC chain, signed head checkpoint, append-only triggers.
+    """Verify the audit log: format, seq without gaps, HMAC chain, signed checkpoint, triggers.
 
     Exit 0 when intact; 4 with the first bad row named otherwise. Writes nothing."""
     from privlab.query.audit import AuditLog
