@@ -411,6 +411,38 @@ def layers(database: str, workdir: Path, args: argparse.Namespace) -> dict[str, 
     return out
 
 
+def audit_append(workdir: Path, n: int) -> dict[str, Any]:
+    """CPU microseconds per audit row (SQLite, keyed, checkpointed), appended one at a time
+    by one writer, and by two writers on the same host taking turns (each append then
+    checks the other's row before chaining: the multi-worker case)."""
+    from privlab.query.audit import AuditLog
+
+    result = {"columns": ["n"], "rows": [[30162.4]]}
+    out: dict[str, Any] = {}
+    for name, writers in (("one writer", 1), ("two writers taking turns", 2)):
+        target = str(workdir / f"audit-append-{writers}.db")
+        logs = [AuditLog(target, key=b"k" * 40, checkpoint=workdir / f"head-{writers}.json")
+                for _ in range(writers)]
+        for i in range(50):  # warm up
+            logs[i % writers].record(f"w{i}", "released", analyst="a", sql="SELECT 1",
+                                     epsilon=0.01, result=result)
+        walls = []
+        cpu = time.process_time()
+        for i in range(n):
+            t = time.perf_counter()
+            logs[i % writers].record(f"q{i}", "released", analyst="bench",
+                                     sql=f"SELECT COUNT(*) FROM adult WHERE age > {i}",
+                                     epsilon=0.01, ledger_entry_id=i, epsilon_spent=0.01,
+                                     delta_spent=0.0, result=result)
+            walls.append(time.perf_counter() - t)
+        cpu = time.process_time() - cpu
+        out[name] = {"rows": n, "cpu_us_per_row": round(1e6 * cpu / n, 1),
+                     "p50_ms": round(1e3 * statistics.median(walls), 3)}
+        for log in logs:
+            log.close()
+    return out
+
+
 def prepare_postgres(url: str) -> str:
     import sqlalchemy as sa
 
@@ -537,7 +569,8 @@ def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", choices=("all", "speed", "accuracy", "plan", "layers"),
+    p.add_argument("--part", choices=("all", "speed", "accuracy", "plan", "layers",
+                                      "audit-append"),
                    default="all")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--workers", type=int, default=1)
@@ -590,6 +623,11 @@ def main() -> None:
         if args.part in ("all", "layers"):
             print("layers: server CPU per COUNT request, one worker", flush=True)
             results["layers"] = layers(duck, work, args)
+        if args.part in ("all", "audit-append"):
+            print("audit appends: CPU per row, one writer and two sharing the log",
+                  flush=True)
+            results["audit_append"] = audit_append(work, args.inproc * 10)
+            print(f"  {results['audit_append']}", flush=True)
         if args.part in ("all", "speed", "plan"):
             print("planning: new literal each time, plan reuse by normalised SQL on / off",
                   flush=True)

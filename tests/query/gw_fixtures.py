@@ -312,8 +312,13 @@ def serve_on_loopback(app: Any, backlog: int = 2048) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    from privlab.service.http import uvicorn_options
+
+    # the gateway runs with the settings `privlab serve` gives uvicorn
+    gateway = getattr(app, "gateway", None)
+    options = uvicorn_options(gateway.config) if gateway is not None else {}
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           backlog=backlog))
+                                           backlog=backlog, **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -192,7 +192,7 @@ def test_edit_with_the_chain_recomputed_is_detected(target: str, tmp_path: Path)
     prev = all_rows[1]["hash"]
     statements = []
     for r in all_rows[2:]:
-        h = _row_hash(prev, {k: r[k] for k in FIELDS}, None)
+        h = _row_hash(prev, {k: r[k] for k in FIELDS}, None, seq=r["seq"])
         result = r["result"].replace("'", "''")
         statements.append(f"UPDATE {TABLE} SET result = '{result}', prev_hash = '{prev}', "
                           f"hash = '{h}' WHERE seq = {r['seq']}")
@@ -297,3 +297,214 @@ def test_cli_verify_serve_check_and_start_up(target: str, tmp_path: Path,
     assert len(started) == 2
     accepted = [r for r in rows(target) if r["decision"] == "broken_log_accepted"]
     assert len(accepted) == 1 and f"audit row {seq}" in accepted[0]["reason"]
+
+
+# ------------------------------------------------ issue 22: truncation after later appends
+
+def test_renumbering_seq_is_detected(target: str, tmp_path: Path) -> None:
+    """seq is under the MAC: renumbering every row but the checkpointed last one (which
+    verified before, since only the links and the head were checked) now fails."""
+    log = filled(target, tmp_path)
+    last = rows(target)[-1]["seq"]
+    tamper(target, f"UPDATE {TABLE} SET seq = seq - 100 WHERE seq < {last}")
+    problems = log.verify()
+    assert problems and problems[0].startswith("audit row"), problems
+    log.close()
+
+
+def test_a_gap_in_seq_is_detected(target: str, tmp_path: Path) -> None:
+    log = filled(target, tmp_path)
+    tamper(target, f"UPDATE {TABLE} SET seq = seq + 10 WHERE seq = {rows(target)[-1]['seq']}")
+    assert "are missing (a gap in seq" in log.verify()[0]
+    log.close()
+
+
+def gateway_app(target: str, small_duckdb: str, tmp_path: Path) -> Any:
+    from gw_fixtures import small_config
+
+    from privlab.query.gateway import Gateway
+    from privlab.service import create_app
+
+    cfg = small_config(small_duckdb, str(tmp_path / "ledger.db"), audit=target,
+                       audit_key_file=str(tmp_path / "gw.audit-key"),
+                       audit_checkpoint=str(tmp_path / "gw.audit-head.json"))
+    return create_app(gateway=Gateway(cfg, rng=1))
+
+
+def test_deleting_the_newest_rows_then_querying_keeps_failing(
+        target: str, small_duckdb: str, tmp_path: Path) -> None:
+    """Issue 22: drop the trigger, delete the 5 newest rows, recreate it; 6 more queries
+    through the running gateway used to chain onto the shorter log until `verify` passed
+    again. Now the first append sees that the head it wrote is gone: the gateway answers
+    503 (JSON) from then on, appends nothing, and `verify` keeps failing; a fresh writer
+    (another worker, a restart) refuses too, from the signed checkpoint."""
+    from fastapi.testclient import TestClient
+    from gw_fixtures import KEY_A
+
+    from privlab.query.audit import AuditLogBroken
+
+    app = gateway_app(target, small_duckdb, tmp_path)
+    client = TestClient(app)
+    auth = {"Authorization": f"Bearer {KEY_A}"}
+    body = {"sql": "SELECT COUNT(*) FROM people", "epsilon": 0.1}
+    for _ in range(8):
+        assert client.post("/v1/queries", headers=auth, json=body).status_code == 200
+    before = rows(target)
+    tamper(target, f"DELETE FROM {TABLE} WHERE seq > {before[-6]['seq']}")
+    key = (tmp_path / "gw.audit-key").read_text().strip().encode()
+    checker = AuditLog(target, key=key, checkpoint=tmp_path / "gw.audit-head.json")
+    assert "are missing" in checker.verify()[0]
+    statuses = []
+    for _ in range(6):
+        r = client.post("/v1/queries", headers=auth, json=body)
+        statuses.append(r.status_code)
+        assert r.headers["content-type"] == "application/json"
+        assert r.json()["error"] == "unavailable"
+    assert statuses == [503] * 6
+    assert len(rows(target)) == len(before) - 5  # nothing chained onto the truncated log
+    assert "are missing" in checker.verify()[0]
+    assert app.gateway.audit.alarm is not None
+    # a writer that never saw the old head (a second worker, a restart) refuses as well
+    with pytest.raises(AuditLogBroken, match="missing or altered"):
+        checker.record("x", "refused", analyst="alice", sql="SELECT 1")
+    assert len(rows(target)) == len(before) - 5
+    checker.close()
+    app.gateway.close()
+
+
+def test_other_writers_rows_are_expected_altered_ones_are_not(target: str,
+                                                              tmp_path: Path) -> None:
+    """Two workers / hosts share one log (separate checkpoint files): each one's rows are
+    checked, not refused, by the other; an edited row of the other stops the next append."""
+    from privlab.query.audit import AuditLogBroken
+
+    a = AuditLog(target, key=KEY, checkpoint=tmp_path / "a.json")
+    b = AuditLog(target, key=KEY, checkpoint=tmp_path / "b.json")
+    for i in range(4):
+        a.record(f"a{i}", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+        for j in range(i):
+            b.record(f"b{i}{j}", "refused", analyst="bob", sql="SELECT 2")
+    assert a.verify() == [] and b.verify() == []
+    assert [r["seq"] for r in rows(target)] == list(range(1, 11))
+    b.record("b-last", "refused", analyst="bob", sql="SELECT 3")
+    tamper(target, f"UPDATE {TABLE} SET reason = 'edited' WHERE query_id = 'b-last'")
+    with pytest.raises(AuditLogBroken, match="contents do not match"):
+        a.record("a-next", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    assert a.alarm is not None and len(rows(target)) == 11
+    a.close()
+    b.close()
+
+
+def test_trigger_bodies_are_verified(target: str, tmp_path: Path) -> None:
+    """A trigger kept by name but rewritten to let rows go (a WHEN clause, another event
+    list, a function that returns OLD) is reported; names alone passed before."""
+    log = filled(target, tmp_path)
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        if "://" in target:
+            conn.exec_driver_sql(
+                "CREATE OR REPLACE FUNCTION privlab_audit_append_only() RETURNS trigger AS $$ "
+                "BEGIN RETURN OLD; END; $$ LANGUAGE plpgsql")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_no_delete")
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER {TABLE}_no_delete BEFORE DELETE ON {TABLE} WHEN 0 BEGIN "
+                "SELECT RAISE(ABORT, 'privlab audit log is append-only'); END")
+    problems = log.verify()
+    assert problems and all("was altered" in p for p in problems), problems
+    if "://" in target:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE OR REPLACE FUNCTION privlab_audit_append_only() RETURNS trigger AS $$ "
+                "BEGIN RAISE EXCEPTION 'privlab audit log is append-only'; END; $$ "
+                "LANGUAGE plpgsql")
+            conn.exec_driver_sql(f"DROP TRIGGER {TABLE}_append_only ON {TABLE}")
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER {TABLE}_append_only BEFORE UPDATE ON {TABLE} FOR EACH ROW "
+                "EXECUTE FUNCTION privlab_audit_append_only()")
+        assert log.verify() == [f"append-only trigger {TABLE}_append_only on {TABLE} was "
+                                "altered (definition differs)"]
+    engine.dispose()
+    log.close()
+
+
+def make_v1_log(target: str, checkpoint: Path, n: int = 4) -> list[str]:
+    """A log as privlab wrote it before formats: no meta table, seq not under the MAC."""
+    from privlab.query.audit import (
+        GENESIS,
+        _audit,
+        _checkpoint_mac,
+        _row_hash_v1,
+    )
+
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    hashes, prev = [], GENESIS
+    with engine.begin() as conn:
+        _audit.create(conn)
+        for i in range(1, n + 1):
+            values = {k: None for k in FIELDS} | {
+                "query_id": f"old{i}", "created_at": "2026-11-01T00:00:00+00:00",
+                "analyst": "alice", "sql": f"SELECT {i}", "decision": "released"}
+            prev = _row_hash_v1(prev, values, KEY)
+            conn.execute(sa.insert(_audit).values(seq=i, prev_hash=hashes[-1] if hashes
+                                                  else GENESIS, hash=prev, **values))
+            hashes.append(prev)
+    engine.dispose()
+    checkpoint.write_text(json.dumps({"seq": n, "hash": prev,
+                                      "mac": _checkpoint_mac(KEY, n, prev)}).ljust(255) + "\n")
+    return hashes
+
+
+def test_old_format_is_refused_then_migrated(target: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from privlab.query.audit import ARCHIVE_V1, AuditFormatError
+
+    config = write_config(tmp_path, target)
+    head = tmp_path / "gateway.audit-head.json"
+    monkeypatch.setenv("PRIVLAB_AUDIT_KEY", KEY.decode())
+    hashes = make_v1_log(target, head)
+    with pytest.raises(AuditFormatError, match="privlab audit-log migrate"):
+        AuditLog(target, key=KEY, checkpoint=head)
+    assert main(["audit-log", "verify", "--config", str(config)]) == 4
+    assert "format 1" in capsys.readouterr().err
+    assert main(["serve", "--config", str(config), "--check"]) == 4
+    assert "privlab audit-log migrate" in capsys.readouterr().err
+    assert main(["audit-log", "migrate", "--config", str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["archived_rows"] == 4 and report["archived_head_hash"] == hashes[-1]
+    assert main(["audit-log", "verify", "--config", str(config)]) == 0
+    new_rows = rows(target)
+    assert [r["decision"] for r in new_rows] == ["log_migrated"]
+    assert hashes[-1] in new_rows[0]["reason"] and new_rows[0]["seq"] == 1
+    url = target if "://" in target else f"sqlite:///{target}"
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql(f"SELECT COUNT(*) FROM {ARCHIVE_V1}").scalar() == 4
+    with pytest.raises(sa.exc.DBAPIError, match="append-only"), engine.begin() as conn:
+        conn.exec_driver_sql(f"DELETE FROM {ARCHIVE_V1}")  # the archive stays protected
+    engine.dispose()
+    # migrating twice is refused (exit 2), nothing changed
+    assert main(["audit-log", "migrate", "--config", str(config)]) == 2  # already format 2
+
+
+def test_a_worker_sees_truncation_of_rows_another_worker_checkpointed(target: str,
+                                                                      tmp_path: Path) -> None:
+    """Workers on one host share the checkpoint file: rows another worker appended and
+    checkpointed, then deleted, are missed by a check from this worker's own last append
+    alone (the rest is contiguous); the checkpoint's head is checked too."""
+    from privlab.query.audit import AuditLogBroken
+
+    a = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    b = AuditLog(target, key=KEY, checkpoint=tmp_path / "head.json")
+    a.record("a0", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    for i in range(3):
+        b.record(f"b{i}", "refused", analyst="bob", sql="SELECT 2")
+    tamper(target, f"DELETE FROM {TABLE} WHERE query_id IN ('b1', 'b2')")
+    with pytest.raises(AuditLogBroken, match="missing or altered"):
+        a.record("a1", "released", analyst="alice", sql="SELECT 1", epsilon=0.1)
+    assert [r["query_id"] for r in rows(target)] == ["a0", "b0"]
+    a.close()
+    b.close()

@@ -145,3 +145,40 @@ def test_every_documented_error_is_real(small: TestClient) -> None:
     for code, r in seen.items():
         assert r.status_code == code, (code, r.text)
         assert set(r.json()) == {"error", "reason"}
+
+
+def test_the_408_and_503_the_document_lists_are_real(small_duckdb: str, tmp_path: Path) -> None:
+    """POST /v1/queries documents 408 (the body did not arrive in time) and 503 (the audit
+    log failed its integrity check): both are produced, as the JSON error."""
+    import json
+
+    import anyio
+
+    gw = Gateway(small_config(small_duckdb, str(tmp_path / "ledger.db"),
+                              limits={"body_timeout_s": 0.2}), rng=3)
+    app = create_app(gateway=gw)
+    doc = TestClient(app).get("/openapi.json").json()
+    assert {"408", "503"} <= set(doc["paths"]["/v1/queries"]["post"]["responses"])
+    sent: list[dict[str, Any]] = []
+
+    async def never() -> dict[str, Any]:
+        await anyio.sleep(30)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/queries", "query_string": b"",
+             "headers": [(b"authorization", f"Bearer {KEY_A}".encode()),
+                         (b"content-length", b"60")], "client": ("127.0.0.1", 5)}
+    anyio.run(app, scope, never, send)
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"])["error"] == "timeout"
+    gw.audit.alarm = "audit log test: audit row 3 is missing"
+    r = TestClient(app).post("/v1/queries", headers=A, json={"sql": COUNT, "epsilon": 0.5})
+    assert r.status_code == 503 and r.json() == {"error": "unavailable", "reason": (
+        "the audit log failed its integrity check; no query is answered until an operator "
+        "investigates")}
+    gw.audit.alarm = None
+    assert spent(TestClient(app)) == 0
+    gw.close()

@@ -124,6 +124,11 @@ def serve_cmd(
                           "front.")
     import uvicorn
 
+    from privlab.service.http import uvicorn_options
+
+    # no X-Forwarded-For from uvicorn (the front door believes it from trusted_proxies
+    # only), bounded request heads, head / keep-alive deadlines, a connection cap
+    options = uvicorn_options(cfg)
     err_console.print(f"privlab gateway on http://{host}:{port} (OpenAPI: /docs)")
     if workers == 1:
         from privlab.errors import library_context
@@ -131,13 +136,13 @@ def serve_cmd(
 
         with library_context():  # requests are library callers: no CLI option names
             uvicorn.run(create_app(gateway=gateway), host=host, port=port, log_level="warning",
-                        access_log=False)
+                        access_log=False, **options)
         return
     gateway.close()
     os.environ["PRIVLAB_GATEWAY_CONFIG"] = str(Path(config).resolve())
     os.environ["PRIVLAB_GATEWAY_RECONCILE"] = "0"  # done once above, not per worker
     uvicorn.run("privlab.service.app:app_from_env", factory=True, host=host, port=port,
-                workers=workers, log_level="warning", access_log=False)
+                workers=workers, log_level="warning", access_log=False, **options)
 
 
 audit_log_app = typer.Typer(help="The DP query gateway's audit log.", no_args_is_help=True)
@@ -148,7 +153,7 @@ def audit_log_verify_cmd(
     config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Verify the audit log: HMAC chain, signed head checkpoint, append-only triggers.
+    """Verify the audit log: format, seq without gaps, HMAC chain, signed checkpoint, triggers.
 
     Exit 0 when intact; 4 with the first bad row named otherwise. Writes nothing."""
     from privlab.query.audit import AuditLog
@@ -179,6 +184,30 @@ def audit_log_verify_cmd(
                       f"{'HMAC' if key is not None else 'unkeyed SHA-256 (no audit key)'} chain")
     if problems:
         raise typer.Exit(code=4)
+
+
+@audit_log_app.command("migrate")
+def audit_log_migrate_cmd(
+    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Move a format-1 audit log (before seq was under the MAC) to format 2.
+
+    Verifies the old log, keeps it as the table privlab_gateway_audit_v1 and its checkpoint
+    as <checkpoint>.v1, and starts a format-2 log whose first row records the old head.
+    Exit 4 (nothing changed) if the old log does not verify."""
+    from privlab.query.audit import migrate_v1
+    from privlab.query.config import load_config
+
+    cfg = load_config(config)
+    report = migrate_v1(cfg.audit_target, key=cfg.audit_key(create=False),
+                        checkpoint=cfg.audit_checkpoint)
+    if as_json:
+        emit_json({"ok": True, **report})
+    else:
+        console.print(f"audit log migrated: {report['archived_rows']} format-1 row(s) kept as "
+                      f"table {report['archived_table']}; a format-2 log starts with a "
+                      "log_migrated row recording their head")
 
 
 def register(app: typer.Typer) -> None:

@@ -4,13 +4,23 @@ One row per request: who, when, the SQL, the requested (epsilon, delta), the dec
 (`released`, `refused`, `denied`, `budget_exceeded`, `error`, `charged_outcome_unknown`),
 the reason, the ledger entry it charged and the released (noisy) answer. Rows are never
 updated or deleted (database triggers refuse it) and each carries
-`hash = HMAC-SHA256(key, previous hash || canonical JSON of the row)` (plain SHA-256 when no
-key is configured), so `verify()` detects an edit made behind the triggers' back; with the
-key kept outside the database (a secret file or an environment variable), an edit whose
-chain was recomputed is detected too. After every append a signed checkpoint of the head
-(sequence number and hash) is written to a file apart from the database, so deleting the
-newest rows is detected as well. Appends are serialized (SQLite `BEGIN IMMEDIATE`;
+`hash = HMAC-SHA256(key, format || seq || previous hash || canonical JSON of the row)` (plain
+SHA-256 when no key is configured), with `seq` assigned by the gateway as the previous row's
+plus one: `verify()` detects an edited, renumbered, deleted or inserted row (a gap in `seq`
+or a broken link); with the key kept outside the database (a secret file or an environment
+variable), an edit whose chain was recomputed is detected too. After every append a signed
+checkpoint of the head (sequence number and hash) is written to a file apart from the
+database, so deleting the newest rows is detected as well. Before each append batch the
+writer checks that the rows from the last head it saw (or the checkpoint's, if newer) to the
+database's head are present, contiguous and intact (other writers' rows are expected; missing
+or altered ones are not) and otherwise raises the alarm (`AuditLogBroken`, logged, sticky):
+new rows never chain onto a truncated log. Appends are serialized (SQLite `BEGIN IMMEDIATE`;
 PostgreSQL an advisory transaction lock) to keep the chain linear.
+
+Format: `privlab_gateway_audit_meta` holds `format = 2`. A log of format 1 (before `seq` was
+under the MAC) is refused with a one-line error naming `privlab audit-log migrate`, which
+verifies it, keeps it as the table `privlab_gateway_audit_v1` and starts a format-2 log
+whose first row records the old head.
 
 Durability: SQLite runs in WAL mode with `synchronous=NORMAL` (a committed row survives a
 process crash; a power cut may lose the newest rows). Charges are never lost that way: the
@@ -25,7 +35,9 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,14 +56,18 @@ from privlab.utils.text import escape_nul
 
 DECISIONS = ("released", "released_fallback", "refused", "denied", "budget_exceeded", "error",
              "charged_outcome_unknown", "unauthenticated", "rate_limited",
-             "broken_log_accepted")
+             "broken_log_accepted", "log_migrated")
 _LOCK_ID = 7275829177
+FORMAT = 2
+ARCHIVE_V1 = "privlab_gateway_audit_v1"
+log = logging.getLogger("privlab.gateway")
 
 _metadata = sa.MetaData()
 _audit = sa.Table(
     "privlab_gateway_audit", _metadata,
+    # assigned by the writer (previous + 1, under the lock) and covered by the MAC
     sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
-              autoincrement=True),
+              autoincrement=False),
     sa.Column("query_id", sa.String(40), nullable=False, index=True),
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.Column("analyst", sa.String(200), nullable=True, index=True),
@@ -67,19 +83,37 @@ _audit = sa.Table(
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
 )
+_meta = sa.Table(
+    "privlab_gateway_audit_meta", _metadata,
+    sa.Column("name", sa.String(40), primary_key=True),
+    sa.Column("value", sa.String(200), nullable=False),
+)
 _PG_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_LOCK_ID})"
 _PG_LOCK = sa.text(_PG_LOCK_SQL)
 _FIELDS = ("query_id", "created_at", "analyst", "sql", "epsilon", "delta", "decision", "reason",
            "ledger_entry_id", "epsilon_spent", "delta_spent", "result")
 # An append is on the hot path of every query: driver SQL written once per dialect (sqlite3
 # named `:x`, psycopg `%(x)s`) skips SQLAlchemy's per-call statement handling.
-_LAST_HASH_SQL = f"SELECT hash FROM {_audit.name} ORDER BY seq DESC LIMIT 1"
-_INSERT_COLUMNS = (*_FIELDS, "prev_hash", "hash")
+_ROW_COLUMNS = ("seq", "prev_hash", "hash", *_FIELDS)
+_HEAD_SQL = f"SELECT {', '.join(_ROW_COLUMNS)} FROM {_audit.name} ORDER BY seq DESC LIMIT 1"
+# the row a writer saw last and whether any follows (the common case: none, 2 short rows)
+_ANCHOR_SQL = {
+    dialect: f"SELECT seq, hash FROM {_audit.name} WHERE seq >= {mark} ORDER BY seq LIMIT 2"
+    for dialect, mark in (("sqlite", "?"), ("postgresql", "%s"))
+}
+_AFTER_SQL = {
+    dialect: f"SELECT {', '.join(_ROW_COLUMNS)} FROM {_audit.name} WHERE seq > {mark} "
+             "ORDER BY seq"
+    for dialect, mark in (("sqlite", "?"), ("postgresql", "%s"))
+}
+_INSERT_COLUMNS = ("seq", *_FIELDS, "prev_hash", "hash")
 _INSERT_SQL = {
     dialect: f"INSERT INTO {_audit.name} ({', '.join(_INSERT_COLUMNS)}) VALUES ("
-             + ", ".join(fmt.format(c) for c in _INSERT_COLUMNS) + ") RETURNING seq"
+             + ", ".join(fmt.format(c) for c in _INSERT_COLUMNS) + ")"
     for dialect, fmt in (("sqlite", ":{}"), ("postgresql", "%({})s"))
 }
+_TRIGGER_MESSAGE = "privlab audit log is append-only"
+_PG_FUNCTION_BODY = f" BEGIN RAISE EXCEPTION '{_TRIGGER_MESSAGE}'; END; "
 GENESIS = "0" * 64
 
 
@@ -103,8 +137,7 @@ class AuditRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "query_id": self.query_id, "created_at": self.created_at, "sql": self.sql,
-            "epsilon": None if self.epsilon is None else float(self.epsilon),
-            "delta": None if self.delta is None else float(self.delta),
+            "epsilon": _as_float(self.epsilon), "delta": _as_float(self.delta),
             "decision": self.decision, "reason": self.reason,
             "ledger_entry_id": self.ledger_entry_id, "epsilon_spent": self.epsilon_spent,
             "delta_spent": self.delta_spent, "result": self.result, "seq": self.seq,
@@ -145,13 +178,61 @@ class AuditLogBroken(UnsafeConfigurationError):
     """The audit log failed verification (edited, reordered, truncated, unprotected)."""
 
 
-def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None) -> str:
-    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
-    data = (prev + body).encode("utf-8")
+class AuditFormatError(UnsafeConfigurationError):
+    """The audit log was written in an older format (see the module docstring)."""
+
+
+def _format_problem(version: int) -> str:
+    return (f"format {version} (written before seq and the previous row's MAC were under the "
+            f"MAC; this privlab writes format {FORMAT}): run `privlab audit-log migrate "
+            "--config <gateway.yaml>` (verifies it, keeps it as table "
+            f"{ARCHIVE_V1}, starts a format-{FORMAT} log)")
+
+
+def _as_float(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:  # "out of range" (see _number_text)
+        return None
+
+
+def _number_text(value: Any) -> str | None:
+    """A requested epsilon / delta as stored: a float's repr, or for a value no float can
+    hold (an integer of 400 digits from a library caller) a marker, never an exception."""
+    if value is None:
+        return None
+    try:
+        return repr(float(value))
+    except (OverflowError, ValueError, TypeError):
+        return "out of range"
+
+
+def _mac(data: bytes, key: bytes | None) -> str:
     if key is None:
         return hashlib.sha256(data).hexdigest()
     return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None, *,
+              seq: int) -> str:
+    """The row's MAC (format 2): its sequence number, the previous row's MAC and its
+    fields, so a renumbered or re-linked row no longer matches."""
+    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return _mac(f"privlab-audit-row:{FORMAT}:{int(seq)}:{prev}:{body}".encode(), key)
+
+
+def _row_hash_v1(prev: str, values: dict[str, Any], key: bytes | None = None) -> str:
+    """The MAC of a format-1 row (previous MAC and fields; no seq): `migrate` only."""
+    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return _mac((prev + body).encode("utf-8"), key)
+
+
+def _norm(sql: str) -> str:
+    """Trigger SQL compared modulo whitespace and schema qualification."""
+    sql = re.sub(r'(?:"[^"]+"|\w+)\.(?=privlab_)', "", sql)
+    return " ".join(sql.split())
 
 
 def _checkpoint_mac(key: bytes | None, seq: int, head: str) -> str | None:
@@ -198,20 +279,50 @@ class AuditLog:
         # appends form one hash chain: this process's appends are group-committed, one
         # leader at a time (the database lock still orders them across processes)
         self._appends = GroupCommit(self._append_many)
+        #: (seq, hash) of the newest row this process saw intact (None: none yet)
+        self._seen: tuple[int, str] | None = None
+        #: set when the log was found truncated or altered; every later append refuses
+        self.alarm: str | None = None
         self.exists = True
+        self.format = FORMAT
         if not create:
             if self.dialect == "sqlite" and not Path(self.url.database or "").is_file():
                 self.exists = False
                 return
             with self._transaction(read_only=True) as conn:
                 self.exists = sa.inspect(conn).has_table(_audit.name)
+                if self.exists:
+                    self.format = self._read_format(conn)
             return
         with self._transaction() as conn:
             if self.dialect == "postgresql":
                 conn.execute(_PG_LOCK)
             if not sa.inspect(conn).has_table(_audit.name):
-                _metadata.create_all(conn, checkfirst=True)
-                self._triggers(conn)
+                self._create(conn)
+            else:
+                self.format = self._read_format(conn)
+        if self.format != FORMAT:
+            self.close()
+            raise AuditFormatError(f"audit log {self.describe()}: "
+                                   f"{_format_problem(self.format)}")
+
+    def _create(self, conn: Connection) -> None:
+        _metadata.create_all(conn, tables=[_audit, _meta], checkfirst=True)
+        conn.execute(sa.delete(_meta))
+        conn.execute(sa.insert(_meta).values(name="format", value=str(FORMAT)))
+        self._triggers(conn)
+
+    @staticmethod
+    def _read_format(conn: Connection) -> int:
+        """The log's format: 1 when it has no meta table (written before formats)."""
+        if not sa.inspect(conn).has_table(_meta.name):
+            return 1
+        value = conn.execute(sa.select(_meta.c.value).where(_meta.c.name == "format")
+                             ).scalar_one_or_none()
+        try:
+            return int(value) if value is not None else 1
+        except ValueError:
+            return 0
 
     def _make_engine(self) -> Engine:
         if self.dialect != "sqlite":
@@ -237,25 +348,25 @@ class AuditLog:
 
         return engine
 
-    def _triggers(self, conn: Connection) -> None:
-        table = _audit.name
+    def _expected_triggers(self, table: str = _audit.name) -> dict[str, str]:
+        """name -> the trigger's full definition, as the catalog shows it (normalised)."""
         if self.dialect == "sqlite":
-            for op in ("UPDATE", "DELETE"):
-                conn.exec_driver_sql(
-                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON "
-                    f"{table} BEGIN SELECT RAISE(ABORT, 'privlab audit log is append-only'); "
-                    "END")
-            return
-        conn.exec_driver_sql(
-            "CREATE OR REPLACE FUNCTION privlab_audit_append_only() RETURNS trigger AS $$ "
-            "BEGIN RAISE EXCEPTION 'privlab audit log is append-only'; END; $$ "
-            "LANGUAGE plpgsql")
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-            "FOR EACH ROW EXECUTE FUNCTION privlab_audit_append_only()")
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-            "FOR EACH STATEMENT EXECUTE FUNCTION privlab_audit_append_only()")
+            return {f"{table}_no_{op.lower()}": _norm(
+                f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} BEGIN SELECT "
+                f"RAISE(ABORT, '{_TRIGGER_MESSAGE}'); END") for op in ("UPDATE", "DELETE")}
+        return {
+            f"{table}_append_only": f"CREATE TRIGGER {table}_append_only BEFORE DELETE OR "
+            f"UPDATE ON {table} FOR EACH ROW EXECUTE FUNCTION privlab_audit_append_only()",
+            f"{table}_no_truncate": f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON "
+            f"{table} FOR EACH STATEMENT EXECUTE FUNCTION privlab_audit_append_only()"}
+
+    def _triggers(self, conn: Connection, table: str = _audit.name) -> None:
+        if self.dialect == "postgresql":
+            conn.exec_driver_sql(
+                "CREATE OR REPLACE FUNCTION privlab_audit_append_only() RETURNS trigger AS $$"
+                f"{_PG_FUNCTION_BODY}$$ LANGUAGE plpgsql")
+        for sql in self._expected_triggers(table).values():
+            conn.exec_driver_sql(sql)
 
     def _engine_now(self) -> Engine:
         """The engine, with the parent's pooled connections dropped after a fork."""
@@ -285,11 +396,12 @@ class AuditLog:
         """Append one row; returns its sequence number."""
         if decision not in DECISIONS:
             raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
+        if self.alarm is not None:
+            raise AuditLogBroken(self.alarm)
         values = {
             "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
             "analyst": escape_nul(analyst), "sql": escape_nul(sql),
-            "epsilon": None if epsilon is None else repr(float(epsilon)),
-            "delta": None if delta is None else repr(float(delta)),
+            "epsilon": _number_text(epsilon), "delta": _number_text(delta),
             "decision": decision, "reason": escape_nul(reason),
             "ledger_entry_id": ledger_entry_id,
             "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
@@ -317,6 +429,8 @@ class AuditLog:
         return results
 
     def _append_chain(self, batch: list[dict[str, Any]]) -> list[int]:
+        if self.alarm is not None:
+            raise AuditLogBroken(self.alarm)
         seqs: list[int] = []
         rows = [dict(values) for values in batch]  # a failed try leaves the inputs clean
         engine = self._engine_now()
@@ -324,19 +438,88 @@ class AuditLog:
         try:
             with write_transaction(engine, writer=self._writer_lock,
                                    setup=setup) as cur:
-                cur.execute(_LAST_HASH_SQL)
-                last = cur.fetchall()
-                prev = last[0][0] if last and last[0][0] else GENESIS
+                seq, prev = self._check_tail(cur)
                 for values in rows:
+                    seq += 1
+                    values["seq"] = seq
                     values["prev_hash"] = prev
-                    values["hash"] = prev = _row_hash(prev, values, self.key)
+                    values["hash"] = prev = _row_hash(prev, values, self.key, seq=seq)
                     cur.execute(_INSERT_SQL[self.dialect], values)
-                    seqs.append(int(cur.fetchone()[0]))
+                    seqs.append(seq)
         except engine.dialect.dbapi.Error as exc:
             raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
+        self._seen = (seqs[-1], prev)
         if self.checkpoint is not None:
             self._write_checkpoint(seqs[-1], prev)
         return seqs
+
+    def _check_tail(self, cur: Any) -> tuple[int, str]:
+        """(seq, hash) of the database's head, after checking (inside the append's locked
+        transaction) that the rows from the newest head this process knows, its own last
+        append or the signed checkpoint, to the head are there, contiguous and intact.
+        Anything else raises the alarm: new rows must not chain onto a truncated log."""
+        anchor = self._seen
+        cp = self._checkpoint_anchor()
+        if cp is not None and (anchor is None or cp[0] > anchor[0]):
+            anchor = cp
+        if anchor is None:
+            cur.execute(_HEAD_SQL)
+            tail = cur.fetchall()
+            if not tail:
+                return 0, GENESIS
+            row = dict(zip(_ROW_COLUMNS, tail[0], strict=True))
+            if _row_hash(row["prev_hash"], row, self.key, seq=int(row["seq"])) != row["hash"]:
+                self._raise_alarm(f"audit row {row['seq']}: contents do not match its MAC")
+            return int(row["seq"]), str(row["hash"])
+        cur.execute(_ANCHOR_SQL[self.dialect], (anchor[0],))
+        found = cur.fetchall()
+        if not found or int(found[0][0]) != anchor[0] or found[0][1] != anchor[1]:
+            self._raise_alarm(f"audit row {anchor[0]}, already seen as the head, is missing "
+                              "or altered (newest rows deleted or rewritten)")
+        seq, prev = anchor
+        if len(found) == 1:
+            return seq, prev
+        cur.execute(_AFTER_SQL[self.dialect], (anchor[0],))
+        for values in cur.fetchall():
+            row = dict(zip(_ROW_COLUMNS, values, strict=True))
+            if int(row["seq"]) != seq + 1 or row["prev_hash"] != prev:
+                self._raise_alarm(f"audit rows after row {seq} are not contiguous (rows "
+                                  "deleted, inserted or renumbered)")
+            if _row_hash(prev, row, self.key, seq=seq + 1) != row["hash"]:
+                self._raise_alarm(f"audit row {seq + 1}: contents do not match its MAC")
+            seq, prev = seq + 1, str(row["hash"])
+        return seq, prev
+
+    def _raise_alarm(self, problem: str) -> None:
+        """Refuse every later append and say so loudly: the log was tampered with."""
+        self.alarm = (f"audit log {self.describe()}: {problem}; refusing to append (run "
+                      "`privlab audit-log verify`)")
+        log.critical("AUDIT LOG ALARM: %s", self.alarm)
+        raise AuditLogBroken(self.alarm)
+
+    def _checkpoint_anchor(self) -> tuple[int, str] | None:
+        """The signed checkpoint's (seq, hash), None if there is none; a damaged or forged
+        checkpoint raises the alarm."""
+        if self.checkpoint is None:
+            return None
+        fd = self._checkpoint_fd()
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            data = os.pread(fd, 2 * _SLOT + 1, 0)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        cached = getattr(self, "_cp_cache", None)
+        if cached is not None and cached[0] == data:  # unchanged since last read or write
+            return cached[1]
+        cp = self._parse_checkpoint(data)
+        if cp is None:
+            return None
+        problem = self._checkpoint_problem(cp)
+        if problem is not None:
+            self._raise_alarm(problem)
+        anchor = (int(cp["seq"]), str(cp["hash"]))
+        self._cp_cache = (data, anchor)
+        return anchor
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -360,14 +543,20 @@ class AuditLog:
         fd = self._checkpoint_fd()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            slots = _read_slots(os.pread(fd, 2 * _SLOT, 0))
+            data = os.pread(fd, 2 * _SLOT, 0)
+            slots = _read_slots(data)
             seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1 for x in slots]
             if max(seqs) >= seq:
                 return
             record = json.dumps({"seq": seq, "hash": head,
                                  "mac": _checkpoint_mac(self.key, seq, head)})
             line = record.ljust(_SLOT - 1).encode("utf-8")[:_SLOT - 1] + b"\n"
-            os.pwrite(fd, line, _SLOT * (0 if seqs[0] <= seqs[1] else 1))
+            offset = _SLOT * (0 if seqs[0] <= seqs[1] else 1)
+            os.pwrite(fd, line, offset)
+            # what the file now holds: the next append's check need not parse and verify it
+            content = bytearray(data.ljust(offset + _SLOT, b"\x00"))
+            content[offset:offset + _SLOT] = line
+            self._cp_cache = (bytes(content), (seq, head))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -380,6 +569,10 @@ class AuditLog:
             data = self.checkpoint.read_bytes()
         except OSError:
             return {"invalid": True}
+        return self._parse_checkpoint(data)
+
+    @staticmethod
+    def _parse_checkpoint(data: bytes) -> dict[str, Any] | None:
         if not data.strip():
             return None
         slots = _read_slots(data)
@@ -387,6 +580,21 @@ class AuditLog:
             return {"invalid": True}
         valid = [x for x in slots if isinstance(x, dict)]
         return max(valid, key=lambda x: int(x["seq"])) if valid else None
+
+    def _checkpoint_problem(self, cp: dict[str, Any]) -> str | None:
+        """What is wrong with the checkpoint record itself (None: sound and signed)."""
+        name = str(self.checkpoint)
+        if cp.get("invalid"):
+            return f"checkpoint {name}: damaged or edited (not a checkpoint record)"
+        try:
+            seq, head = int(cp["seq"]), str(cp["hash"])
+        except (KeyError, TypeError, ValueError):
+            return f"checkpoint {name}: unreadable"
+        if self.key is not None and not hmac.compare_digest(
+                str(cp.get("mac")), _checkpoint_mac(self.key, seq, head) or ""):
+            return (f"checkpoint {name}: signature invalid (edited, or written with another "
+                    "key)")
+        return None
 
     @staticmethod
     def _record(row: Any) -> AuditRecord:
@@ -426,36 +634,46 @@ class AuditLog:
     def verify(self) -> list[str]:
         """Check the log; returns the problems found, the first bad row first (empty:
         intact). Detects an edited row (its hash / HMAC), an edit with the chain
-        recomputed (HMAC, given the key), a deleted, inserted or reordered row (the chain
-        links), deleted newest rows and an edited checkpoint (the signed checkpoint), and
-        missing append-only triggers."""
-        problems: list[str] = []
+        recomputed (HMAC, given the key), a deleted, inserted, renumbered or reordered row
+        (a gap in `seq`, the chain links), deleted newest rows and an edited checkpoint
+        (the signed checkpoint's row must be present with the same MAC), and missing,
+        disabled or altered append-only triggers (their full definitions)."""
         if not self.exists:
             return ["the audit log does not exist"]
-        prev = GENESIS
+        if self.format != FORMAT:
+            return [_format_problem(self.format)]
+        problems: list[str] = []
+        prev, expected = GENESIS, 1
         rows_by_seq: dict[int, str] = {}
         last_seq = None
         with self._transaction(read_only=True) as conn:
             rows = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()
         what = "HMAC" if self.key is not None else "hash"
         for r in rows:
+            seq = int(r.seq)
             values = {k: getattr(r, k) for k in _FIELDS}
+            if seq != expected:
+                problems.append(f"audit rows {expected} to {seq - 1} are missing (a gap in "
+                                "seq: rows deleted or renumbered)" if seq > expected else
+                                f"audit row {seq}: out of sequence (renumbered)")
+                break
             if r.prev_hash != prev:
-                problems.append(f"audit row {r.seq}: does not follow the row before it in the "
+                problems.append(f"audit row {seq}: does not follow the row before it in the "
                                 "chain (a row was deleted, inserted or reordered)")
                 break
-            if _row_hash(prev, values, self.key) != r.hash:
-                problems.append(f"audit row {r.seq}: contents do not match its {what} (edited"
+            if _row_hash(prev, values, self.key, seq=seq) != r.hash:
+                problems.append(f"audit row {seq}: contents do not match its {what} (edited"
                                 + (")" if self.key is not None else
                                    ", or the log predates the audit key)"))
                 break
-            prev = r.hash
-            rows_by_seq[int(r.seq)] = r.hash
-            last_seq = int(r.seq)
+            prev, expected = r.hash, seq + 1
+            rows_by_seq[seq] = r.hash
+            last_seq = seq
         if not problems:
             problems += self._check_checkpoint(rows_by_seq, last_seq)
-        problems += [f"append-only trigger {t} is missing on {_audit.name}"
-                     for t in self.missing_triggers()]
+        problems += self.trigger_problems()
+        if not problems:
+            self._seen = None if last_seq is None else (last_seq, rows_by_seq[last_seq])
         return problems
 
     def _check_checkpoint(self, rows: dict[int, str], last_seq: int | None) -> list[str]:
@@ -463,16 +681,10 @@ class AuditLog:
         if cp is None:
             return []
         name = str(self.checkpoint)
-        if cp.get("invalid"):
-            return [f"checkpoint {name}: damaged or edited (not a checkpoint record)"]
-        try:
-            seq, head = int(cp["seq"]), str(cp["hash"])
-        except (KeyError, TypeError, ValueError):
-            return [f"checkpoint {name}: unreadable"]
-        if self.key is not None and not hmac.compare_digest(
-                str(cp.get("mac")), _checkpoint_mac(self.key, seq, head) or ""):
-            return [f"checkpoint {name}: signature invalid (edited, or written with another "
-                    "key)"]
+        problem = self._checkpoint_problem(cp)
+        if problem is not None:
+            return [problem]
+        seq, head = int(cp["seq"]), str(cp["hash"])
         if seq not in rows:
             after = "the start" if last_seq is None else f"row {last_seq}"
             return [f"audit rows after {after} are missing: the checkpoint {name} records "
@@ -482,20 +694,49 @@ class AuditLog:
         return []
 
     def missing_triggers(self) -> list[str]:
-        """Names of the append-only triggers that should exist and do not."""
+        """Names of the append-only triggers that should exist (enabled) and do not."""
+        return sorted(self._trigger_state()[0])
+
+    def trigger_problems(self) -> list[str]:
+        """Missing or disabled append-only triggers, and triggers whose definition (or,
+        on PostgreSQL, whose function's body) is not the one the gateway created: a
+        trigger kept by name but rewritten to let a DELETE through protects nothing."""
+        missing, altered = self._trigger_state()
+        return ([f"append-only trigger {t} is missing on {_audit.name}" for t in
+                 sorted(missing)]
+                + [f"append-only trigger {t} on {_audit.name} was altered ({why})"
+                   for t, why in sorted(altered.items())])
+
+    def _trigger_state(self) -> tuple[set[str], dict[str, str]]:
+        """(missing or disabled trigger names, {altered trigger name: what})."""
         table = _audit.name
+        expected = self._expected_triggers()
+        altered: dict[str, str] = {}
         with self._transaction(read_only=True) as conn:
             if self.dialect == "sqlite":
-                expected = {f"{table}_no_update", f"{table}_no_delete"}
-                found = set(conn.exec_driver_sql(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
-                    (table,)).scalars())
+                found = dict(conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND "
+                    "tbl_name = ?", (table,)).all())
+                for name, sql in found.items():
+                    if name in expected and _norm(sql or "") != expected[name]:
+                        altered[name] = "definition differs"
             else:
-                expected = {f"{table}_append_only", f"{table}_no_truncate"}
-                found = set(conn.exec_driver_sql(
-                    "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%(t)s) "
-                    "AND NOT tgisinternal AND tgenabled <> 'D'", {"t": table}).scalars())
-        return sorted(expected - found)
+                rows = conn.exec_driver_sql(
+                    "SELECT t.tgname, pg_get_triggerdef(t.oid), p.prosrc, l.lanname "
+                    "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+                    "JOIN pg_language l ON l.oid = p.prolang WHERE t.tgrelid = "
+                    "to_regclass(%(t)s) AND NOT t.tgisinternal AND t.tgenabled IN ('O', 'A')",
+                    {"t": table}).all()
+                found = {}
+                for name, definition, body, lang in rows:
+                    found[name] = definition
+                    if name not in expected:
+                        continue
+                    if _norm(definition) != expected[name]:
+                        altered[name] = "definition differs"
+                    elif lang != "plpgsql" or _norm(body) != _norm(_PG_FUNCTION_BODY):
+                        altered[name] = "its function privlab_audit_append_only was replaced"
+        return set(expected) - set(found), altered
 
     def head(self) -> tuple[int, int | None]:
         """(number of rows, newest sequence number)."""
@@ -520,3 +761,70 @@ class AuditLog:
         self._engine.dispose()
         if self._writer_lock is not None:
             self._writer_lock.close()
+
+
+def migrate_v1(target: str, *, key: bytes | None,
+               checkpoint: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """`privlab audit-log migrate`: verify a format-1 log (its chain and signed
+    checkpoint, under the format-1 MAC), keep it as the table `privlab_gateway_audit_v1`
+    (append-only triggers kept), start a format-2 log in its place whose first row
+    (`log_migrated`) records the old head, and move the old checkpoint to `<file>.v1`.
+    Refuses (AuditLogBroken) if the old log does not verify: keep it as evidence."""
+    old = AuditLog(target, key=key, checkpoint=checkpoint, create=False)
+    try:
+        if not old.exists:
+            raise InvalidInputError(f"audit log {old.describe()} does not exist")
+        if old.format == FORMAT:
+            raise InvalidInputError(f"audit log {old.describe()} is already format {FORMAT}; "
+                                    "nothing to migrate")
+        if old.format != 1:
+            raise AuditLogBroken(f"audit log {old.describe()}: unknown format {old.format}")
+        with old._transaction(read_only=True) as conn:
+            if sa.inspect(conn).has_table(ARCHIVE_V1):
+                raise InvalidInputError(f"audit log {old.describe()}: a table {ARCHIVE_V1} "
+                                        "exists already (migrated before?); move it away")
+            rows = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).all()
+        prev, head_seq = GENESIS, None
+        for r in rows:
+            values = {k: getattr(r, k) for k in _FIELDS}
+            if r.prev_hash != prev or _row_hash_v1(prev, values, key) != r.hash:
+                raise AuditLogBroken(f"audit log {old.describe()}: format-1 row {r.seq} does "
+                                     "not verify; keep the log as evidence and start a new one")
+            prev, head_seq = r.hash, int(r.seq)
+        cp = old.read_checkpoint()
+        if cp is not None:
+            problem = old._checkpoint_problem(cp)
+            if problem is None and not any(int(r.seq) == int(cp["seq"])
+                                           and r.hash == cp["hash"] for r in rows):
+                problem = f"the checkpoint records row {cp['seq']}, which is missing"
+            if problem is not None:
+                raise AuditLogBroken(f"audit log {old.describe()}: {problem}; keep the log as "
+                                     "evidence and start a new one")
+        with old._transaction() as conn:
+            if old.dialect == "postgresql":
+                conn.execute(_PG_LOCK)
+            for index in sa.inspect(conn).get_indexes(_audit.name):
+                conn.exec_driver_sql(f'DROP INDEX IF EXISTS "{index["name"]}"')
+            on = "" if old.dialect == "sqlite" else f" ON {_audit.name}"
+            for name in old._expected_triggers():
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}{on}")
+            conn.exec_driver_sql(f"ALTER TABLE {_audit.name} RENAME TO {ARCHIVE_V1}")
+            old._triggers(conn, ARCHIVE_V1)  # the archive stays append-only
+            old._create(conn)
+    finally:
+        old.close()
+    if checkpoint is not None and Path(checkpoint).is_file():
+        os.replace(checkpoint, f"{checkpoint}.v1")
+    new = AuditLog(target, key=key, checkpoint=checkpoint)
+    try:
+        new.record(os.urandom(16).hex(), "log_migrated", reason=(
+            f"format-1 log kept as table {ARCHIVE_V1}: {len(rows)} rows, head row {head_seq}, "
+            f"hash {prev}"))
+        problems = new.verify()
+    finally:
+        new.close()
+    if problems:
+        raise AuditLogBroken(f"audit log {new.describe()}: {problems[0]}")
+    return {"archived_table": ARCHIVE_V1, "archived_rows": len(rows),
+            "archived_head_seq": head_seq, "archived_head_hash": prev,
+            "old_checkpoint": None if checkpoint is None else f"{checkpoint}.v1"}

@@ -156,6 +156,14 @@ class Limits:
     max_sql_tokens: int = 1_000
     #: failed authentications per client address before exponential backoff (429)
     max_failed_auth: int = 5
+    #: seconds a client may take to send an announced request body (then 408, closed)
+    body_timeout_s: float = 10.0
+    #: bytes of request line and headers (then 431, closed; `privlab serve`'s HTTP layer)
+    max_header_bytes: int = 16_384
+    #: seconds an idle keep-alive connection stays open
+    keep_alive_s: float = 5.0
+    #: open connections per server process (more: 503, closed)
+    max_connections: int = 1_000
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,8 @@ class GatewayConfig:
     audit_key_file: Path | None = None
     #: file holding the signed head of the audit log (apart from the database)
     audit_checkpoint: Path | None = None
+    #: proxies (addresses or networks) whose X-Forwarded-For is believed; none by default
+    trusted_proxies: tuple[str, ...] = ()
 
     def audit_key(self, create: bool = False) -> bytes | None:
         """The audit chain's HMAC key: `PRIVLAB_AUDIT_KEY` if set, else the contents of
@@ -466,10 +476,11 @@ def parse_config(raw: Any, base_dir: str | Path | None = None,
     raw = _mapping(raw, "config")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     unknown = set(raw) - {"database", "ledger", "audit", "tables", "joins", "analysts",
-                          "limits", "audit_key_file", "audit_checkpoint"}
+                          "limits", "audit_key_file", "audit_checkpoint", "trusted_proxies"}
     if unknown:
         raise _fail("config", f"unknown keys {sorted(unknown)}; allowed: database, ledger, "
-                    "audit, audit_key_file, audit_checkpoint, tables, joins, analysts, limits")
+                    "audit, audit_key_file, audit_checkpoint, tables, joins, analysts, limits, "
+                    "trusted_proxies")
     db = raw.get("database")
     if isinstance(db, str):
         db = {"url": db}
@@ -536,7 +547,27 @@ def parse_config(raw: Any, base_dir: str | Path | None = None,
         schema=schema, joins=joins, limits=limits, base_dir=base,
         threads=threads, audit_key_file=audit_files["audit_key_file"],
         audit_checkpoint=audit_files["audit_checkpoint"],
+        trusted_proxies=_proxies(raw.get("trusted_proxies")),
     )
+
+
+def _proxies(raw: Any) -> tuple[str, ...]:
+    """`trusted_proxies`: addresses or networks of the reverse proxies in front."""
+    import ipaddress
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _fail("trusted_proxies", "must be a list of proxy addresses or networks "
+                    "(e.g. [127.0.0.1] for nginx on the same host)")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(str(ipaddress.ip_network(str(item), strict=False)))
+        except ValueError:
+            raise _fail(f"trusted_proxies[{i}]", f"{str(item)[:60]!r} is not an IP address "
+                        "or network (e.g. 10.0.0.0/8)") from None
+    return tuple(out)
 
 
 def load_config(path: str | Path) -> GatewayConfig:

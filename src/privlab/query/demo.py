@@ -208,6 +208,12 @@ limits:                       # choosing them: docs/gateway.md "Choosing limits"
   rate_per_second: 50         # per analyst and server process
   burst: 100
   max_failed_auth: 5          # per client address, then exponential backoff (429)
+  body_timeout_s: 10          # request head, then body, must arrive within this (408)
+  max_header_bytes: 16384     # request line and headers (431)
+
+# X-Forwarded-For is believed only from these proxies (nginx on this host: [127.0.0.1]);
+# none by default: the client address is the TCP peer (docs/gateway.md "Client address")
+trusted_proxies: []
 
 tables:
   adult:

@@ -40,7 +40,7 @@ from privlab.core.group_commit import GroupCommitter
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, secure_generator
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
-from privlab.query.audit import AuditLog
+from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig
 from privlab.query.engine import Engine, open_engine
 from privlab.query.noise import Answer, Budget, answer, plan_budget
@@ -232,6 +232,8 @@ class Gateway:
         """Answer one query for `analyst`; raises QueryRefused (400; also for a table the
         analyst may not query, word for word as for a missing one),
         BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
+        if self.audit.alarm is not None:  # tampered audit log: answer nothing (HTTP 503)
+            raise AuditLogBroken(self.audit.alarm)
         qid = uuid.uuid4().hex
         audit_sql = sql if isinstance(sql, str) else None
         common = dict(analyst=analyst.name, sql=audit_sql,
@@ -286,6 +288,8 @@ class Gateway:
                               epsilon_spent=budget.epsilon, delta_spent=budget.delta,
                               result={"columns": response["columns"], "rows": response["rows"]},
                               **common)
+        except AuditLogBroken:  # not audited, and the log is under attack: HTTP 503
+            raise
         except Exception as exc:  # not audited: do not release
             log.error("gateway query %s: audit failed (%s); answer withheld", qid,
                       type(exc).__name__)

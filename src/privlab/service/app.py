@@ -9,11 +9,14 @@
     GET  /openapi.json      the OpenAPI document (/docs renders it)
 
 A pure-ASGI front door runs before any routing or body parsing: request size limit (413;
-a body without Content-Length is refused with 411), API-key authentication for /v1 (401)
-and a per-analyst token-bucket rate limit (429 with Retry-After). Errors are JSON
-`{"error": code, "reason": text}`; reasons never quote data or database errors.
+a body without Content-Length is refused with 411), API-key authentication for /v1 (401),
+a per-analyst token-bucket rate limit (429 with Retry-After) and a deadline for the body
+(408). The client address is the TCP peer; X-Forwarded-For is believed only from a proxy
+listed in `trusted_proxies`. Errors are JSON `{"error": code, "reason": text}`; reasons
+never quote data or database errors.
 """
 
+import ipaddress
 import json
 import logging
 import math
@@ -23,14 +26,17 @@ from typing import Any
 
 from privlab import __version__
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.query.audit import AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig, load_config
 from privlab.query.gateway import Gateway, QueryFailed
 from privlab.query.planner import AccessDenied, QueryRefused
 
 log = logging.getLogger("privlab.gateway")
 STATUS = {"refused": 400, "unauthorized": 401, "budget_exceeded": 402, "forbidden": 403,
-          "not_found": 404, "length_required": 411, "too_large": 413, "rate_limited": 429,
-          "failed": 500}
+          "not_found": 404, "timeout": 408, "length_required": 411, "too_large": 413,
+          "rate_limited": 429, "header_too_large": 431, "failed": 500, "unavailable": 503}
+UNAVAILABLE = ("the audit log failed its integrity check; no query is answered until an "
+               "operator investigates")
 
 
 def _error_body(code: str, reason: str) -> bytes:
@@ -40,6 +46,8 @@ def _error_body(code: str, reason: str) -> bytes:
 async def _send_error(send: Any, code: str, reason: str,
                       headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = _error_body(code, reason)
+    if code in ("timeout", "too_large", "length_required"):  # the body was not read
+        headers = [*(headers or []), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": STATUS[code],
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())] + (headers or [])})
@@ -74,23 +82,49 @@ class FrontDoor:
 
     Failed authentications are counted per client address: after `limits.max_failed_auth`
     the address waits 2, 4, 8, ... seconds (at most 300) before a key is even looked at
-    (429 with Retry-After). 401 and 429 answers are written to the audit log without any
-    key material, at most one row per client and kind every 10 s (the row says how many
-    similar ones it stands for), so a flood cannot fill the log.
+    (429 with Retry-After). 401, 429 and request-level refusals (411, 413, 408, a body that
+    is not the strict JSON) are written to the audit log without any key material, at most
+    one row per client and kind every 10 s (the row says how many similar ones it stands
+    for), so a flood cannot fill the log. The client address is the TCP peer, or, when the
+    peer is one of `trusted_proxies`, the right-most X-Forwarded-For entry that is not a
+    trusted proxy (a client-supplied header cannot rotate its way past the back-off).
     """
 
     def __init__(self, app: Any, gateway: Gateway) -> None:
         self.app = app
         self.gateway = gateway
         self.limits = gateway.config.limits
+        self._trusted = tuple(ipaddress.ip_network(n) for n in gateway.config.trusted_proxies)
+        self._trusted_cache: dict[str, bool] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._failures: dict[str, _Failures] = {}
         self._audit_marks: dict[tuple[str, str], list[float]] = {}
 
-    @staticmethod
-    def _client(scope: dict[str, Any]) -> str:
+    def _is_trusted(self, address: str) -> bool:
+        known = self._trusted_cache.get(address)
+        if known is None:
+            try:
+                ip = ipaddress.ip_address(address)
+                known = any(ip in net for net in self._trusted)
+            except ValueError:
+                known = False
+            if len(self._trusted_cache) > _MAX_TRACKED:
+                self._trusted_cache.clear()
+            self._trusted_cache[address] = known
+        return known
+
+    def _client(self, scope: dict[str, Any]) -> str:
+        """The real client address (see the class docstring)."""
         client = scope.get("client")
-        return str(client[0])[:64] if client else "unknown"
+        peer = str(client[0]) if client else "unknown"
+        if not self._trusted or not self._is_trusted(peer):
+            return peer[:64]
+        hops = b",".join(v for k, v in scope.get("headers") or () if k == b"x-forwarded-for")
+        for hop in reversed(hops.decode("latin-1").split(",")):
+            hop = hop.strip()
+            if hop and not self._is_trusted(hop):
+                return hop[:64]
+        return peer[:64]
 
     def _backoff(self, client: str) -> float:
         """Seconds this address must still wait after repeated failed authentications."""
@@ -113,12 +147,13 @@ class FrontDoor:
             f.blocked_until = now + min(2.0 ** excess, AUTH_BACKOFF_MAX_S)
 
     async def _audit(self, client: str, decision: str, reason: str, scope: dict[str, Any],
-                     analyst: str | None = None) -> None:
-        """Record a front-door refusal (401 / 429), compactly and rate-capped."""
+                     analyst: str | None = None, kind: str | None = None) -> None:
+        """Record a front-door refusal (401 / 429 / 4xx), compactly and rate-capped per
+        client address and `kind` (default: the decision)."""
         now = time.monotonic()
         if len(self._audit_marks) > _MAX_TRACKED:
             self._audit_marks.clear()
-        mark = self._audit_marks.setdefault((client, decision), [0.0, 0])
+        mark = self._audit_marks.setdefault((client, kind or decision), [0.0, 0])
         if now - mark[0] < AUDIT_EVERY_S:
             mark[1] += 1
             return
@@ -161,24 +196,64 @@ class FrontDoor:
             return 0.0
         return (1.0 - bucket.tokens) / rate
 
+    async def refuse(self, scope: dict[str, Any], send: Any, code: str, reason: str,
+                     analyst: str | None = None) -> None:
+        """A request-level refusal: audited (capped, kind = the error code), then sent."""
+        await self._audit(self._client(scope), "refused", f"{STATUS[code]} {reason[:200]}",
+                          scope, analyst=analyst, kind=f"refused:{code}")
+        await _send_error(send, code, reason)
+
+    async def _read_body(self, receive: Any, scope: dict[str, Any], send: Any) -> Any:
+        """The whole body, read within `limits.body_timeout_s` (a client that announces a
+        body and never sends it is answered 408 and its connection closed), replayed to
+        the app; None when refused or disconnected."""
+        import anyio
+
+        chunks, size, more = [], 0, True
+        with anyio.move_on_after(self.limits.body_timeout_s):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.limits.max_request_bytes:
+                    await self.refuse(scope, send, "too_large", "request bodies are limited "
+                                      f"to {self.limits.max_request_bytes} bytes")
+                    return None
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+        if more:
+            await self.refuse(scope, send, "timeout", "the request body did not arrive within "
+                              f"limits.body_timeout_s ({self.limits.body_timeout_s:g} s)")
+            return None
+        pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> Any:
+            return pending.pop() if pending else await receive()
+
+        return replay
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         method = scope.get("method", "GET")
-        if method in ("POST", "PUT", "PATCH"):
+        has_body = method in ("POST", "PUT", "PATCH")
+        if has_body:
             length = headers.get(b"content-length")
             if length is None:
-                await _send_error(send, "length_required", "send a Content-Length header")
+                await self.refuse(scope, send, "length_required", "send a Content-Length "
+                                  "header")
                 return
             try:
                 n = int(length)
             except ValueError:
-                await _send_error(send, "refused", "Content-Length is not a number")
+                await self.refuse(scope, send, "refused", "Content-Length is not a number")
                 return
             if n > self.limits.max_request_bytes:
-                await _send_error(send, "too_large", f"request bodies are limited to "
+                await self.refuse(scope, send, "too_large", f"request bodies are limited to "
                                   f"{self.limits.max_request_bytes} bytes")
                 return
         path = scope.get("path", "")
@@ -211,6 +286,10 @@ class FrontDoor:
                                   [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
                 return
             scope.setdefault("state", {})["analyst"] = analyst
+        if has_body:
+            receive = await self._read_body(receive, scope, send)
+            if receive is None:
+                return
         await self.app(scope, receive, send)
 
 
@@ -269,6 +348,9 @@ def parse_query_body(raw: bytes, max_sql_chars: int) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BadRequest(f"{name}: {'required, ' if required else ''}a JSON number "
                              "(not a string, a boolean or null)")
+        # an integer literal of 400 digits is a Python int that float() cannot convert
+        if isinstance(value, int) and abs(value) > 10 ** 300:
+            raise BadRequest(f"{name}: must be a finite number of at most 1e300")
         if not math.isfinite(float(value)) or abs(float(value)) > 1e300:
             raise BadRequest(f"{name}: must be a finite number")
     mechanism = body.get("mechanism")
@@ -289,11 +371,13 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {400: "refused: invalid request or query (JSON, names the field); uncharged",
             401: "missing or unknown API key", 402: "budget exceeded; uncharged",
             403: "a table (or budget) of someone else", 404: "no such query",
-            405: "method not allowed", 411: "POST without Content-Length",
+            405: "method not allowed", 408: "the body did not arrive within "
+            "limits.body_timeout_s (connection closed)", 411: "POST without Content-Length",
             413: "body over limits.max_request_bytes",
             429: "rate limited or too many failed authentications (Retry-After)",
             500: "the ledger could not be charged (nothing computed) or the answer could not "
-                 "be audited (withheld)"}
+                 "be audited (withheld)",
+            503: "the audit log failed its integrity check (tampered): nothing is answered"}
     return {c: {"description": text[c], "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/Error"}}}} for c in codes}
 
@@ -337,9 +421,18 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
                               "per-analyst budgets. Every error is JSON "
                               "{\"error\", \"reason\"}.")
     app.state.gateway = gw
+    front = FrontDoor(app, gw)
 
     def error(code: str, reason: str) -> JSONResponse:
         return JSONResponse({"error": code, "reason": reason}, status_code=STATUS[code])
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        # a bug must still answer JSON, without a traceback or database text
+        log.error("unexpected %s in a request", type(exc).__name__, exc_info=exc)
+        if isinstance(exc, AuditLogBroken):
+            return error("unavailable", UNAVAILABLE)
+        return error("failed", "the gateway could not process the request")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -388,13 +481,15 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
             return error("forbidden", str(exc))
         except BudgetExceededError as exc:
             return error("budget_exceeded", str(exc))
+        except AuditLogBroken:
+            return error("unavailable", UNAVAILABLE)
         except QueryFailed as exc:
             return error("failed", str(exc))
         except PrivlabError:
             return error("failed", "the gateway could not process the query")
 
     @app.post("/v1/queries", tags=["queries"],
-              responses=_responses(*v1, 402, 411, 413, 500),
+              responses=_responses(*v1, 402, 408, 411, 413, 500, 503),
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": {
                       "$ref": "#/components/schemas/QueryRequest"}}}}})
@@ -402,7 +497,9 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
         me = analyst_of(request)
         try:
             body = parse_query_body(await request.body(), limits.max_sql_chars)
-        except BadRequest as exc:
+        except BadRequest as exc:  # audited like a refused query (capped: not a flood)
+            await front._audit(front._client(request.scope), "refused", str(exc)[:250],
+                               request.scope, analyst=me.name, kind=f"body:{me.name}")
             return error("refused", str(exc))
         return await run_in_threadpool(answer, me, body)
 
@@ -453,7 +550,6 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    front = FrontDoor(app, gw)
     front.fastapi = app  # type: ignore[attr-defined]
     return front
 
