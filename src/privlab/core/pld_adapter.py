@@ -19,6 +19,7 @@ Nothing outside this module may use a private name of dp-accounting (a test grep
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from importlib import metadata
@@ -43,8 +44,9 @@ _DENSE_FIELDS = ("_probs", "_lower_loss", "_discretization", "_infinity_mass",
                  "_pessimistic_estimate")
 
 
+@functools.cache
 def dp_accounting_version() -> str:
-    """The installed dp-accounting version (for labels and the version check)."""
+    """The installed dp-accounting version (for labels and the version check; read once)."""
     try:
         return metadata.version("dp-accounting")
     except metadata.PackageNotFoundError:  # pragma: no cover - installed as a dependency
