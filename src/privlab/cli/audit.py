@@ -29,6 +29,7 @@ from privlab.cli.common import (
     err_console,
     parse_floats,
     parse_list,
+    require_extra,
     warn,
 )
 from privlab.errors import InvalidInputError
@@ -118,6 +119,7 @@ def audit_cmd(
     if data == "lm" and not Path(data).exists():
         _audit_lm(epsilon, delta, seed, quick, as_json, show)
         return
+    require_extra(("torch",), "ml", "privlab audit")  # the audited models are torch models
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
     from privlab.cli.train import DEFAULT_EXCLUDE, resolve_schema
 
@@ -235,6 +237,7 @@ def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_js
               show: bool) -> None:
     from rich.progress import Progress
 
+    require_extra(("torch",), "ml", "privlab audit lm")
     from privlab.audit.lm import LMAuditConfig, run_lm_audit
 
     cfg = LMAuditConfig.quick() if quick else LMAuditConfig()

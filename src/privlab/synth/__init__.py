@@ -1,4 +1,4 @@
-"""DP synthetic data: input-layer DP (seed 000, sections V-VI; seed 004, section 3.4.4).
+"""DP synthetic data: DP at the input layer (what a model or a contractor sees is synthetic).
 
 A data publisher releases a synthetic table instead of the real one. Three methods behind one
 interface (`fit(df, epsilon, delta)`, `sample(n)`, `guarantee`):
