@@ -196,4 +196,3 @@ def test_canary_evidence_feeds_the_risk_model():
     assert sum(c["prob_best"] for c in u["candidates"]) + u["prob_none_feasible"] == \
         pytest.approx(1.0)
     assert doc["chosen_epsilon"] in (None, 1.0, 8.0) and doc["rule"] == "stable_one_se"
-
