@@ -109,21 +109,25 @@ def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
 
 
 def check_delta_strength(delta: float, allow_weak: bool, *, public_size: int | None,
-                         size_hint: str = "--public-size N", field: str = "--delta") -> None:
+                         size_hint: str = "--public-size N", field: str = "--delta",
+                         require_size: bool = True) -> None:
     """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4).
 
     Above MAX_DELTA it is refused whatever the data. Otherwise it must be below 1/n, and n
     must be PUBLIC (`public_size`: a schema's `public_size` or an option such as
     `--public-size`), never the row count of the data: the refusal and its message would
     reveal it (issue 21). Without a public size the check cannot run: refused (exit 2, naming
-    `size_hint`) unless --allow-weak, which accepts it with a warning. Keyword-only on
-    purpose, so no caller passes `len(frame)` by position."""
+    `size_hint`) unless --allow-weak, which accepts it with a warning; `require_size=False`
+    (a command whose delta is checked elsewhere against a DP estimate of n) skips it quietly.
+    Keyword-only on purpose, so no caller passes `len(frame)` by position."""
     if delta <= 0:
         return
     n = public_size
     if delta > MAX_DELTA:
         why = f"it is above {MAX_DELTA:g}"
     elif n is None:
+        if not require_size:
+            return
         if not allow_weak:
             raise InvalidInputError(f"{field} needs a public size to check delta < 1/n "
                                     f"against: pass {size_hint} (a public bound on the number "
