@@ -5,6 +5,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from test_pipeline_schema import small_schema
 
 from privlab.cli.main import main
 from privlab.errors import InvalidInputError
@@ -40,7 +41,8 @@ def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys, expect
     assessed.write_text(capsys.readouterr().out)
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "2,8",
                "--policy", "medical", "--report", str(out), "--json",
-               "--attack-weights", "loss=3,shadow=1", "--assess-json", str(assessed), *FAST])
+               "--attack-weights", "loss=3,shadow=1", "--assess-json", str(assessed),
+               "--schema", small_schema(tmp_path), *FAST])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
@@ -81,7 +83,8 @@ def test_cli_bad_input(tmp_path, capsys, args, match):
     small_frame(60).to_csv(data, index=False)
     if match is None:  # w_risk = 0 with w_util = 1 is valid weights; the data is too small
         match = "too small|too few"
-    rc = main(["choose-epsilon", str(data), "--target", "label", *args, *FAST])
+    rc = main(["choose-epsilon", str(data), "--target", "label", *args,
+               "--schema", small_schema(tmp_path), *FAST])
     err = capsys.readouterr().err
     assert rc == 2
     assert err.startswith("error:") and len(err.strip().splitlines()) == 1

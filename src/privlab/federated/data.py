@@ -8,6 +8,8 @@ without protection (Krichene et al. 2023).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import re
 from dataclasses import dataclass
@@ -105,6 +107,12 @@ def _show(value: object) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def _first(values: np.ndarray, table: str) -> str:
+    """' (first: VALUE)' for the PUBLIC movies catalogue; nothing for the private ratings (an
+    error must not print a private value or count)."""
+    return f" (first: {_show(values[0])})" if table == "movies" else ""
+
+
 def _whole_numbers(column: pd.Series, field: str, table: str) -> tuple[np.ndarray, np.ndarray]:
     """Integer ids (0 where missing) and the missing mask; anything else is a one-line error.
 
@@ -114,17 +122,17 @@ def _whole_numbers(column: pd.Series, field: str, table: str) -> tuple[np.ndarra
     missing = num.isna().to_numpy()
     not_number = missing & ~column.isna().to_numpy()
     if not_number.any():
-        first = column.to_numpy()[np.flatnonzero(not_number)[0]]
-        raise InvalidInputError(f"{field}: {int(not_number.sum())} value(s) in the {table} table "
-                                f"are not numbers (first: {_show(first)}); ids must be integers")
+        raise InvalidInputError(f"{field}: a value in the {table} table is not a number"
+                                f"{_first(column.to_numpy()[not_number], table)}; ids must be "
+                                "integers")
     out = np.zeros(len(column), dtype=np.int64)
     present = num[~missing].to_numpy()
     if present.dtype.kind == "f":
         bad = ~np.isfinite(present) | (present != np.round(present))
         if bad.any():
-            raise InvalidInputError(f"{field}: {int(bad.sum())} value(s) in the {table} table "
-                                    f"are not whole numbers (first: {_show(present[bad][0])}); "
-                                    "ids must be integers")
+            raise InvalidInputError(f"{field}: a value in the {table} table is not a whole "
+                                    f"number{_first(present[bad], table)}; ids must be "
+                                    "integers")
     out[~missing] = present.astype(np.int64)
     return out, missing
 
@@ -201,9 +209,8 @@ def ratings_from_frames(
                                     f"{_have(ratings)}; rename or add the column")
     uid, no_user = _whole_numbers(ratings["userId"], "userId", "ratings")
     if no_user.any():
-        raise InvalidInputError(f"userId: {int(no_user.sum())} row(s) without a userId (first: "
-                                f"data row {int(np.flatnonzero(no_user)[0]) + 1}); every rating "
-                                "needs its user: fill them in or drop those rows")
+        raise InvalidInputError("userId: a row without a userId; every rating needs its user: "
+                                "fill them in or drop those rows")
     mid, no_movie = _whole_numbers(ratings["movieId"], "movieId", "ratings")
     raw = ratings["rating"]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
@@ -215,21 +222,17 @@ def ratings_from_frames(
         field, other, kind = (("movieId", "rating", no_movie) if no_movie[row]
                               else ("rating", "movieId", no_rating))
         raise InvalidInputError(
-            f"{field}: {int((half & kind).sum())} row(s) with a {other} but no {field} (first: "
-            f"data row {row + 1}, userId {uid[row]}); fill them in or drop those rows (a user "
-            "without ratings is a row with neither)")
+            f"{field}: a row with a {other} but no {field}; fill them in or drop those rows "
+            "(a user without ratings is a row with neither)")
     rated = ~enrol
     text = rated & np.isnan(values)
     if text.any():
-        first = raw.to_numpy()[np.flatnonzero(text)[0]]
-        raise InvalidInputError(f"rating: {int(text.sum())} value(s) are not numbers (first: "
-                                f"{_show(first)}); ratings must be numeric")
+        raise InvalidInputError("rating: a value is not a number; ratings must be numeric")
     bad = rated & (~np.isfinite(values) | (values < lo) | (values > hi))
     if bad.any():
-        first = raw.to_numpy()[np.flatnonzero(bad)[0]]
         raise InvalidInputError(
-            f"rating: {int(bad.sum())} value(s) outside the declared range [{lo:g}, {hi:g}] "
-            f"(first: {_show(first)}); fix or drop them, or declare the right range"
+            f"rating: a value outside the declared range [{lo:g}, {hi:g}]; fix or drop such "
+            "values, declare the right range, or pass --on-invalid coerce"
         )
     if not rated.any():
         raise InvalidInputError("rating: the table has no ratings (only users without any); "
@@ -245,8 +248,8 @@ def ratings_from_frames(
     items = item_pos.get_indexer(mid)
     if (items < 0).any():
         raise InvalidInputError(
-            f"movieId: {int((items < 0).sum())} rating(s) refer to movies missing from the "
-            "catalogue; add them to movies.csv or drop those ratings"
+            "movieId: a rating refers to a movie missing from the catalogue; add it to "
+            "movies.csv, drop such ratings, or pass --on-invalid coerce"
         )
     rated_users = uid
     if users is None:
@@ -256,8 +259,8 @@ def ratings_from_frames(
         unknown = ~np.isin(rated_users, user_ids)
         if unknown.any():
             raise InvalidInputError(
-                f"userId: {len(np.unique(rated_users[unknown]))} user(s) have ratings but are "
-                "not in `users`; enrol them or drop their ratings"
+                "userId: a user has ratings but is not in `users`; enrol them or drop their "
+                "ratings"
             )
     upos = np.searchsorted(user_ids, rated_users)
     key = pd.DataFrame({"u": upos, "i": items})
@@ -368,13 +371,60 @@ def pad_users(data: RatingsData, declared: int | None) -> RatingsData:
                        data.rating_range, grow(data.train), grow(data.test))
 
 
-def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
-    if max_users is None:
-        return data
-    if max_users < 1:
+def keyed_user_selection(user_ids: np.ndarray, max_users: int, population: int,
+                         split_seed: int = 0) -> np.ndarray:
+    """Which users keep their data under `--max-users N`: user u is kept iff
+    HMAC-SHA256(key, str(u)) read as a 64-bit fraction is below N / population, where the key
+    is public (derived from `split_seed`) and `population` is the PUBLIC number of enrolled
+    users. Each user's fate depends on its own id alone: adding or removing one user changes
+    no other user's selection (bottom-N by hash would let one added user evict another), so
+    one-user neighbours stay one-user neighbours. The expected number kept is N."""
+    if isinstance(max_users, bool) or not isinstance(max_users, (int, np.integer)) \
+            or max_users < 1:
         raise InvalidInputError(
             f"{option_name('max_users', '--max-users')} must be >= 1, got {max_users}")
-    return data.subset_users(np.arange(min(max_users, data.n_users)))
+    if population < 1:
+        raise InvalidInputError("the public number of users must be >= 1")
+    threshold = min(1 << 64, (int(max_users) << 64) // int(population))
+    key = f"privlab federated --max-users, split seed {int(split_seed)}".encode()
+    digests = [int.from_bytes(hmac.new(key, str(int(u)).encode(), hashlib.sha256).digest()[:8],
+                              "big") for u in np.asarray(user_ids)]
+    return np.asarray([d < threshold for d in digests], dtype=bool)
+
+
+def _emptied(indptr: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(new indptr, row mask) with the rows of users not in `keep` removed (users stay)."""
+    counts = np.diff(indptr)
+    rows = np.repeat(keep, counts)
+    ptr = np.concatenate([[0], np.cumsum(np.where(keep, counts, 0))]).astype(np.int64)
+    return ptr, rows
+
+
+def _keep_data_of(data: Any, keep: np.ndarray) -> Any:
+    """The same enrolled users; those not in `keep` hold no data (clients without ratings)."""
+    if isinstance(data, RatingsData):
+        def part(x: Interactions) -> Interactions:
+            ptr, rows = _emptied(x.indptr, keep)
+            return Interactions(ptr, x.items[rows], x.values[rows])
+
+        return RatingsData(data.user_ids, data.item_ids, data.item_features, data.feature_names,
+                           data.rating_range, part(data.train), part(data.test))
+    tr_ptr, tr_rows = _emptied(data.train_indptr, keep)
+    te_ptr, te_rows = _emptied(data.test_indptr, keep)
+    return TabularData(data.x_train[tr_rows], data.y_train[tr_rows], tr_ptr,
+                       data.x_test[te_rows], data.y_test[te_rows], te_ptr, data.feature_names)
+
+
+def select_users(data: Any, max_users: int | None, split_seed: int = 0) -> Any:
+    """`--max-users N` (short runs): every enrolled user stays enrolled (the user count, which
+    sizes the sampling plan, stays the public population), and each keeps its data with
+    probability N / population by `keyed_user_selection`; the others become clients without
+    data. `data.n_users` must already be public (bundled, or padded to `--users`)."""
+    if max_users is None:
+        return data
+    ids = data.user_ids if isinstance(data, RatingsData) else np.arange(data.n_users)
+    keep = keyed_user_selection(ids, max_users, data.n_users, split_seed)
+    return _keep_data_of(data, keep)
 
 
 def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
@@ -411,22 +461,24 @@ def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
                                test_fraction=test_fraction, split_seed=split_seed)
     if on_invalid == "refuse":
         check_ratings_schema(frame, sch)
-    data = _subset_first(data, max_users)
-    if declared_users is not None and max_users is not None:
-        declared_users = min(declared_users, max_users)
-    return pad_users(data, declared_users)
+    if max_users is not None and declared_users is None:
+        raise InvalidInputError(
+            f"{option_name('max_users', '--max-users')} with --ratings needs --users U (the "
+            "public number of enrolled users): each user is kept with probability N / U")
+    return select_users(pad_users(data, declared_users), max_users, split_seed)
 
 
 def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
                         max_users: int | None = None) -> RatingsData:
-    """MovieLens ml-latest-small (610 users, bundled), split per user; optionally the first
-    `max_users` users (by id) for short runs."""
+    """MovieLens ml-latest-small (610 users, public per its README), split per user;
+    `max_users`: each user keeps its data with probability max_users / 610 (a keyed hash of
+    its id, `select_users`), for short runs."""
     from privlab.data.datasets import load_movielens
 
     data = ratings_from_frames(load_movielens("ratings"), load_movielens("movies"),
                                rating_range=MOVIELENS_RANGE, test_fraction=test_fraction,
                                split_seed=split_seed)
-    return _subset_first(data, max_users)
+    return select_users(data, max_users, split_seed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,6 +571,4 @@ def load_adult_task(n_users: int = 600, test_fraction: float = 0.2, split_seed: 
     te_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[test], minlength=n_users))])
     data = TabularData(x[~test], y[~test], tr_ptr.astype(np.int64), x[test], y[test],
                        te_ptr.astype(np.int64), names)
-    if max_users is not None:
-        data = data.subset_users(np.arange(min(max_users, n_users)))
-    return data
+    return select_users(data, max_users, split_seed)
