@@ -208,9 +208,14 @@ def test_models_that_learnt_nothing_get_no_recommendation(tmp_path, capsys):
     frame["label"] = np.where(rng.random(n) < 0.75, "no", "yes")
     data = tmp_path / "noise.csv"
     frame.to_csv(data, index=False)
+    noise_schema = tmp_path / "noise.yaml"
+    noise_schema.write_text("name: noise\ncolumns:\n" + "".join(
+        f"  f{i}: {{type: numeric, bounds: [-5, 5], missing: false}}\n" for i in range(4))
+        + "  label: {type: categorical, categories: ['no', 'yes'], missing: false}\n")
     out = tmp_path / "r.html"
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "1,4",
-               "--policy", "medical", "--seeds", "2", "--report", str(out), "--json", *FAST])
+               "--policy", "medical", "--seeds", "2", "--report", str(out), "--json",
+               "--schema", str(noise_schema), *FAST])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
@@ -223,7 +228,7 @@ def test_models_that_learnt_nothing_get_no_recommendation(tmp_path, capsys):
     assert "no better than always predicting 'no'" in doc["reason"]
     assert "no better than always predicting" in " ".join(out.read_text().split())
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "1,4",
-               "--policy", "medical", "--seeds", "2", *FAST])
+               "--policy", "medical", "--seeds", "2", "--schema", str(noise_schema), *FAST])
     text = " ".join(capsys.readouterr().out.split())
     assert rc == 0
     assert "majority-class baseline: accuracy" in text and "always predicting 'no'" in text
@@ -235,6 +240,7 @@ def test_models_that_learnt_beat_the_baseline(tmp_path, capsys):
     small_frame(600).to_csv(data, index=False)
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "8",
                "--policy", "medical", "--json", "--epochs", "5", "--lr", "0.05",
+               "--schema", small_schema(tmp_path),
                "--shadow-models", "1", "--batch-size", "32", "--seed", "3"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err

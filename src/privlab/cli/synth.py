@@ -127,7 +127,11 @@ def synth_cmd(
     frame = read_table(file, delimiter=delimiter)
     _check_column_options(frame, file, options["drop"], target)
     # one delta policy in every command (the check `release` uses): refused before any work
-    check_delta_strength(delta, len(frame), allow_weak)
+    # against the schema's public size, never len(frame) (issue 21); without one only the
+    # data-independent ceiling applies here
+    public_size = synth.schema.public_size if synth.schema is not None else None
+    check_delta_strength(delta, allow_weak, public_size=public_size,
+                         size_hint="a --schema that declares public_size", require_size=False)
     # schema's columns and dtypes; refused (exit 2, nothing written) or coerced here
     frame = synth.conform(frame)
     train, hold = frame, None
