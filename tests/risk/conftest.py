@@ -13,8 +13,19 @@ def recompute_choice(doc: dict[str, Any]) -> float | None:
     risk_averse: smallest epsilon with the least loss among the feasible rows, None when no
     row is feasible. stable_one_se: among the candidates meeting the policy's constraints in
     `policy.level` of the draws (all, without constraints), the smallest epsilon whose
-    expected loss is within one standard error of the least expected loss.
+    expected loss is within one standard error of the least expected loss. Either way, no
+    recommendation when the models at that epsilon are no better than the majority-class
+    baseline (`learnt_nothing`, issue 23).
     """
+    choice = _rule_choice(doc)
+    row = next((r for r in doc["per_epsilon"] if r["epsilon"] == choice), None)
+    nothing = row is not None and row.get("better_than_baseline") is False
+    assert doc.get("learnt_nothing", False) == nothing
+    return None if nothing else choice
+
+
+def _rule_choice(doc: dict[str, Any]) -> float | None:
+    """The epsilon the rule alone picks, before the baseline check."""
     rows = doc["per_epsilon"]
     feasible = [r for r in rows if r["feasible_risk_averse"]]
     argmin = None

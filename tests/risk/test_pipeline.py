@@ -237,7 +237,10 @@ def test_models_that_learnt_nothing_get_no_recommendation(tmp_path, capsys):
 
 def test_models_that_learnt_beat_the_baseline(tmp_path, capsys):
     data = tmp_path / "d.csv"
-    small_frame(600).to_csv(data, index=False)
+    frame = small_frame(600)
+    for i in range(5):  # spread over the declared [-5, 5] so the encoded features are not tiny
+        frame[f"f{i}"] = (frame[f"f{i}"] * 3).clip(-5, 5)
+    frame.to_csv(data, index=False)
     rc = main(["choose-epsilon", str(data), "--target", "label", "--epsilons", "8",
                "--policy", "medical", "--json", "--epochs", "5", "--lr", "0.05",
                "--schema", small_schema(tmp_path),
