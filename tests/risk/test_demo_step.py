@@ -17,8 +17,8 @@ def test_demo_choose_epsilon_step(tmp_path):
     assert [r["epsilon"] for r in res["per_epsilon"]] == [8.0]
     chosen = res["chosen_epsilon"]
     # the answer and its stated reason agree: a refusal says so, a choice names its epsilon
-    if chosen is None:
-        assert res["reason"].startswith("no epsilon")
+    if chosen is None:  # none acceptable, or the models learnt nothing (issue 23)
+        assert res["reason"].startswith(("no epsilon", "no recommendation"))
     else:
         assert chosen == 8.0 and "epsilon 8 " in res["reason"]
     # a sane model (always predicting the majority class gives 0.75)
