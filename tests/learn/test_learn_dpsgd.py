@@ -1,22 +1,21 @@
-"""DP-SGD bookkeeping: calibration, Poisson sampling, the exact noisy update, bad input."""
+"""DP-SGD bookkeeping: calibration, the exact noisy update, bad input (the Poisson sampling,
+clip factor and noise laws are tested with the DP-SGD core, tests/learn/test_dpsgd_core.py)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
 from privlab.core import accounting
+from privlab.core.dpsgd import flat_noise, poisson_batch
 from privlab.core.rng import make_rng
 from privlab.errors import InvalidInputError
 from privlab.learn.dpsgd import (
     TrainConfig,
     accuracy,
-    flat_noise,
     plan_dpsgd,
-    poisson_batch,
     train_classifier,
 )
 from privlab.learn.engine import GradientClipper
@@ -36,25 +35,6 @@ def test_calibrated_sigma_reproduces_target_epsilon():
                                     1e-5)
     assert less > 2.0
     assert plan.epsilon_rdp > plan.epsilon_pld       # RDP is the looser bound
-
-
-def test_poisson_batches_have_the_right_law():
-    gen = make_rng(11)
-    n, q, rounds = 200, 0.1, 2000
-    counts = np.zeros(n)
-    sizes = []
-    for _ in range(rounds):
-        idx = poisson_batch(gen, n, q)
-        assert len(np.unique(idx)) == len(idx)
-        counts[idx] += 1
-        sizes.append(len(idx))
-    # batch size ~ Binomial(n, q): mean nq = 20, sd sqrt(nq(1-q)) = 4.24; over 2000 rounds
-    # the mean's sd is 0.095, so +-0.5 is > 5 sd
-    assert abs(np.mean(sizes) - n * q) < 0.5
-    assert abs(np.std(sizes) - math.sqrt(n * q * (1 - q))) < 0.4
-    # each row's inclusion count ~ Binomial(2000, 0.1): mean 200, sd 13.4
-    assert abs(counts.mean() - rounds * q) < 1.0
-    assert counts.min() > 200 - 6 * 13.4 and counts.max() < 200 + 6 * 13.4
 
 
 def test_one_step_is_exactly_clipped_sum_plus_calibrated_noise(blobs):

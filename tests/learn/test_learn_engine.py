@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+from privlab.core.dpsgd import clip_factors
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
-from privlab.learn.engine import GradientClipper, clip_factors
+from privlab.learn.engine import GradientClipper
 from privlab.learn.models import SeedMLP, SmallCNN
 
 

@@ -18,7 +18,8 @@ weakest:
   b_t + sigma z_t (in units of the clip), b_t ~ Bernoulli(q) when the canary is in the data
   and 0 when it is out, z_t the DP-SGD noise. That observation is simulated for many
   independent trials with the run's own sigma, q and steps (from `plan_dpsgd`, the same
-  calibration training uses) and noise drawn by the training loop's own `flat_noise`; the
+  calibration training uses) and noise drawn by every training loop's own `flat_noise` (the
+  DP-SGD core, `privlab.core.dpsgd`, which needs no torch); the
   test statistic is the exact log-likelihood ratio, the most powerful test (Neyman-Pearson).
 - `blackbox_canary_audit` (black-box, many runs): a mislabelled outlier record is put into the
   training set of half of M models (trained all at once by `train_many`); the attacker sees
@@ -91,8 +92,8 @@ def dirac_canary_audit(noise_multiplier: float, sample_rate: float, steps: int, 
 
     `trials` in-trials and as many out-trials; `noise_multiplier` 0 audits a non-private run.
     The bound uses the hold-out Clopper-Pearson procedure of `empirical_epsilon`."""
+    from privlab.core.dpsgd import flat_noise
     from privlab.core.rng import make_rng
-    from privlab.learn.dpsgd import flat_noise
 
     _check_trials(trials)
     _check_level(level)

@@ -36,6 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from privlab.core.dpsgd import (
+    clipped_sum,
+    factors_from_squared_norms,
+    poisson_batch,
+    set_noisy_grads,
+)
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError, option_name
@@ -375,22 +381,15 @@ def train_lm(model: Any, tokenizer: Any, texts: Sequence[str], config: LMTrainCo
     steps = per_epoch * config.epochs
     sigma = accounting.calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
     clipper = _PerTextClipper(model, config.clip)
-    total_size = sum(p.numel() for p in params.values())
     for epoch in range(config.epochs):
         seen, loss_sum, clipped = 0, 0.0, 0
         for _ in range(per_epoch):
-            k = int(gen.binomial(n, q))
-            idx = torch.from_numpy(np.sort(gen.choice(n, size=k, replace=False))) if k else \
-                torch.zeros(0, dtype=torch.long)
+            idx = torch.from_numpy(poisson_batch(gen, n, q))
             grads, losses, factors = clipper(ids[idx], labels[idx])
-            noise = torch.from_numpy(gen.standard_normal(total_size, dtype=np.float32))
-            off = 0
-            for name, p in params.items():
-                chunk = noise[off:off + p.numel()].view_as(p)
-                p.grad = (grads[name] + sigma * config.clip * chunk) / (q * n)
-                off += p.numel()
+            set_noisy_grads(list(params.values()), [grads[k] for k in params],
+                            sigma * config.clip, q * n, gen)
             opt.step()
-            seen += k
+            seen += int(idx.numel())
             loss_sum += float(losses.sum())
             clipped += int((factors < 1).sum())
         row = {"epoch": epoch + 1, "loss": loss_sum / max(seen, 1), "examples": float(seen),
@@ -412,7 +411,8 @@ def train_lm(model: Any, tokenizer: Any, texts: Sequence[str], config: LMTrainCo
 
 
 class _PerTextClipper:
-    """Per-text gradients by torch.func (vmap over grad), clipped to L2 norm <= clip, summed."""
+    """Per-text gradients by torch.func (vmap over grad), clipped to L2 norm <= clip, summed
+    (the clip factors come from the DP-SGD core, `privlab.core.dpsgd`)."""
 
     def __init__(self, model: Any, clip: float) -> None:
         from torch.func import functional_call, grad, vmap
@@ -441,9 +441,8 @@ class _PerTextClipper:
         sq = torch.zeros(b, dtype=torch.float64)
         for k in self.names:
             sq += per[k].reshape(b, -1).double().pow(2).sum(1)
-        norms = sq.sqrt().float()
-        factors = (self.clip / (norms * (1 + 1e-5) + 1e-6)).clamp(max=1.0)
-        grads = {k: torch.einsum("n,n...->...", factors, per[k]) for k in self.names}
+        _, factors = factors_from_squared_norms(sq, self.clip)
+        grads = {k: clipped_sum(factors, per[k]) for k in self.names}
         return grads, losses, factors
 
 

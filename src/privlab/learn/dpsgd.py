@@ -12,7 +12,8 @@ One DP-SGD step (Abadi et al. 2016), exactly as the accountant assumes it:
 sigma is the smallest noise multiplier whose epsilon at (q, steps, delta) meets the target
 under the PLD accountant (`privlab.core.accounting`); the RDP epsilon of the same run is
 reported beside it. Sampling and noise come from `privlab.core.rng.make_rng` (ChaCha20
-CSPRNG unless a seed is given for testing).
+CSPRNG unless a seed is given for testing). Steps 1 to 3 (Poisson batch, clip factors with
+their norm margin, noise) are the shared DP-SGD core, `privlab.core.dpsgd`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privlab.core.dpsgd import poisson_batch, set_noisy_grads
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
@@ -244,21 +246,6 @@ def make_optimizer(params: list[torch.Tensor], config: TrainConfig) -> torch.opt
     return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, fused=True)
 
 
-def poisson_batch(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
-    """Indices of one Poisson-sampled batch: each of n rows independently with prob. q."""
-    k = int(rng.binomial(n, q))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.sort(rng.choice(n, size=k, replace=False))
-
-
-def flat_noise(rng: np.random.Generator, size: int, out: np.ndarray | None = None) -> np.ndarray:
-    """Standard normal noise for all trainable parameters of one step (float32)."""
-    if out is not None:
-        return rng.standard_normal(dtype=np.float32, out=out)
-    return rng.standard_normal(size, dtype=np.float32)
-
-
 def _as_tensors(x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     xt = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
@@ -333,8 +320,6 @@ def _train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: TrainC
               plan: DPSGDPlan, clipper: GradientClipper, gen: np.random.Generator,
               progress: Progress | None) -> list[dict[str, float]]:
     params = clipper.params
-    sizes = [p.numel() for p in params]
-    total_size = sum(sizes)
     opt = make_optimizer(params, config)
     n = x.shape[0]
     std = plan.noise_multiplier * plan.clip
@@ -346,12 +331,7 @@ def _train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: TrainC
         for _ in range(plan.steps_per_epoch):
             idx = torch.from_numpy(poisson_batch(gen, n, plan.sample_rate))
             out = clipper(x[idx], y[idx])
-            noise = torch.from_numpy(flat_noise(gen, total_size))
-            offset = 0
-            for p, g, size in zip(params, out.grads, sizes, strict=True):
-                chunk = noise[offset:offset + size].view_as(p)
-                p.grad = ((g + std * chunk) / denom).contiguous()
-                offset += size
+            set_noisy_grads(params, out.grads, std, denom, gen)
             opt.step()
             seen += int(idx.numel())
             loss_sum += out.loss_sum

@@ -16,7 +16,8 @@ each first scaled to L2 norm <= clip, plus the per-example norms. Two engines:
 
 "auto" picks "fast" when every trainable parameter sits in a layer type Opacus supports and
 each such layer runs once per forward; otherwise "vmap". Both engines are checked against a
-per-example loop in the tests, and the clipped norms never exceed `clip`.
+per-example loop in the tests, and the clipped norms never exceed `clip`. The clip factors
+themselves (and their norm margin) come from the DP-SGD core, `privlab.core.dpsgd`.
 """
 
 from __future__ import annotations
@@ -28,13 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from privlab.core.dpsgd import clipped_sum, factors_from_squared_norms
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-#: Relative safety margin on computed norms so float rounding can never let a clipped
-#: gradient exceed the clip (norms are float32 sums; their relative error is ~1e-6).
-NORM_MARGIN = 1e-5
 
 BATCH_COUPLING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 
@@ -42,11 +40,6 @@ BATCH_COUPLING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 def per_sample_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of each example (no reduction): the per-example loss DP-SGD clips."""
     return F.cross_entropy(logits, target, reduction="none")
-
-
-def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
-    """c_i = min(1, C / ||g_i||), with a margin so that ||c_i g_i|| <= C despite rounding."""
-    return (clip / (norms * (1 + NORM_MARGIN) + 1e-6)).clamp(max=1.0)
 
 
 def check_module_for_dp(module: nn.Module) -> None:
@@ -176,8 +169,7 @@ class GradientClipper:
                 for g in per_sample.values():
                     sq_norms += g.reshape(batch, -1).pow(2).sum(1).to(torch.float64)
                 plan.append((mod, act, back, per_sample))
-        norms = sq_norms.sqrt().to(torch.float32)
-        factors = clip_factors(norms, self.clip)
+        norms, factors = factors_from_squared_norms(sq_norms, self.clip)
 
         grads: dict[int, torch.Tensor] = {}
         for mod, act, back, per_sample in plan:
@@ -189,7 +181,7 @@ class GradientClipper:
                     grads[id(mod.bias)] = scaled.sum(0)
             else:
                 for p, g in per_sample.items():
-                    grads[id(p)] = torch.einsum("n,n...->...", factors, g)
+                    grads[id(p)] = clipped_sum(factors, g)
         correct = _correct(logits, y)
         return ClippedBatch([grads[id(p)] for p in self.params], norms, factors,
                             float(losses.detach().sum()), correct)
@@ -217,9 +209,8 @@ class GradientClipper:
         sq = torch.zeros(batch, dtype=torch.float64)
         for n in names:
             sq += per_sample[n].reshape(batch, -1).pow(2).sum(1).to(torch.float64)
-        norms = sq.sqrt().to(torch.float32)
-        factors = clip_factors(norms, self.clip)
-        grads = [torch.einsum("n,n...->...", factors, per_sample[n]) for n in names]
+        norms, factors = factors_from_squared_norms(sq, self.clip)
+        grads = [clipped_sum(factors, per_sample[n]) for n in names]
         by_name = dict(zip(names, grads, strict=True))
         ordered = [by_name[n] for n, p in self.module.named_parameters() if p.requires_grad]
         return ClippedBatch(ordered, norms, factors, float(losses.sum()),

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privlab.core.dpsgd import clip_factors, clipped_sum, flat_noise, noisy_gradient, poisson_batch
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.rng import is_seeded, make_rng
 from privlab.errors import InvalidInputError
@@ -45,17 +46,14 @@ from privlab.learn.dpsgd import (
     TrainConfig,
     TrainResult,
     dpsgd_guarantee,
-    flat_noise,
     make_optimizer,
     plan_dpsgd,
-    poisson_batch,
     train_classifier,
 )
 from privlab.learn.engine import (
     LossFn,
     _grad_samplers,
     check_module_for_dp,
-    clip_factors,
     fast_layers,
     per_sample_cross_entropy,
 )
@@ -270,7 +268,7 @@ class _StackedTrainer:
                     grads[self.param_of[id(mod.bias)]] = scaled.sum(0)
             else:
                 for prm, t in per.items():
-                    grads[self.param_of[id(prm)]] = torch.einsum("n,n...->...", factors, t)
+                    grads[self.param_of[id(prm)]] = clipped_sum(factors, t)
         correct = ((out.argmax(-1) == y).to(x.dtype) * mask).sum()
         return grads, norms, (losses * mask).sum(), correct
 
@@ -292,7 +290,7 @@ class _StackedTrainer:
         sq = sum(per[n].reshape(batch, -1).pow(2).sum(1) for n in self.names)
         norms = sq.sqrt()
         factors = clip_factors(norms, self.clip) * mask
-        grads = {n: torch.einsum("n,n...->...", factors, per[n]) for n in self.names}
+        grads = {n: clipped_sum(factors, per[n]) for n in self.names}
         correct = ((out.argmax(-1) == y).to(x.dtype) * mask).sum()
         return grads, norms, (losses * mask).sum(), correct
 
@@ -522,8 +520,7 @@ def _dp_step(trainer: _StackedTrainer, x: torch.Tensor, y: torch.Tensor, index: 
         prm = trainer.params[name]
         chunk = noise[:, offset:offset + size].view_as(prm)
         shape = (m,) + (1,) * (prm.dim() - 1)
-        noisy = (grads[name] + std.view(shape) * chunk) / denom.view(shape)
-        prm.grad = noisy.contiguous()
+        prm.grad = noisy_gradient(grads[name], chunk, std.view(shape), denom.view(shape))
         offset += size
     opt.step()
 

@@ -9,7 +9,8 @@ LayerNorm -> one `layer_norm` and a per-model affine, activations and dropout el
 running the chain gives exactly what `module(x)` gives (eval mode); otherwise None and the
 caller uses vmap. The DP step uses the book-keeping trick on the stacked tensors: one
 backward pass gives each layer's output gradient b (M, B, out), the per-example norms come
-from (a, b) and the clipped sums are batched matrix products.
+from (a, b) and the clipped sums are batched matrix products; the clip factors come from the
+DP-SGD core (`privlab.core.dpsgd`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privlab.learn.engine import LossFn, clip_factors
+from privlab.core.dpsgd import factors_from_squared_norms
+from privlab.learn.engine import LossFn
 
 ELEMENTWISE = (nn.ReLU, nn.GELU, nn.Tanh, nn.Sigmoid, nn.SiLU, nn.LeakyReLU, nn.ELU,
                nn.Identity, nn.Dropout)
@@ -167,8 +169,8 @@ def chain_clipped(layers: list[_Layer], params: dict[str, torch.Tensor], x: torc
             part = gw.pow(2).sum(-1) + b2
             parts.append((layer, a, g, gw))
         sq += part.to(torch.float64)
-    norms = sq.sqrt().to(torch.float32)
-    factors = clip_factors(norms, clip) * mask                 # (M, B)
+    norms, factors = factors_from_squared_norms(sq, clip)
+    factors = factors * mask                                   # (M, B): padded rows get 0
     grads: dict[str, torch.Tensor] = {}
     for layer, a, g, gw in parts:
         scaled = g * factors.unsqueeze(-1)

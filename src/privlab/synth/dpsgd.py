@@ -10,8 +10,10 @@ one must be fixed in both. It holds:
    rate q, exact per-example gradient norms ("ghost norms" for Linear layers) and clipping to
    L2 norm <= clip, Gaussian noise std = sigma * clip on the clipped sum from the ChaCha20
    CSPRNG (`privlab.core.rng`; seeded PCG64 only when the caller asks), divided by the
-   expected batch size; sigma is the smallest noise multiplier meeting (eps - eps_pre,
-   delta_sgd) under the PLD accountant (`privlab.core.accounting`);
+   expected batch size (the batch, the clip factors and the noise come from the DP-SGD
+   core, `privlab.core.dpsgd`; only the ghost norms are computed here); sigma is the
+   smallest noise multiplier meeting (eps - eps_pre, delta_sgd) under the PLD accountant
+   (`privlab.core.accounting`);
 3. a refusal when epsilon is too small for DP-SGD to learn anything (`check_feasible`);
 4. the sequential composition of 1 and 2 into the release's guarantee.
 """
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from privlab.core.calibration import rho_for_target
+from privlab.core.dpsgd import factors_from_squared_norms
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError, missing_extra
@@ -38,7 +41,6 @@ PRE_SHARE_COUNT_ONLY = 0.02
 PRE_SHARE_WITH_DOMAIN = 0.1
 COUNT_SHARE_OF_PRE = 0.1  # of the pre-training rho, when the domain is also estimated
 PRE_DELTA_SHARE = 0.1
-NORM_MARGIN = 1e-5
 #: Refuse when the noisy row count is below this many standard deviations of its noise.
 MIN_COUNT_IN_SIGMAS = 2.0
 FLOAT_NOTE = ("DP-SGD noise is continuous Gaussian in float32 (standard practice); the "
@@ -85,7 +87,7 @@ def clipped_gradient_sum(torch: Any, model: Any, loss_fn: Any, x: Any, y: Any,
     norms2 = torch.zeros(x.shape[0], dtype=torch.float64)
     for (a, _), g in zip(records, grads, strict=True):
         norms2 += ((g * g).sum(dim=1) * ((a * a).sum(dim=1) + 1.0)).double()
-    factor = (clip / (norms2.sqrt() * (1 + NORM_MARGIN) + 1e-6)).clamp(max=1.0).float()
+    _, factor = factors_from_squared_norms(norms2, clip)
     sums = {}
     for layer, (a, _), g in zip(model.layers, records, grads, strict=True):
         cg = g * factor[:, None]
@@ -93,26 +95,6 @@ def clipped_gradient_sum(torch: Any, model: Any, loss_fn: Any, x: Any, y: Any,
         sums[id(layer.bias)] = cg.sum(dim=0)
     model.records = []
     return [sums[id(p)] for p in model.parameters()], losses.detach(), factor
-
-
-def add_noise_and_set_grads(torch: Any, params: list[Any], summed: list[Any], std: float,
-                            denom: float, gen: np.random.Generator) -> None:
-    """p.grad = (clipped sum + N(0, std^2)) / denom; the noise comes from `gen` (CSPRNG unless
-    seeded), one draw per coordinate, even when the batch was empty."""
-    sizes = [p.numel() for p in params]
-    noise = torch.from_numpy(gen.standard_normal(sum(sizes), dtype=np.float32))
-    offset = 0
-    for p, s, size in zip(params, summed, sizes, strict=True):
-        p.grad = (s + std * noise[offset:offset + size].view_as(p)) / denom
-        offset += size
-
-
-def poisson_batch(torch: Any, gen: np.random.Generator, n: int, q: float) -> Any | None:
-    """Row indices of one Poisson-sampled batch (each row in with probability q), or None."""
-    k = int(gen.binomial(n, q))
-    if k == 0:
-        return None
-    return torch.from_numpy(np.sort(gen.choice(n, size=k, replace=False)))
 
 
 def one_hot(torch: Any, codes: np.ndarray, sizes: list[int]) -> tuple[Any, Any,

@@ -19,16 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from privlab.core.dpsgd import poisson_batch, set_noisy_grads
 from privlab.synth.base import Prepared
 from privlab.synth.dpsgd import (
     DeepSynthesizer,
-    add_noise_and_set_grads,
     check_count,
     clipped_gradient_sum,
     draw_codes,
     load_torch,
     one_hot,
-    poisson_batch,
 )
 
 __all__ = ["DPVAESynthesizer", "clipped_gradient_sum"]
@@ -96,8 +95,9 @@ class DPVAESynthesizer(DeepSynthesizer):
         loss_sum, seen, clipped = 0.0, 0, 0
         model.train()
         for step in range(steps):
-            idx = poisson_batch(torch, gen, n, q)
-            if idx is not None:
+            rows = poisson_batch(gen, n, q)
+            if rows.size:
+                idx = torch.from_numpy(rows)
                 summed, losses, factor = clipped_gradient_sum(
                     torch, model, lambda xb, yb: self._loss(torch, model, xb, yb, slices,
                                                             torch_gen, keep=True),
@@ -107,7 +107,7 @@ class DPVAESynthesizer(DeepSynthesizer):
                 clipped += int((factor < 1).sum())
             else:
                 summed = [torch.zeros_like(p) for p in params]
-            add_noise_and_set_grads(torch, params, summed, std, denom, gen)
+            set_noisy_grads(params, summed, std, denom, gen)
             opt.step()
             opt.zero_grad(set_to_none=True)
             if (step + 1) % per_epoch == 0 or step + 1 == steps:
