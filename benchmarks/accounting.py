@@ -33,6 +33,7 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 from privlab.core import accounting as acc
+from privlab.core import pld_adapter
 from privlab.utils.atomic import atomic_write_text
 
 Q, SIGMA, STEPS, DELTA = 0.01, 1.0, 10_000, 1e-5
@@ -156,7 +157,7 @@ def main() -> None:
           f"delta={DELTA:g}")
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load "
           f"average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; dp-accounting "
-          f"{acc._dp_accounting_version()}\n")
+          f"{pld_adapter.dp_accounting_version()}\n")
 
     eps = epsilons()
     print("| accountant | epsilon | vs dp-accounting PLD (5e-5) | grid | seconds |")

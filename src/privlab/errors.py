@@ -41,6 +41,33 @@ class MissingExtraError(PrivlabError):
     exit_code = 5
 
 
+#: The optional extra (pyproject.toml) that installs each optional top-level module, so that
+#: an ImportError anywhere below a command becomes exit 5 with the install command.
+EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "ml", "opacus": "ml", "transformers": "ml", "tokenizers": "ml",
+    "fastapi": "server", "uvicorn": "server", "pydantic": "server", "sqlglot": "server",
+    "httpx": "server", "psycopg": "postgres", "folium": "geo", "flwr": "federated",
+    "pyspark": "spark",
+}
+
+
+def missing_extra(module: str, what: str) -> MissingExtraError:
+    """The one-line exit-5 error for `what` when the optional `module` is not installed."""
+    top = module.split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top, "all")
+    return MissingExtraError(f"{what} needs the [{extra}] extra (missing: {top}); install it "
+                             f"with: pip install 'privlab[{extra}]'")
+
+
+def missing_extra_from(exc: ImportError, what: str) -> MissingExtraError | None:
+    """`missing_extra` when `exc` is the import of an optional extra's module, else None
+    (a missing core dependency or a broken import is a bug, not a missing extra)."""
+    name = getattr(exc, "name", None) or ""
+    if not isinstance(exc, ModuleNotFoundError) or name.split(".")[0] not in EXTRA_OF_MODULE:
+        return None
+    return missing_extra(name, what)
+
+
 # Which name a one-line error should use for a setting: the CLI option a user typed inside
 # `privlab ...`, the Python parameter when the library is called directly. `privlab.cli.main`
 # sets this for the length of one command; library code asks `option_name`.

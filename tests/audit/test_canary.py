@@ -27,6 +27,7 @@ def test_dirac_llr_is_the_mixture_likelihood_ratio():
 
 
 def test_white_box_bound_is_below_the_accounted_epsilon_and_not_trivial():
+    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     # one Gaussian step without subsampling: mu = 1/sigma GDP; for sigma = 1 the exact
     # epsilon at delta = 1e-5 is ~4.4, and the audit with 40k trials must stay below it
     a = dirac_canary_audit(1.0, 1.0, 1, trials=40_000, delta=1e-5, seed=1)
@@ -38,6 +39,7 @@ def test_white_box_bound_is_below_the_accounted_epsilon_and_not_trivial():
 
 
 def test_white_box_bound_grows_with_less_noise():
+    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     lo = dirac_canary_audit(4.0, 0.5, 4, trials=20_000, seed=2).lower_bound
     hi = dirac_canary_audit(0.7, 0.5, 4, trials=20_000, seed=2).lower_bound
     assert hi > lo + 0.5

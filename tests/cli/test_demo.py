@@ -51,7 +51,12 @@ def test_demo_chooses_epsilon_by_default(tmp_path, capsys):
     ce = saved["choose_epsilon"]
     assert ce["attacks"] == ["loss", "shadow", "lira"] and ce["policy"] == "finance"
     assert [r["epsilon"] for r in ce["per_epsilon"]] == [4.0]
-    assert ce["chosen_epsilon"] in (None, 4.0)
+    chosen = ce["chosen_epsilon"]
+    # the answer and its stated reason agree: a refusal says so, a choice names its epsilon
+    if chosen is None:
+        assert ce["reason"].startswith("no epsilon")
+    else:
+        assert chosen == 4.0 and "epsilon 4 " in ce["reason"]
     g = ce["per_epsilon"][0]["guarantee"]
     assert g["is_dp"] and g["epsilon"] <= 4.0 + 1e-9
     assert (out / "choose_epsilon.html").exists()

@@ -181,6 +181,7 @@ def test_text_feature_error_names_the_cli_option_not_the_python_parameter(mixed,
 
 
 def test_too_large_batch_names_the_cli_option(mixed, capsys):
+    pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
     code = main(["audit", str(mixed), "-t", "label", "--unsafe-encoding", "--no-dp",
                  "--batch-size", "1000"])
     err = _lines(capsys.readouterr().err)

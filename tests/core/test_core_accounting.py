@@ -10,9 +10,7 @@ import itertools
 import math
 
 import dp_accounting
-import numpy as np
 import pytest
-from dp_accounting.pld import privacy_loss_mechanism as plm
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
@@ -140,18 +138,6 @@ def test_homogeneous_composition_rejects_bad_input(args, fragment):
 # ------------------------------------------------------------------ fast paths == dp-accounting
 
 
-@pytest.mark.parametrize("adjacency", [plm.AdjacencyType.ADD, plm.AdjacencyType.REMOVE])
-@pytest.mark.parametrize("q", [0.01, 0.3, 1.0])
-def test_vectorised_gaussian_loss_matches_dp_accounting(adjacency, q):
-    ref = plm.GaussianPrivacyLoss(0.9, sampling_prob=q, adjacency_type=adjacency)
-    fast = acc._VectorisedGaussianPrivacyLoss(0.9, sampling_prob=q, adjacency_type=adjacency)
-    eps = np.linspace(-3, 6, 901)
-    if adjacency == plm.AdjacencyType.ADD and q < 1:
-        eps = eps[eps < -math.log1p(-q)]
-    np.testing.assert_allclose(fast.get_delta_for_epsilon(eps), ref.get_delta_for_epsilon(eps),
-                               rtol=1e-10, atol=1e-15)
-
-
 @pytest.mark.parametrize("sigma, q, steps, interval", [(1.0, 0.01, 3000, 1e-3),
                                                        (0.7, 0.2, 50, 2e-3), (2.0, 1.0, 5, 1e-3)])
 def test_fast_pld_matches_pld_accountant(sigma, q, steps, interval):
@@ -162,17 +148,6 @@ def test_fast_pld_matches_pld_accountant(sigma, q, steps, interval):
     assert mine == pytest.approx(ref.get_epsilon(DELTA), rel=1e-8)
     d = acc.delta_for(event, 1.0, value_discretization_interval=interval)
     assert d == pytest.approx(ref.get_delta(1.0), rel=1e-8)
-
-
-def test_dense_helpers_match_library():
-    pmf = acc._fast_poisson_gaussian_pld(1.0, 0.02, 1, 1e-3)._pmf_remove
-    lib = pmf.self_compose(500)
-    mine = acc._self_compose_dense(pmf, 500)
-    assert mine._lower_loss == lib._lower_loss
-    np.testing.assert_array_equal(mine._probs, lib._probs)
-    for delta in (1e-9, 1e-5, 1e-2, 0.5):
-        assert acc._dense_epsilon(lib, delta) == pytest.approx(lib.get_epsilon_for_delta(delta),
-                                                               rel=1e-10, abs=1e-12)
 
 
 # ------------------------------------------------------------------ event accounting

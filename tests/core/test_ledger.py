@@ -33,6 +33,8 @@ def ledger_url(request, tmp_path):
     if request.param == "sqlite":
         yield str(tmp_path / "ledger.db")
         return
+    pytest.importorskip("psycopg", reason="PostgreSQL ledger test: needs the postgres extra: "
+                        "pip install -e '.[postgres]'")
     base = os.environ.get(PG_ENV)
     if not base:
         pytest.skip(f"PostgreSQL ledger test: set {PG_ENV}=postgresql+psycopg://USER@HOST/DB "

@@ -8,7 +8,6 @@ power by rejecting a slightly wrong pmf on the same samples.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -245,12 +244,19 @@ def test_discrete_gaussian_sigma_is_smallest_that_meets_delta(d: int, eps: float
         assert hockey_stick(sigma, d, eps) <= delta
 
 
-def test_discrete_gaussian_sigma_is_fast_for_fine_grids() -> None:
+def test_discrete_gaussian_sigma_never_sums_the_pmf_on_fine_grids(monkeypatch) -> None:
     # sensitivity 1025 grid steps at epsilon 0.001: sigma ~ 4e6 steps; summing the pmf
-    # would take gigabytes, the Euler-Maclaurin tails take microseconds.
-    start = time.perf_counter()
+    # would take gigabytes, so every delta evaluated must come from the Euler-Maclaurin tails.
+    def direct(*args: object) -> None:
+        raise AssertionError("the pmf was summed directly for a sigma of millions of steps")
+
+    calls = []
+    em = samplers._tail_euler_maclaurin
+    monkeypatch.setattr(samplers, "_tail_direct", direct)
+    monkeypatch.setattr(samplers, "_tail_euler_maclaurin",
+                        lambda sigma, m: calls.append(sigma) or em(sigma, m))
     sigma = discrete_gaussian_sigma(1025, 0.001, 1e-9)
-    assert time.perf_counter() - start < 1.0
+    assert calls and min(calls) > 1e6
     assert sigma == pytest.approx(analytic_gaussian_sigma(1025, 0.001, 1e-9), rel=1e-3)
 
 

@@ -93,6 +93,8 @@ def pg_url() -> Any:
     import sqlalchemy as sa
 
     required = os.environ.get("PRIVLAB_TEST_POSTGRES_URL")
+    pytest.importorskip("psycopg", reason="PostgreSQL tests need the postgres extra: "
+                        "pip install -e '.[postgres]'")
     base = required or DEFAULT_PG_URL
     problem = _pg_reachable(base)
     if problem is not None:

@@ -15,7 +15,12 @@ def test_demo_choose_epsilon_step(tmp_path):
                           attacks=("loss",), max_rows=1500)
     assert 1400 <= res["rows"] <= 1500  # duplicate encoded rows are dropped
     assert [r["epsilon"] for r in res["per_epsilon"]] == [8.0]
-    assert res["chosen_epsilon"] in (None, 8.0)
+    chosen = res["chosen_epsilon"]
+    # the answer and its stated reason agree: a refusal says so, a choice names its epsilon
+    if chosen is None:
+        assert res["reason"].startswith("no epsilon")
+    else:
+        assert chosen == 8.0 and "epsilon 8 " in res["reason"]
     # a sane model (always predicting the majority class gives 0.75)
     assert all(0.5 < r["accuracy"] <= 1 for r in res["per_epsilon"])
     g = res["per_epsilon"][0]["guarantee"]

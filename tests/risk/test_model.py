@@ -17,6 +17,7 @@ from privlab.risk import (
     prior_sensitivity,
     utility_loss,
 )
+from privlab.risk.model import isotonic_rows
 from privlab.risk.simulate import simulator
 
 GRID = [0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]
@@ -48,6 +49,21 @@ def test_isotonic_matches_sklearn():
                                    IsotonicRegression(increasing=False).fit(
                                        np.arange(15), y, sample_weight=w).predict(np.arange(15)),
                                    atol=1e-10)
+
+
+def test_isotonic_rows_match_sklearn_row_by_row():
+    y = np.random.default_rng(1).normal(size=(50, 9))
+    ref = np.vstack([IsotonicRegression().fit_transform(np.arange(9), row) for row in y])
+    np.testing.assert_allclose(isotonic_rows(y), ref, atol=1e-12)
+
+
+def test_isotonic_zero_weight_points_do_not_move_the_fit():
+    y, w = np.array([0.3, 0.1, 0.9, 0.5, 0.7]), np.array([1.0, 2.0, 0.0, 1.0, 3.0])
+    keep = w > 0
+    fit = isotonic(y, w)
+    np.testing.assert_allclose(fit[keep], isotonic(y[keep], w[keep]), atol=1e-8)
+    assert np.all(np.diff(fit) >= -1e-12)
+    assert isotonic([], []).size == 0
 
 
 def test_curves_are_monotone_and_bands_ordered():

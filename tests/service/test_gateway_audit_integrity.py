@@ -34,6 +34,8 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield str(tmp_path / "audit.db")
         return
     required = os.environ.get("PRIVLAB_TEST_POSTGRES_URL")
+    pytest.importorskip("psycopg", reason="PostgreSQL tests need the postgres extra: "
+                        "pip install -e '.[postgres]'")
     base = required or DEFAULT_PG_URL
     problem = _pg_reachable(base)
     if problem is not None:

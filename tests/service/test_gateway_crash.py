@@ -78,6 +78,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def test_crash_between_noise_and_response(adult_duckdb: str, tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn", reason="needs the server extra: pip install -e '.[server]'")
     config = tmp_path / "gateway.yaml"
     people: dict[str, Any] = analysts(epsilon=2.0, bob_tables=("adult",))
     config.write_text(yaml.safe_dump(adult_config(adult_duckdb, str(tmp_path / "ledger.db"),

@@ -104,6 +104,7 @@ def test_cli_query_against_the_live_server(live: dict[str, Any],
 
 
 def test_serve_helpers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("uvicorn", reason="needs the server extra: pip install -e '.[server]'")
     assert main(["serve", "--new-key", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     from privlab.query.config import hash_key

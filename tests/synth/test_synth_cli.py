@@ -4,6 +4,7 @@ columns dropped by declaration, values outside the schema refused or coerced).""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pandas as pd
@@ -51,6 +52,10 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
     assert "Privacy budget" in html and "spanning-tree selection" in html
 
 
+NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="needs the ml extra: pip install -e '.[ml]'")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--method", "aim", "--workload", "nope.json", "--domain", "adult"],
      "--workload 'nope.json' is neither"),
@@ -61,10 +66,10 @@ def test_synth_report(tmp_path, adult_csv, capsys) -> None:
     (["--method", "dpvae", "--epochs", "0"], "epochs must be an integer >= 1"),
     (["--method", "dpgan"], "--method dpgan is not available: retired"),
     # seeded: the refusal reads the noisy row count (a DP value), so it is itself random
-    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
-     "too small for --method dpvae"),
-    (["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult-types"],
-     "could not bound column"),
+    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
+                 "too small for --method dpvae", marks=NEEDS_TORCH),
+    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain",
+                  "adult-types"], "could not bound column", marks=NEEDS_TORCH),
     (["--method", "mst"], "privlab schema draft"),
     (["--method", "mst", "--schema", "adult", "--domain", "adult"], "alternatives"),
     (["--method", "mst", "--schema", "nope"], "neither a file nor a bundled schema"),

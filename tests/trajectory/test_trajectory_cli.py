@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from trajectory_helpers import BOX
 
 from privlab.cli.main import main
@@ -45,6 +46,7 @@ def test_anonymize_evaluate_plot_roundtrip(tmp_path, traj_csv, capsys):
         assert link[kind]["before (T', averaged only)"]["random_guess"] == 1 / 12
     assert link["space"]["after (T'', published)"]["top1_accuracy"] == 1.0
 
+    pytest.importorskip("folium", reason="the map needs the geo extra: pip install -e '.[geo]'")
     rc = main(["trajectory", "plot", traj_csv, str(out), "--out", str(tmp_path / "figs"),
                "--json"])
     assert rc == 0
@@ -101,6 +103,7 @@ def test_parquet_input_with_named_columns_gives_the_csv_release(tmp_path, traj, 
     assert main(["trajectory", "evaluate", str(src), str(pq_out), "--no-shapes",
                  "--no-linkage", "--k", "1", "--json"]) == 0
     assert _json(capsys)["utility"]["windows"] == 12 * 38
+    pytest.importorskip("folium", reason="the map needs the geo extra: pip install -e '.[geo]'")
     assert main(["trajectory", "plot", str(src), str(pq_out), "--out",
                  str(tmp_path / "figs"), "--json"]) == 0
     assert _json(capsys)["is_dp"] is False  # the times are published exactly

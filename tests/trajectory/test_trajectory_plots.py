@@ -90,6 +90,7 @@ def test_figures_and_map_of_a_dp_release_state_epsilon_and_radius(traj):
         text = fig._suptitle.get_text()
         assert "r = 50 m" in text and "epsilon = 2 per window" in text
         assert "not covered: times" in text and fig._suptitle.get_color() == NOT_DP_COLOUR
+    pytest.importorskip("folium", reason="the map needs the geo extra: pip install -e '.[geo]'")
     doc = map_document(views, label)
     assert 'id="privlab-guarantee"' in doc and "r = 50 m: epsilon = 2 per window" in doc
     assert "not covered: times" in doc
@@ -98,6 +99,7 @@ def test_figures_and_map_of_a_dp_release_state_epsilon_and_radius(traj):
 def test_map_of_a_not_dp_release_has_a_red_not_dp_legend(traj, paper):
     label = guarantee_label(paper.sidecar())
     _, views = _figures(traj, paper, label)
+    pytest.importorskip("folium", reason="the map needs the geo extra: pip install -e '.[geo]'")
     doc = map_document(views, label)
     start = doc.index('id="privlab-guarantee"')
     legend = doc[start:doc.index("</div>", start)]
@@ -114,6 +116,7 @@ def test_plot_and_evaluate_commands_warn_and_label_a_not_dp_release(tmp_path, tr
                  "--seed", "1", "--json"]) == 0
     capsys.readouterr()
     figs = tmp_path / "figs"
+    pytest.importorskip("folium", reason="the map needs the geo extra: pip install -e '.[geo]'")
     assert main(["trajectory", "plot", traj_csv, str(out), "--out", str(figs), "--json"]) == 0
     captured = capsys.readouterr()
     assert "NOT differentially private" in _flat(captured.err)

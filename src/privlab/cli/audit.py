@@ -23,7 +23,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.cli.common import (
+    console,
+    emit_json,
+    err_console,
+    parse_floats,
+    parse_list,
+    require_extra,
+)
 from privlab.errors import InvalidInputError
 
 _BUNDLED = {"adult": "salary", "classification": "target"}
@@ -111,6 +118,7 @@ def audit_cmd(
     if data == "lm" and not Path(data).exists():
         _audit_lm(epsilon, delta, seed, quick, as_json, show)
         return
+    require_extra(("torch",), "ml", "privlab audit")  # the audited models are torch models
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
     from privlab.cli.train import DEFAULT_EXCLUDE, resolve_schema
 
@@ -191,6 +199,7 @@ def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_js
               show: bool) -> None:
     from rich.progress import Progress
 
+    require_extra(("torch",), "ml", "privlab audit lm")
     from privlab.audit.lm import LMAuditConfig, run_lm_audit
 
     cfg = LMAuditConfig.quick() if quick else LMAuditConfig()

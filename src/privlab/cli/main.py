@@ -9,14 +9,12 @@ interrupted. A `PrivlabError` prints one line (`error: ...`) and no traceback.
 
 from __future__ import annotations
 
-import os
 import sys
 
-import click
 import typer
 
 from privlab import __version__
-from privlab.errors import InvalidInputError, PrivlabError, cli_context
+from privlab.cli.exits import run_command
 
 EXIT_CODES = {
     0: "success",
@@ -83,30 +81,7 @@ _register()
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by `run` and by the tests)."""
-    try:
-        with cli_context():
-            rv = app(args=argv, prog_name="privlab", standalone_mode=False)
-    except PrivlabError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
-    except click.Abort:
-        click.echo("aborted", err=True)
-        return 130
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        click.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
-        return InvalidInputError.exit_code
-    except Exception as exc:  # a bug, not a user mistake: short message, traceback on request
-        if os.environ.get("PRIVLAB_DEBUG"):
-            raise
-        click.echo(f"internal error: {type(exc).__name__}: {exc} (set PRIVLAB_DEBUG=1 for the "
-                   "traceback and please report it)", err=True)
-        return 1
-    return rv if isinstance(rv, int) else 0
+    return run_command(app, argv, "privlab")
 
 
 def run() -> None:

@@ -15,9 +15,9 @@ Why the PLD resolution is chosen here and not left at dp-accounting's default (1
 pessimistic PLD is an upper bound at every resolution, so a coarse grid is always *valid*,
 only looser. We refine the grid (halving it) until two consecutive estimates agree to
 `rel_accuracy`; calibration brackets sigma on coarse grids first and solves on the fine one
-last. For Poisson-subsampled Gaussians we also build the one-step PLD with a vectorised
-hockey-stick computation (dp-accounting evaluates it point by point in Python), checked
-against dp-accounting in the tests. docs/accounting.md has the measured trade-off.
+last. For Poisson-subsampled Gaussians the PLD comes from `pld_adapter` (a vectorised build,
+the only code that reads dp-accounting's private names, with a public fallback); everything
+else uses dp-accounting's public API. docs/accounting.md has the measured trade-off.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import numbers
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -42,16 +41,13 @@ from dp_accounting import (
     SelfComposedDpEvent,
 )
 from dp_accounting import NeighboringRelation as _NeighborRel
-from dp_accounting.pld import pld_pmf as _pld_pmf
-from dp_accounting.pld import privacy_loss_distribution as _pld_lib
-from dp_accounting.pld import privacy_loss_mechanism as _plm
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.privacy_accountant import UnsupportedEventError
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
-from scipy import fft as scipy_fft
 from scipy.optimize import brentq
 from scipy.special import gammaln, log_ndtr, logsumexp
 
+from privlab.core import pld_adapter
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.errors import InvalidInputError
 
@@ -84,13 +80,6 @@ _ACCOUNTANTS = ("pld", "rdp")
 # --------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------
-
-
-def _dp_accounting_version() -> str:
-    try:
-        return metadata.version("dp-accounting")
-    except metadata.PackageNotFoundError:  # pragma: no cover - installed as a dependency
-        return "unknown"
 
 
 def _check_accountant(accountant: str) -> str:
@@ -415,52 +404,6 @@ def optimal_homogeneous_composition(
 # --------------------------------------------------------------------------------------------
 
 
-class _VectorisedGaussianPrivacyLoss(_plm.GaussianPrivacyLoss):
-    """dp-accounting's Gaussian privacy loss with a vectorised hockey-stick divergence.
-
-    The parent evaluates `inverse_privacy_loss` once per grid point in a Python loop, which is
-    ~90% of the cost of building a Poisson-subsampled Gaussian PLD. The formulas below are the
-    parent's (same operations, numpy instead of math), for ADD and REMOVE adjacency; REPLACE
-    and scalars go to the parent. tests/core/test_core_accounting.py checks they agree.
-    """
-
-    def get_delta_for_epsilon(self, epsilon: Any) -> Any:
-        if self.adjacency_type == _plm.AdjacencyType.REPLACE or np.ndim(epsilon) == 0:
-            return super().get_delta_for_epsilon(epsilon)
-        eps = np.asarray(epsilon, dtype=float)
-        q, s = self.sampling_prob, self.sensitivity
-        var = self._standard_deviation**2
-        deltas = np.zeros_like(eps)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if self.adjacency_type == _plm.AdjacencyType.ADD:
-                inside = eps < -math.log1p(-q) if q < 1 else np.ones(eps.shape, dtype=bool)
-                loss = eps[inside]
-                if q < 1:
-                    # loss without subsampling: -log(exp(-loss)/q + 1 - 1/q)
-                    d = -loss - math.log(q)
-                    plain = -(d + np.log1p(-np.exp(math.log(1 / q - 1) - d)))
-                    plain[np.isclose(loss, -math.log1p(-q), rtol=1e-9, atol=0)] = math.inf
-                else:
-                    plain = loss
-                x = s + (-0.5 * s - plain * var / s)
-            elif self.adjacency_type == _plm.AdjacencyType.REMOVE:
-                inside = eps > math.log1p(-q) if q < 1 else np.ones(eps.shape, dtype=bool)
-                deltas[~inside] = -np.expm1(eps[~inside])
-                loss = eps[inside]
-                if q < 1:
-                    # loss without subsampling: log(exp(loss)/q + 1 - 1/q)
-                    d = loss - math.log(q)
-                    plain = d + np.log1p(-np.exp(math.log(1 / q - 1) - d))
-                    plain[np.isclose(loss, math.log1p(-q), rtol=1e-9, atol=0)] = -math.inf
-                else:
-                    plain = loss
-                x = -0.5 * s - plain * var / s
-            else:  # pragma: no cover - dp-accounting has no other adjacency type
-                return super().get_delta_for_epsilon(epsilon)
-            deltas[inside] = self.mu_upper_cdf(x) - np.exp(eps[inside] + self.mu_lower_log_cdf(x))
-        return np.clip(deltas, 0, 1)
-
-
 def _poisson_gaussian_shape(event: DpEvent) -> tuple[float, float, int] | None:
     """(sigma, q, count) when the event is (self-composed) Poisson-subsampled Gaussian."""
     count = 1
@@ -475,101 +418,6 @@ def _poisson_gaussian_shape(event: DpEvent) -> tuple[float, float, int] | None:
     ):
         return float(event.event.noise_multiplier), float(event.sampling_probability), count
     return None
-
-
-def _chernoff_bounds(probs: np.ndarray, count: int, tail: float) -> tuple[int, int]:
-    """dp-accounting's `common.compute_self_convolve_bounds`, one numpy pass per order.
-
-    (The library calls scipy's logsumexp 40 times per PMF, ~40% of a PLD evaluation.)
-    """
-    n = len(probs)
-    upper, lower = (n - 1) * count, 0
-    if tail == 0:
-        return lower, upper
-    index = np.arange(n, dtype=float)
-    positive = probs > 0
-    index_p, probs_p = index[positive], probs[positive]
-    for order in np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n:
-        exponent = index_p * order
-        top = exponent.max()
-        log_mgf = top + math.log(float(np.sum(probs_p * np.exp(exponent - top))))
-        bound = (count * log_mgf + math.log(2 / tail)) / order
-        if not math.isfinite(bound):
-            continue
-        if order > 0:
-            upper = min(upper, math.ceil(bound))
-        else:
-            lower = max(lower, math.floor(bound))
-    return lower, upper
-
-
-def _self_compose_dense(pmf: Any, count: int, tail: float = 1e-15) -> Any:
-    """`DensePLDPmf.self_compose` (FFT power, Chernoff-truncated) with the faster bounds."""
-    probs = pmf._probs
-    lower, upper = _chernoff_bounds(probs, count, tail)
-    out_len = upper - lower + 1
-    fast_len = scipy_fft.next_fast_len(max(out_len, len(probs)))
-    full = np.real(scipy_fft.ifft(scipy_fft.fft(probs, fast_len) ** count))
-    out = np.roll(full, -lower)[:out_len]
-    infinity = tail - math.expm1(count * math.log1p(-pmf._infinity_mass))
-    return _pld_pmf.DensePLDPmf(pmf._discretization, pmf._lower_loss * count + lower,
-                                np.array(out), infinity, pmf._pessimistic_estimate)
-
-
-def _dense_epsilon(pmf: Any, delta: float) -> float:
-    """`DensePLDPmf.get_epsilon_for_delta` with cumulative sums instead of a Python loop."""
-    infinity = pmf._infinity_mass
-    if infinity > delta:
-        return math.inf
-    step = pmf._discretization
-    probs = pmf._probs[::-1]
-    losses = (pmf._lower_loss + len(pmf._probs) - 1 - np.arange(len(probs))) * step
-    if losses.size and losses[0] > 700:  # exp(-loss) underflows: keep the library's path
-        return float(pmf.get_epsilon_for_delta(delta))
-    # masses accumulated before each loss is added (same summation order as the library)
-    upper = np.concatenate(([infinity], infinity + np.cumsum(probs)))
-    lower = np.concatenate(([0.0], np.cumsum(np.exp(-losses) * probs)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stop = (upper[:-1] > delta) & (lower[:-1] > 0) & (
-            np.log((upper[:-1] - delta) / lower[:-1]) >= losses)
-    hits = np.flatnonzero(stop)
-    i = int(hits[0]) if hits.size else len(probs)
-    # the library returns max(0, loss) as soon as mass_upper >= delta with no lower mass yet
-    # (exp(-loss) underflow); that check runs after adding a loss, the stop check before
-    empty = np.flatnonzero((upper[1:] >= delta) & (lower[1:] == 0))
-    if empty.size and int(empty[0]) < i:
-        return max(0.0, float(losses[int(empty[0])]))
-    mass_upper, mass_lower = float(upper[i]), float(lower[i])
-    if mass_upper <= mass_lower + delta:
-        return 0.0
-    return math.log((mass_upper - delta) / mass_lower)
-
-
-def _fast_poisson_gaussian_pld(sigma: float, q: float, count: int, interval: float) -> Any:
-    """Same PLD as dp-accounting's PLDAccountant (ADD_OR_REMOVE_ONE), built ~10x faster."""
-    make = getattr(_pld_lib, "_create_pld_pmf_from_monotone_privacy_loss", None)
-    if make is None:  # pragma: no cover - a dp-accounting release without the helper
-        return None
-
-    def one(adjacency: Any) -> Any:
-        loss = _VectorisedGaussianPrivacyLoss(
-            sigma, sensitivity=1, pessimistic_estimate=True, sampling_prob=q,
-            adjacency_type=adjacency,
-        )
-        return make(loss, pessimistic_estimate=True, value_discretization_interval=interval,
-                    use_connect_dots=True)
-
-    def composed(pmf: Any) -> Any:
-        if count == 1:
-            return pmf
-        if isinstance(pmf, _pld_pmf.DensePLDPmf):
-            return _self_compose_dense(pmf, count)
-        return pmf.self_compose(count)
-
-    pmf_remove = composed(one(_plm.AdjacencyType.REMOVE))
-    if q == 1.0:
-        return _pld_lib.PrivacyLossDistribution(pmf_remove)
-    return _pld_lib.PrivacyLossDistribution(pmf_remove, composed(one(_plm.AdjacencyType.ADD)))
 
 
 @dataclass(frozen=True)
@@ -591,32 +439,23 @@ def _unsupported(event: DpEvent, accountant: str, neighbouring: str) -> InvalidI
     )
 
 
-def _pld_for(key: _EventKey, relation: _NeighborRel, interval: float) -> tuple[Any, bool]:
-    """(PLD, whether the event contains a non-private part)."""
-    shape = _poisson_gaussian_shape(key.event)
-    if shape is not None and relation == _NeighborRel.ADD_OR_REMOVE_ONE:
-        pld = _fast_poisson_gaussian_pld(*shape, interval)
-        if pld is not None:
-            return pld, False
-    acc = PLDAccountant(neighboring_relation=relation, value_discretization_interval=interval)
-    acc.compose(key.event)  # UnsupportedEventError handled by the caller
-    return acc._pld, acc._contains_non_dp_event
-
-
 @functools.lru_cache(maxsize=512)
 def _pld_value(key: _EventKey, relation: _NeighborRel, interval: float, what: str,
                x: float) -> float:
     """epsilon (what="epsilon", x=delta) or delta (x=epsilon) on one grid. Cached (values only,
-    PLDs can be large): calibration and the adaptive grid revisit the same points."""
-    pld, non_private = _pld_for(key, relation, interval)
-    if what == "epsilon":
-        if non_private:
-            return math.inf
-        pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])
-        if all(isinstance(p, _pld_pmf.DensePLDPmf) for p in pmfs):
-            return max(_dense_epsilon(p, x) for p in pmfs)
-        return float(pld.get_epsilon_for_delta(x))
-    return 1.0 if non_private else float(pld.get_delta_for_epsilon(x))
+    PLDs can be large): calibration and the adaptive grid revisit the same points.
+
+    DP-SGD's event (self-composed Poisson-subsampled Gaussian) goes to `pld_adapter`, which
+    builds the same PLD as PLDAccountant faster; every other event to PLDAccountant's public
+    API (UnsupportedEventError is handled by the caller).
+    """
+    shape = _poisson_gaussian_shape(key.event)
+    if shape is not None and relation == _NeighborRel.ADD_OR_REMOVE_ONE:
+        pld = pld_adapter.poisson_gaussian_pld(*shape, interval)
+        return pld.epsilon(x) if what == "epsilon" else pld.delta(x)
+    acc = PLDAccountant(neighboring_relation=relation, value_discretization_interval=interval)
+    acc.compose(key.event)
+    return float(acc.get_epsilon(x) if what == "epsilon" else acc.get_delta(x))
 
 
 #: Rungs of the grid ladder: 1e-2 / 2**j, down to about 1e-6.
@@ -781,10 +620,10 @@ def dpsgd_epsilon(
 def pld_label(interval: float | None, converged: bool = True) -> str:
     """Accountant name for a PrivacyGuarantee, naming the library, version and grid."""
     if interval is None:
-        return f"RDP (dp-accounting {_dp_accounting_version()}, default orders)"
+        return f"RDP (dp-accounting {pld_adapter.dp_accounting_version()}, default orders)"
     extra = "" if converged else ", finest grid reached before the requested accuracy"
     return (
-        f"PLD (dp-accounting {_dp_accounting_version()}, pessimistic connect-the-dots, "
+        f"PLD (dp-accounting {pld_adapter.dp_accounting_version()}, pessimistic connect-the-dots, "
         f"value_discretization_interval={interval:.3g}{extra})"
     )
 

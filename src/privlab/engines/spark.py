@@ -29,11 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, missing_extra
 from privlab.query.engine import Engine, EngineError
 
 APP_NAME = "privlab"
-INSTALL_HINT = "install the Spark extra: pip install 'privlab[spark]'"
 _SESSION_LOCK = threading.Lock()
 
 
@@ -43,7 +42,7 @@ def _pyspark() -> Any:
     try:
         import pyspark
     except ImportError:
-        raise InvalidInputError(f"--engine spark needs pyspark; {INSTALL_HINT}") from None
+        raise missing_extra("pyspark", "--engine spark") from None
     return pyspark
 
 

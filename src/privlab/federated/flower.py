@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privlab.errors import InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError, PrivlabError, missing_extra
 from privlab.federated import tasks
 from privlab.federated.data import MOVIELENS_RANGE
 from privlab.federated.factorized import FactorizedConfig
@@ -52,7 +52,7 @@ def _import_flwr() -> Any:
     try:
         import flwr
     except ImportError:  # pragma: no cover - depends on the extra
-        raise PrivlabError("Flower is not installed: pip install 'privlab[federated]'") from None
+        raise missing_extra("flwr", "federated learning (Flower)") from None
     logging.getLogger("flwr").setLevel(
         logging.INFO if os.environ.get("PRIVLAB_FLWR_VERBOSE") else logging.WARNING)
     return flwr

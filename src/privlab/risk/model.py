@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from privlab.errors import InvalidInputError, option_name
 from privlab.risk.posterior import PRIORS, BetaPosterior, parse_prior
@@ -94,34 +95,34 @@ def normalise_weights(weights: Mapping[str, float], field_name: str) -> dict[str
 # --------------------------------------------------------------------------- smoothing
 def isotonic(y: Sequence[float], w: Sequence[float] | None = None,
              increasing: bool = True) -> np.ndarray:
-    """Weighted least-squares monotone fit (pool adjacent violators), O(n)."""
+    """Weighted least-squares monotone fit (pool adjacent violators).
+
+    scipy's `optimize.isotonic_regression`, the routine scikit-learn's IsotonicRegression
+    calls: calling it directly skips sklearn's per-call validation, which is what the posterior
+    draws pay for (`isotonic_rows`). A zero weight (a point without evidence) becomes a
+    negligible positive one, as scipy requires: it cannot move the fit of the other points.
+    """
     yv = np.asarray(y, dtype=float)
+    if yv.size == 0:
+        return yv.copy()
     wv = np.ones_like(yv) if w is None else np.asarray(w, dtype=float)
-    if not increasing:
-        return -isotonic(-yv, wv, True)
-    vals: list[float] = []
-    wts: list[float] = []
-    lens: list[int] = []
-    for yi, wi in zip(yv, wv, strict=True):
-        vals.append(float(yi))
-        wts.append(float(wi))
-        lens.append(1)
-        while len(vals) > 1 and vals[-2] > vals[-1]:
-            w2 = wts[-2] + wts[-1]
-            v2 = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / w2 if w2 > 0 else vals[-1]
-            n2 = lens[-2] + lens[-1]
-            del vals[-2:], wts[-2:], lens[-2:]
-            vals.append(v2)
-            wts.append(w2)
-            lens.append(n2)
-    return np.repeat(vals, lens)
+    if not np.all(wv > 0):
+        top = float(wv.max())
+        wv = np.where(wv > 0, wv, 1e-9 * (top if top > 0 else 1.0))
+    return isotonic_regression(yv, weights=wv, increasing=increasing).x
 
 
 def isotonic_rows(y: np.ndarray) -> np.ndarray:
-    """Unweighted non-decreasing fit of each row (for posterior draws); PAVA on a 2-D array."""
+    """Unweighted non-decreasing fit of each row (posterior draws, thousands of rows).
+
+    Why scipy and not scikit-learn's IsotonicRegression (same algorithm, same results): on
+    4000 draws x 8 epsilons scipy takes 0.025 s CPU, sklearn's `isotonic_regression` 0.62 s
+    and `IsotonicRegression().fit_transform` about 2.6 s, all of it per-call validation (the
+    hand-written PAVA this replaced took 0.048 s).
+    """
     out = np.empty_like(y, dtype=float)
     for i in range(y.shape[0]):
-        out[i] = isotonic(y[i])
+        out[i] = isotonic_regression(y[i]).x
     return out
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from privlab.core.calibration import rho_for_target
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, missing_extra
 from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
 
 #: Share of epsilon spent before DP-SGD: the row count only, or the row count plus the
@@ -61,8 +61,7 @@ def load_torch(method: str) -> Any:
     try:
         import torch
     except ImportError:  # pragma: no cover - depends on the install
-        raise InvalidInputError(f"--method {method} needs torch: pip install "
-                                "'privlab[ml]'") from None
+        raise missing_extra("torch", f"--method {method}") from None
     return torch
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.errors import InvalidInputError
+from privlab.errors import InvalidInputError, missing_extra
 from privlab.trajectory.preprocess import Prepared
 from privlab.trajectory.publish import GuaranteeLabel
 from privlab.utils.atomic import atomic_open, atomic_write_text
@@ -157,7 +157,7 @@ def map_document(views: dict[str, Any], label: GuaranteeLabel) -> str:
     try:
         import folium
     except ImportError:
-        raise InvalidInputError("the HTML map needs folium: pip install 'privlab[geo]'") from None
+        raise missing_extra("folium", "the HTML map") from None
     orig = views["original"]
     centre = [float(orig["lat"].mean()), float(orig["lon"].mean())]
     fmap = folium.Map(location=centre, zoom_start=13, tiles="OpenStreetMap")
