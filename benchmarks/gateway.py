@@ -94,7 +94,7 @@ def raw_app_factory() -> Any:
     """The baseline: the same SQL executed directly on the same engine, no DP, no checks."""
     from fastapi import FastAPI, Request
 
-    from privlab.query.engine import open_engine
+    from privlab.engines import open_engine
 
     engine = open_engine(os.environ["PRIVLAB_BENCH_DATABASE"])
     app = FastAPI()

@@ -37,6 +37,7 @@ from functools import reduce
 from threading import Lock
 from typing import Any, Literal
 
+from privlab.engines.base import quote_ident
 from privlab.errors import InvalidInputError, PrivlabError
 from privlab.query.config import ColumnSpec, GatewayConfig, TableSpec
 
@@ -69,14 +70,10 @@ def _refuse(message: str) -> QueryRefused:
     return QueryRefused(message)
 
 
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def value_ref(alias: str, col: ColumnSpec) -> str:
     """How generated SQL reads a column's values (comparisons, IN, BETWEEN, clamps, group
     keys, join keys). A `float` column is read as DOUBLE PRECISION: the start-up type check
-    (`privlab.query.engine.type_problem`) admits for it only types whose every value casts
+    (`privlab.engines.types.type_problem`) admits for it only types whose every value casts
     to a double without error, and a comparison of doubles with doubles or 64-bit integers
     cannot fail, whatever the row holds (NaN, infinities, 128-bit integers, wide decimals).
     Comparing such a column as it is would let the engine pick a common type into which
