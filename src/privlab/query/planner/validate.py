@@ -67,9 +67,11 @@ class Validator:
 
     def check(self, sql: str, allowed: tuple[str, ...] | None,
               tokens: list[Any] | None = None) -> QueryPlan:
-        """Validate `sql` and rewrite it into a `QueryPlan`; `QueryRefused` otherwise."""
-        from sqlglot import exp
+        """Validate `sql` and rewrite it into a `QueryPlan`; `QueryRefused` otherwise.
 
+        Steps in the order their refusals are checked: the clauses used, FROM and JOINs
+        (`_from_clause`), WHERE, GROUP BY (`_group_by`), the SELECT list (`_select_list`),
+        ORDER BY / LIMIT / OFFSET, the noisy measurements, then the SQL (`_compile`)."""
         sql = check_text(sql, self.config.limits.max_sql_chars)
         tree = parse(sql, self.config.limits, tokens)
         used = {k for k, v in tree.args.items() if v not in (None, [], False)}
@@ -80,16 +82,7 @@ class Validator:
             raise refuse(f"{names} is not supported; use SELECT aggregates FROM table [JOIN] "
                          "[WHERE] [GROUP BY] [ORDER BY] [LIMIT]")
         st = PlanState(placeholder=self.placeholder)
-        from_ = tree.args.get("from_")
-        if from_ is None:
-            raise refuse("FROM is required: name a declared table (GET /v1/tables)")
-        self._add_table(st, from_.this, allowed)
-        on_sql: list[str] = []
-        joins = tree.args.get("joins") or []
-        if len(joins) > self.config.limits.max_joins:
-            raise refuse(f"at most {self.config.limits.max_joins} joins per query")
-        for join in joins:
-            on_sql.append(self._add_join(st, join, allowed))
+        on_sql = self._from_clause(st, tree, allowed)
         private = [t for t in st.tables if not t.spec.public]
         if not private:
             raise refuse("the query reads only public tables; query a private table")
@@ -101,8 +94,45 @@ class Validator:
         where_sql = None
         if tree.args.get("where") is not None:
             where_sql = self._predicate(st, tree.args["where"].this)
+        partition_selection = self._group_by(st, tree)
+        outputs, select_exprs = self._select_list(st, tree, user_level)
+        order = self._order(tree, outputs, select_exprs, st)
+        limit = self._count_literal(tree.args.get("limit"), "LIMIT")
+        offset = self._count_literal(tree.args.get("offset"), "OFFSET") or 0
+        primitives = self._primitives(st, outputs, partition_selection)
+        sql_text, params, result_columns, quantile_sql, quantile_params = self._compile(
+            st, tree, on_sql, where_sql, unit, user_level, max_rows, primitives)
+        notes = []
+        if user_level:
+            notes.append(f"at most {max_rows} row(s) per {unit[1].name if unit else 'unit'} "
+                         "kept (chosen at random) before aggregation")
+        return QueryPlan(
+            sql=sql_text, params=params, quantile_sql=quantile_sql,
+            quantile_params=quantile_params, tables=tuple(st.tables),
+            measures=tuple(st.measures), groups=tuple(st.groups), outputs=tuple(outputs),
+            primitives=primitives, order=order, limit=limit, offset=offset, max_rows=max_rows,
+            user_level=user_level, partition_selection=partition_selection,
+            result_columns=result_columns, notes=tuple(notes),
+        )
 
-        # GROUP BY
+    def _from_clause(self, st: PlanState, tree: Any, allowed: tuple[str, ...] | None
+                     ) -> list[str]:
+        """FROM one declared table and INNER JOINs along declared joins; the JOIN ... ON SQL."""
+        from_ = tree.args.get("from_")
+        if from_ is None:
+            raise refuse("FROM is required: name a declared table (GET /v1/tables)")
+        self._add_table(st, from_.this, allowed)
+        joins = tree.args.get("joins") or []
+        if len(joins) > self.config.limits.max_joins:
+            raise refuse(f"at most {self.config.limits.max_joins} joins per query")
+        return [self._add_join(st, join, allowed) for join in joins]
+
+    def _group_by(self, st: PlanState, tree: Any) -> bool:
+        """GROUP BY plain columns, each with a public domain or partition selection enabled;
+        the public domain's cell count within limits. Returns whether partition selection
+        is needed (some key has no public domain)."""
+        from sqlglot import exp
+
         group = tree.args.get("group")
         if group is not None:
             gused = {k for k, v in group.args.items() if v not in (None, [], False)}
@@ -126,8 +156,14 @@ class Validator:
             if cells > self.config.limits.max_groups:
                 raise refuse(f"GROUP BY has {cells} cells in its public domain; the limit is "
                              f"{self.config.limits.max_groups}")
+        return partition_selection
 
-        # SELECT list
+    def _select_list(self, st: PlanState, tree: Any,
+                     user_level: bool) -> tuple[list[Output], list[Any]]:
+        """The outputs (group keys and aggregates, at least one aggregate, within limits,
+        unique names) and the SELECT expressions they came from (for ORDER BY)."""
+        from sqlglot import exp
+
         outputs: list[Output] = []
         select_exprs: list[Any] = []
         for item in tree.expressions:
@@ -152,12 +188,15 @@ class Validator:
             if o.kind == "units" and not user_level:
                 raise refuse("COUNT(DISTINCT ...) needs a table with a privacy unit; use "
                              "COUNT(*) (each row is one person here)")
+        return outputs, select_exprs
 
-        order = self._order(tree, outputs, select_exprs, st)
-        limit = self._count_literal(tree.args.get("limit"), "LIMIT")
-        offset = self._count_literal(tree.args.get("offset"), "OFFSET") or 0
-        primitives = self._primitives(st, outputs, partition_selection)
-
+    def _compile(self, st: PlanState, tree: Any, on_sql: list[str], where_sql: str | None,
+                 unit: tuple[TableUse, ColumnSpec] | None, user_level: bool, max_rows: int,
+                 primitives: tuple[Primitive, ...]
+                 ) -> tuple[str, tuple[Any, ...], tuple[str, ...], str | None, tuple[Any, ...]]:
+        """(sql, params, result columns, quantile sql, quantile params): the aggregation, and
+        with quantiles a second statement of clamped values whose WHERE is translated
+        again so that its parameters start from 0."""
         sql_text, result_columns = self.sql.aggregation(st, on_sql, where_sql, unit,
                                                         user_level, max_rows, primitives)
         params = tuple(st.params)
@@ -170,18 +209,7 @@ class Validator:
             quantile_sql = self.sql.quantile_values(st, on_sql, where_again, unit,
                                                     user_level, max_rows, primitives)
             quantile_params = tuple(st.params)
-        notes = []
-        if user_level:
-            notes.append(f"at most {max_rows} row(s) per {unit[1].name if unit else 'unit'} "
-                         "kept (chosen at random) before aggregation")
-        return QueryPlan(
-            sql=sql_text, params=params, quantile_sql=quantile_sql,
-            quantile_params=quantile_params, tables=tuple(st.tables),
-            measures=tuple(st.measures), groups=tuple(st.groups), outputs=tuple(outputs),
-            primitives=primitives, order=order, limit=limit, offset=offset, max_rows=max_rows,
-            user_level=user_level, partition_selection=partition_selection,
-            result_columns=result_columns, notes=tuple(notes),
-        )
+        return sql_text, params, result_columns, quantile_sql, quantile_params
 
     # -- tables and joins -------------------------------------------------------------------
 
