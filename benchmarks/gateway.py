@@ -10,7 +10,8 @@
    `--part layers`: where the gateway's time goes over HTTP, as server CPU per request
    (one worker, COUNT): the gateway app with its query path stubbed (HTTP, front door,
    routing, strict body parsing), with the query path replaced by the bare engine call, and
-   the full DP path; the bare FastAPI baseline beside them.
+   the full DP path; the bare FastAPI baseline beside them. `--part inprocess`: the
+   in-process comparison alone (DuckDB, no HTTP, seconds); `--part plan`: Planner.plan alone.
 2. Accuracy next to SmartNoise SQL at equal epsilon: the same Adult queries answered R times by
    both; mean absolute error against the true answer (+- its standard error). SmartNoise's
    privacy cost of each query (`get_privacy_cost`) is the epsilon given to privlab, so both
@@ -22,8 +23,9 @@ this same file (`--snsql-worker`). Create it once:
     python3 -m venv /tmp/snsql-venv && /tmp/snsql-venv/bin/pip install smartnoise-sql
 
 Usage:
-    .venv/bin/python benchmarks/gateway.py [--part all|speed|accuracy] [--clients 8]
-        [--workers 1] [--analysts 8] [--seconds 4] [--max-requests 3000] [--repeats 40]
+    .venv/bin/python benchmarks/gateway.py [--part all|speed|accuracy|plan|layers|inprocess]
+        [--clients 8] [--workers 1] [--analysts 8] [--seconds 4] [--max-requests 3000]
+        [--repeats 40] [--inproc 200]
         [--pg-url postgresql+psycopg://privlab:privlab@127.0.0.1:5433/privlab_test]
         [--snsql-python /tmp/snsql-venv/bin/python] [--json OUT.json]
 PostgreSQL is used when --pg-url or PRIVLAB_TEST_POSTGRES_URL is set (a database
@@ -94,7 +96,7 @@ def raw_app_factory() -> Any:
     """The baseline: the same SQL executed directly on the same engine, no DP, no checks."""
     from fastapi import FastAPI, Request
 
-    from privlab.query.engine import open_engine
+    from privlab.engines import open_engine
 
     engine = open_engine(os.environ["PRIVLAB_BENCH_DATABASE"])
     app = FastAPI()
@@ -264,25 +266,45 @@ def plan_speed(database: str, workdir: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def speed(backend: str, database: str, ledger: str, workdir: Path,
-          args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
-
-    from privlab.query.config import hash_key, parse_config
-    from privlab.query.demo import adult_config
+def _people(args: argparse.Namespace) -> dict[str, Any]:
+    from privlab.query.config import hash_key
 
     people = {"bench": {"key_sha256": hash_key(KEY), "epsilon": 1e6}}
     people.update({f"bench{i}": {"key_sha256": hash_key(bench_key(i)), "epsilon": 1e6}
                    for i in range(args.analysts)})
-    raw_cfg = adult_config(database, ledger, people,
-                           limits={"rate_per_second": 1e6, "burst": 1_000_000,
-                                   "max_epsilon_per_query": 5})
+    return people
+
+
+def _raw_config(database: str, ledger: str, args: argparse.Namespace) -> dict[str, Any]:
+    from privlab.query.demo import adult_config
+
+    return adult_config(database, ledger, _people(args),
+                        limits={"rate_per_second": 1e6, "burst": 1_000_000,
+                                "max_epsilon_per_query": 5})
+
+
+def _inprocess_config(raw_cfg: dict[str, Any], workdir: Path, backend: str) -> Any:
+    """In process: a Python-built config has no audit key, so its audit rows go to a log of
+    their own (`privlab serve` verifies its keyed log at start-up)."""
+    from privlab.query.config import parse_config
+
+    return parse_config(dict(raw_cfg, audit=str(workdir / f"inproc-audit-{backend}.db")))
+
+
+def inprocess_config(database: str, ledger: str, workdir: Path,
+                     args: argparse.Namespace) -> Any:
+    return _inprocess_config(_raw_config(database, ledger, args), workdir, "duckdb")
+
+
+def speed(backend: str, database: str, ledger: str, workdir: Path,
+          args: argparse.Namespace) -> dict[str, Any]:
+    import yaml
+
+    raw_cfg = _raw_config(database, ledger, args)
     config_path = workdir / f"gateway-{backend}.yaml"
     config_path.write_text(yaml.safe_dump(raw_cfg))
-    # in process: a Python-built config has no audit key, so its audit rows go to a log of
-    # their own (`privlab serve` verifies its keyed log at start-up)
-    inproc_cfg = dict(raw_cfg, audit=str(workdir / f"inproc-audit-{backend}.db"))
-    result: dict[str, Any] = {"in_process": in_process(parse_config(inproc_cfg), args.inproc)}
+    result: dict[str, Any] = {"in_process": in_process(
+        _inprocess_config(raw_cfg, workdir, backend), args.inproc)}
     auth = [{"Authorization": f"Bearer {bench_key(i)}", "Content-Type": "application/json"}
             for i in range(args.analysts)]
     plain = [{"Content-Type": "application/json"}]
@@ -570,7 +592,7 @@ def accuracy(args: argparse.Namespace, workdir: Path, database: str) -> dict[str
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("all", "speed", "accuracy", "plan", "layers",
-                                      "audit-append"),
+                                      "audit-append", "inprocess"),
                    default="all")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--workers", type=int, default=1)
@@ -620,6 +642,11 @@ def main() -> None:
             else:
                 results["postgres"] = {"skipped": "no --pg-url / PRIVLAB_TEST_POSTGRES_URL"}
                 print("  PostgreSQL skipped: no --pg-url / PRIVLAB_TEST_POSTGRES_URL")
+        if args.part == "inprocess":  # the in-process half of `speed` alone (no HTTP)
+            print("in process, DuckDB (ledger: SQLite): Gateway.query vs the bare engine",
+                  flush=True)
+            results["duckdb"] = {"in_process": in_process(
+                inprocess_config(duck, str(work / "ledger.db"), work, args), args.inproc)}
         if args.part in ("all", "layers"):
             print("layers: server CPU per COUNT request, one worker", flush=True)
             results["layers"] = layers(duck, work, args)

@@ -158,7 +158,7 @@ def run_duckdb(rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "src"))
     import duckdb
 
-    from privlab.query.engine import DuckDBEngine
+    from privlab.engines import DuckDBEngine
     from privlab.query.runner import DPQuery
 
     db = DATA / f"people_{rows}.duckdb"

@@ -42,10 +42,10 @@ def _package_of(module: str) -> str | None:
     return parts[1]
 
 
-def _source_package(path: Path) -> str:
+def _source_package(path: Path, src: Path = SRC) -> str:
     """Top-level package of a file; `privlab/__init__.py` is "privlab", and a `__main__.py`
     (`python -m privlab.x`, a command-line entry point) belongs to "cli"."""
-    rel = path.relative_to(SRC)
+    rel = path.relative_to(src)
     if rel.name == "__main__.py":
         return "cli"
     if len(rel.parts) == 1:
@@ -53,8 +53,8 @@ def _source_package(path: Path) -> str:
     return rel.parts[0]
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SRC.parent).with_suffix("")
+def _module_name(path: Path, src: Path = SRC) -> str:
+    rel = path.relative_to(src.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -95,8 +95,8 @@ def package_edges(src: Path = SRC) -> dict[tuple[str, str], bool]:
     """{(from package, to package): True when some such import runs at import time}."""
     edges: dict[tuple[str, str], bool] = {}
     for path in sorted(src.rglob("*.py")):
-        source = _source_package(path)
-        module = _module_name(path)
+        source = _source_package(path, src)
+        module = _module_name(path, src)
         tree = ast.parse(path.read_text(), filename=str(path))
         for target, eager in _imports(tree, module, path.name == "__init__.py"):
             dest = _package_of(target)

@@ -61,8 +61,8 @@ QUERIES = [
 
 
 def test_exact_aggregates_equal_duckdb(spark: Any, lake: Path) -> None:
+    from privlab.engines import DuckDBEngine
     from privlab.engines.spark import SparkEngine
-    from privlab.query.engine import DuckDBEngine
     from privlab.query.runner import DPQuery
 
     on_spark = DPQuery(UNBOUNDED, SparkEngine(root=str(lake), spark=spark), joins=SMALL_JOINS)
@@ -143,8 +143,8 @@ def test_statement_timeout_interrupts(spark: Any) -> None:
     interruption, so the cancelled job stops burning CPU."""
     import time
 
+    from privlab.engines import EngineError
     from privlab.engines.spark import SparkEngine
-    from privlab.query.engine import EngineError
 
     spark.range(0, 10**13).createOrReplaceTempView("huge_range")
     spark.range(0, 10).createOrReplaceTempView("small_range")

@@ -11,11 +11,11 @@ import sqlalchemy as sa
 import yaml
 from gw_fixtures import SMALL_JOINS, SMALL_TABLES, analysts
 
+from privlab.engines import DuckDBEngine, EngineError, PostgresEngine
 from privlab.errors import InvalidInputError
 from privlab.query.audit import AuditLog
 from privlab.query.config import hash_key, load_config, new_key, parse_config
 from privlab.query.demo import EXAMPLE_KEY, init_demo, render_config
-from privlab.query.engine import DuckDBEngine, EngineError, PostgresEngine
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway.yaml"
 

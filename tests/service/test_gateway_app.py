@@ -259,7 +259,7 @@ def test_engine_errors_are_generic(small_duckdb: str, tmp_path: Path,
     c = TestClient(create_app(gateway=gw))
 
     def fail(*_a: Any, **_k: Any) -> Any:
-        from privlab.query.engine import EngineError
+        from privlab.engines import EngineError
 
         raise EngineError("Conversion Error: Could not convert string 'Ankara' to INT64")
 

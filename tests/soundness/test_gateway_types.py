@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from privlab.engines import open_engine
 from privlab.errors import InvalidInputError
 from privlab.query.config import hash_key, parse_config
-from privlab.query.engine import open_engine
 from privlab.query.gateway import Gateway
 from privlab.query.neighbours import (
     REFUSED_TYPES,

@@ -29,8 +29,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from privlab.engines.base import Engine, EngineError
 from privlab.errors import InvalidInputError, missing_extra
-from privlab.query.engine import Engine, EngineError
 
 APP_NAME = "privlab"
 _SESSION_LOCK = threading.Lock()

@@ -39,10 +39,10 @@ import numpy as np
 from privlab.core.group_commit import GroupCommitter
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, secure_generator
+from privlab.engines import Engine, open_engine
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig
-from privlab.query.engine import Engine, open_engine
 from privlab.query.noise import Answer, Budget, answer, plan_budget
 from privlab.query.planner import AccessDenied, Planner, QueryPlan, QueryRefused
 

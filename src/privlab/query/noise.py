@@ -39,7 +39,7 @@ from privlab.core.queries import dp_quantile
 from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import power_of_two_at_most
-from privlab.query.planner import Primitive, QueryPlan, QueryRefused
+from privlab.query.planner import Output, Primitive, QueryPlan, QueryRefused
 
 MECHANISMS = ("laplace", "gaussian")
 #: Smallest positive delta a query may ask for. The discrete Gaussian's delta is computed
@@ -155,200 +155,308 @@ def _release(values: np.ndarray, sensitivity: float, budget: Budget, integer: bo
                              neighbouring=neighbouring)
 
 
+@dataclass
+class _Cells:
+    """The cells an answer covers and the engine's exact, contribution-bounded row for each.
+
+    With a public domain the cells are every cell of it (`plan.cells()`), whether or not the
+    engine returned a row for it; with partition selection they are the groups the engine
+    returned (candidates, each released only if its noisy count passes the threshold).
+    """
+
+    keys: list[tuple[Any, ...]]
+    rows_by_key: dict[tuple[Any, ...], tuple[Any, ...]]
+    column_index: dict[str, int]
+    #: how many cells one privacy unit can change (the L1 of a distinct-unit count)
+    changed: int
+    #: no candidate group at all: one all-zero cell stands in, and is never released
+    phantom: bool
+
+    def exact(self, column: str) -> np.ndarray:
+        """The engine's value of a result column in every cell (0 for a missing cell or NULL)."""
+        i = self.column_index[column]
+        return np.array([float(self.rows_by_key[c][i] or 0) if c in self.rows_by_key else 0.0
+                         for c in self.keys], dtype=np.float64)
+
+
+def _group_key(row: tuple[Any, ...], n_groups: int) -> tuple[Any, ...]:
+    return tuple(_py(v) for v in row[:n_groups])
+
+
+def _candidate_cells(plan: QueryPlan, rows: list[tuple[Any, ...]]) -> _Cells:
+    """Step 1: which cells the answer covers (see `_Cells`)."""
+    n_groups = len(plan.groups)
+    rows_by_key = {_group_key(r, n_groups): r for r in rows}
+    column_index = {name: i for i, name in enumerate(plan.result_columns)}
+    if not plan.partition_selection:
+        keys = plan.cells()
+        return _Cells(keys, rows_by_key, column_index, max(1, min(plan.max_rows, len(keys))),
+                      phantom=False)
+    if rows_by_key:
+        return _Cells(list(rows_by_key), rows_by_key, column_index, plan.max_rows,
+                      phantom=False)
+    # No candidate group at all. The answer must still be shaped exactly as when there are
+    # candidates (threshold, intervals, notes), or whether any row passed the WHERE would
+    # show without noise: release one all-zero phantom cell the usual way, then drop it
+    # whatever its noisy count.
+    return _Cells([tuple([None] * n_groups)], rows_by_key, column_index, plan.max_rows,
+                  phantom=True)
+
+
+def _exact_measurement(plan: QueryPlan, primitive: Primitive,
+                       cells: _Cells) -> tuple[np.ndarray, float, bool]:
+    """The exact values of one additive measurement in every cell, its L1 sensitivity under
+    the contribution bound, and whether it is integer-valued (see the module docstring)."""
+    max_rows = plan.max_rows
+    if primitive.kind == "count":
+        column = "__n" if primitive.measure is None else f"__c{primitive.measure}"
+        return cells.exact(column), float(max_rows), True
+    if primitive.kind == "units":
+        return cells.exact("__u"), float(cells.changed), True
+    measure = plan.measures[primitive.measure]  # type: ignore[index]
+    lo, hi = measure.clamp  # type: ignore[misc]
+    sums = cells.exact(f"__s{measure.index}")
+    is_int = measure.column.type == "int"
+    if primitive.kind == "sum":
+        return sums, max_rows * max(abs(lo), abs(hi)), is_int
+    # centred sum: sum(x - centre) = sum(x) - centre * count(x)
+    centre = (lo + hi) / 2
+    sensitivity = max_rows * (hi - lo) / 2
+    integer = is_int and float(centre).is_integer() and float(sensitivity).is_integer()
+    return sums - centre * cells.exact(f"__c{measure.index}"), sensitivity, integer
+
+
+def _measure(plan: QueryPlan, cells: _Cells, budget: Budget, neighbouring: str,
+             rng: np.random.Generator) -> dict[Primitive, Release]:
+    """Step 2: one noisy release per additive measurement, in the plan's order (the order of
+    the draws from `rng`); quantiles come later, per released cell."""
+    releases: dict[Primitive, Release] = {}
+    scalar = not plan.groups
+    for primitive in plan.primitives:
+        if primitive.kind == "quantile" or not cells.keys:
+            continue
+        exact, sensitivity, integer = _exact_measurement(plan, primitive, cells)
+        releases[primitive] = _release(exact, sensitivity, budget, integer, cells.changed,
+                                       neighbouring, rng, scalar)
+    return releases
+
+
+def _noisy(releases: dict[Primitive, Release], primitive: Primitive) -> np.ndarray:
+    return np.atleast_1d(np.asarray(releases[primitive].value, dtype=np.float64))
+
+
+def _released_cells(plan: QueryPlan, cells: _Cells, releases: dict[Primitive, Release],
+                    budget: Budget) -> tuple[list[int], int | None]:
+    """Step 3: the indices of the cells released, and the partition-selection threshold
+    (None with a public domain, where every cell is released)."""
+    if not plan.partition_selection or not cells.keys:
+        return list(range(len(cells.keys))), None
+    threshold = selection_threshold(plan.max_rows, budget.per_primitive_epsilon,
+                                    budget.selection_delta)
+    counts = _noisy(releases, Primitive("count"))
+    released = [i for i in range(len(cells.keys))
+                if counts[i] >= threshold and not cells.phantom]
+    return released, threshold
+
+
+def _quantiles(plan: QueryPlan, cells: _Cells, released: list[int],
+               value_rows: list[tuple[Any, ...]], budget: Budget,
+               rng: np.random.Generator) -> dict[Primitive, list[float]]:
+    """Step 4: each quantile in each released cell by the exponential mechanism at
+    epsilon / max_rows over the cell's clamped values (`value_rows` from
+    `plan.quantile_sql`: the group keys, then one column per quantile measure)."""
+    quantile_primitives = [p for p in plan.primitives if p.kind == "quantile"]
+    if not quantile_primitives:
+        return {}
+    n_groups = len(plan.groups)
+    values_by_key: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for r in value_rows:
+        values_by_key.setdefault(_group_key(r, n_groups), []).append(r)
+    measure_order: list[int | None] = []
+    for p in quantile_primitives:
+        if p.measure not in measure_order:
+            measure_order.append(p.measure)
+    out: dict[Primitive, list[float]] = {}
+    for p in quantile_primitives:
+        measure = plan.measures[p.measure]  # type: ignore[index]
+        column = n_groups + measure_order.index(p.measure)
+        per_cell = []
+        for i in released:
+            cell_rows = values_by_key.get(cells.keys[i], [])
+            xs = np.array([float(r[column]) for r in cell_rows if r[column] is not None])
+            release = dp_quantile(xs, float(p.q), measure.clamp,
+                                  budget.per_primitive_epsilon / plan.max_rows, rng=rng)
+            per_cell.append(float(release.value))
+        out[p] = per_cell
+    return out
+
+
+@dataclass
+class _Noisy:
+    """Everything the output columns are read from (steps 1-4)."""
+
+    plan: QueryPlan
+    budget: Budget
+    cells: _Cells
+    releases: dict[Primitive, Release]
+    released: list[int]
+    threshold: int | None
+    quantiles: dict[Primitive, list[float]]
+
+    def values(self, primitive: Primitive) -> np.ndarray:
+        return _noisy(self.releases, primitive) if self.cells.keys else np.zeros(0)
+
+    def interval(self, primitive: Primitive, level: float) -> Any:
+        release = self.releases.get(primitive)
+        return release.confidence_interval(level) if release is not None else None
+
+
+_Column = tuple[list[Any], ColumnInfo]  # values in the released cells, column info
+
+
+def _key_column(o: Output, noisy: _Noisy) -> _Column:
+    values = [noisy.cells.keys[i][o.group or 0] for i in noisy.released]
+    how = ("public domain" if not noisy.plan.partition_selection else
+           f"released by partition selection (noisy count >= {noisy.threshold})")
+    return values, ColumnInfo(o.name, "group_key", None, 0.0, "none", [how])
+
+
+def _count_column(o: Output, noisy: _Noisy) -> _Column:
+    """COUNT(*), COUNT(col) or COUNT(DISTINCT unit): one integer measurement."""
+    p = Primitive("count", o.measure) if o.kind == "count" else Primitive("units")
+    counts = noisy.values(p)
+    values = [int(counts[i]) for i in noisy.released]
+    return values, ColumnInfo(o.name, o.kind, noisy.interval(p, 0.95),
+                              noisy.budget.per_primitive_epsilon, noisy.budget.mechanism, [])
+
+
+def _sum_column(o: Output, noisy: _Noisy) -> _Column:
+    """SUM(col) measured on its own (no AVG of the column beside it)."""
+    p = Primitive("sum", o.measure)
+    sums = noisy.values(p)
+    measure = noisy.plan.measures[o.measure]  # type: ignore[index]
+    whole = measure.column.type == "int" and noisy.releases[p].granularity == 1.0 \
+        if noisy.cells.keys else False
+    values = [int(sums[i]) if whole else float(sums[i]) for i in noisy.released]
+    return values, ColumnInfo(o.name, o.kind, noisy.interval(p, 0.95),
+                              noisy.budget.per_primitive_epsilon, noisy.budget.mechanism, [])
+
+
+def _centred_column(o: Output, noisy: _Noisy) -> _Column:
+    """AVG(col), or SUM(col) beside an AVG of the same column: post-processing of the noisy
+    count and the noisy centred sum, each measured once."""
+    measure = noisy.plan.measures[o.measure]  # type: ignore[index]
+    lo, hi = measure.clamp  # type: ignore[misc]
+    centre = (lo + hi) / 2
+    count_p = Primitive("count", o.measure if measure.column.nullable else None)
+    centred_p = Primitive("csum", o.measure)
+    spent = 2 * noisy.budget.per_primitive_epsilon
+    if not noisy.cells.keys:
+        return [], ColumnInfo(o.name, o.kind, None, spent, noisy.budget.mechanism)
+    counts, centred = _noisy(noisy.releases, count_p), _noisy(noisy.releases, centred_p)
+    count_ci = noisy.interval(count_p, 0.975) or 0.0
+    centred_ci = noisy.interval(centred_p, 0.975) or 0.0
+    if o.kind == "sum":
+        values: list[Any] = [float(centred[i] + centre * counts[i]) for i in noisy.released]
+        return values, ColumnInfo(
+            o.name, o.kind, centred_ci + abs(centre) * count_ci, spent, noisy.budget.mechanism,
+            ["post-processed from the AVG of this column: centred sum + centre * count; "
+             "interval by a union bound"])
+    grid = power_of_two_at_most((hi - lo) / 2**20)
+    values, intervals = [], []
+    for i in noisy.released:
+        count = max(float(counts[i]), 1.0)
+        mean = float(np.clip(centre + centred[i] / count, lo, hi))
+        values.append(round(mean / grid) * grid)
+        denominator = counts[i] - count_ci
+        half = ((centred_ci + abs(mean - centre) * count_ci) / denominator
+                if denominator > 0 else math.inf)
+        intervals.append(float(min(half, hi - lo)))
+    return values, ColumnInfo(o.name, o.kind, intervals, spent, noisy.budget.mechanism,
+                              ["noisy centred sum / noisy count, budget split evenly; interval "
+                               "approximate (union bound over the two noises)"])
+
+
+def _quantile_column(o: Output, noisy: _Noisy) -> _Column:
+    values = list(noisy.quantiles[Primitive("quantile", o.measure, o.q)])
+    return values, ColumnInfo(o.name, o.kind, None, noisy.budget.per_primitive_epsilon,
+                              "exponential (quantile)",
+                              ["exponential mechanism over the sorted clamped values: no "
+                               "additive noise interval"])
+
+
+def _output_column(o: Output, noisy: _Noisy) -> _Column:
+    """Step 5: one output column's values in the released cells and its column info."""
+    if o.kind == "key":
+        return _key_column(o, noisy)
+    if o.kind in ("count", "units"):
+        return _count_column(o, noisy)
+    if o.kind == "sum" and Primitive("sum", o.measure) in noisy.plan.primitives:
+        return _sum_column(o, noisy)
+    if o.kind in ("sum", "avg"):
+        return _centred_column(o, noisy)
+    return _quantile_column(o, noisy)
+
+
+def _order_and_limit(plan: QueryPlan, rows: list[list[Any]],
+                     info: list[ColumnInfo]) -> list[list[Any]]:
+    """Step 6: ORDER BY / LIMIT / OFFSET, post-processing of the noisy rows (per-row
+    intervals follow their rows)."""
+    order = list(range(len(rows)))
+    for index, desc in reversed(plan.order):
+        order.sort(key=lambda i, j=index: (rows[i][j] is None, rows[i][j]), reverse=desc)
+    stop = None if plan.limit is None else plan.offset + plan.limit
+    order = order[plan.offset:stop]
+    for c in info:
+        if isinstance(c.confidence_interval_95, list):
+            c.confidence_interval_95 = [c.confidence_interval_95[i] for i in order]
+    return [rows[i] for i in order]
+
+
+def _guarantee(plan: QueryPlan, budget: Budget, threshold: int | None,
+               seeded: bool) -> PrivacyGuarantee:
+    """Step 7: sequential composition of the plan's measurements."""
+    notes = list(plan.notes) + [
+        f"epsilon split evenly over {len(plan.primitives)} noisy measurement(s): "
+        f"{budget.per_primitive_epsilon:.6g} each"]
+    if plan.partition_selection:
+        notes.append(f"partition selection: cells with noisy count >= {threshold} released "
+                     f"(delta {budget.selection_delta:g})")
+    if seeded:
+        notes.append(SEEDED_NOTE)
+    mechanism = ("privlab gateway: " + ", ".join(sorted({p.kind for p in plan.primitives}))
+                 + f" ({budget.mechanism})")
+    return PrivacyGuarantee(
+        epsilon=budget.epsilon, delta=budget.delta,
+        neighbouring="user" if plan.user_level else "add_remove_record",
+        mechanism=mechanism,
+        accountant=f"sequential composition of {len(plan.primitives)} measurement(s)",
+        notes=tuple(notes))
+
+
 def answer(plan: QueryPlan, rows: list[tuple[Any, ...]], value_rows: list[tuple[Any, ...]],
            budget: Budget, rng: RngLike = None, *, seeded: bool | None = None) -> Answer:
     """Add noise to the engine's result (`rows` from `plan.sql`, `value_rows` from
     `plan.quantile_sql`) and shape the answer. `seeded=False` tells that a Generator passed
-    as `rng` is a CSPRNG (the gateway keeps one per thread) rather than a seeded one."""
-    gen = make_rng(rng)
+    as `rng` is a CSPRNG (the gateway keeps one per thread) rather than a seeded one.
+
+    Steps, each a function a reviewer can check alone: the cells (`_candidate_cells`), one
+    noisy release per additive measurement (`_measure`), partition selection
+    (`_released_cells`), quantiles per released cell (`_quantiles`), each output column
+    (`_output_column`), ORDER BY / LIMIT (`_order_and_limit`), the guarantee (`_guarantee`).
+    """
+    generator = make_rng(rng)
     neighbouring = "user" if plan.user_level else "add_remove_record"
-    k = plan.max_rows
-    n_groups = len(plan.groups)
-    col = {name: i for i, name in enumerate(plan.result_columns)}
-    by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {
-        tuple(_py(v) for v in r[:n_groups]): r for r in rows}
-    phantom = False
-    if plan.partition_selection:
-        cells = list(by_key)
-        changed = k
-        if not cells:
-            # No candidate group at all. The answer must still be shaped exactly as when
-            # there are candidates (threshold, intervals, notes), or whether any row passed
-            # the WHERE would show without noise: release one all-zero phantom cell the
-            # usual way, then drop it whatever its noisy count.
-            cells, phantom = [tuple([None] * n_groups)], True
-    else:
-        cells = plan.cells()
-        changed = max(1, min(k, len(cells)))
-    scalar = n_groups == 0
-
-    def vector(name: str) -> np.ndarray:
-        i = col[name]
-        return np.array([float(by_key[c][i] or 0) if c in by_key else 0.0 for c in cells],
-                        dtype=np.float64)
-
-    releases: dict[Primitive, Release] = {}
-    exact: dict[Primitive, np.ndarray] = {}
-    for p in plan.primitives:
-        if p.kind == "quantile":
-            continue
-        if p.kind == "count":
-            name = "__n" if p.measure is None else f"__c{p.measure}"
-            x, sens, integer = vector(name), float(k), True
-        elif p.kind == "units":
-            x, sens, integer = vector("__u"), float(changed), True
-        else:
-            m = plan.measures[p.measure]  # type: ignore[index]
-            lo, hi = m.clamp  # type: ignore[misc]
-            x = vector(f"__s{m.index}")
-            is_int = m.column.type == "int"
-            if p.kind == "sum":
-                sens, integer = k * max(abs(lo), abs(hi)), is_int
-            else:  # centred sum
-                centre = (lo + hi) / 2
-                x = x - centre * vector(f"__c{m.index}")
-                sens = k * (hi - lo) / 2
-                integer = is_int and float(centre).is_integer() and float(sens).is_integer()
-        exact[p] = x
-        if not cells:
-            continue
-        releases[p] = _release(x, sens, budget, integer, changed, neighbouring, gen, scalar)
-
-    def noisy(p: Primitive) -> np.ndarray:
-        return np.atleast_1d(np.asarray(releases[p].value, dtype=np.float64))
-
-    # partition selection: keep the cells whose noisy row count reaches the threshold
-    keep = list(range(len(cells)))
-    threshold = None
-    if plan.partition_selection and cells:
-        threshold = selection_threshold(k, budget.per_primitive_epsilon, budget.selection_delta)
-        counts = noisy(Primitive("count"))
-        keep = [i for i in range(len(cells)) if counts[i] >= threshold and not phantom]
-
-    # quantiles, per kept cell
-    quantiles: dict[Primitive, list[float]] = {}
-    qprims = [p for p in plan.primitives if p.kind == "quantile"]
-    if qprims:
-        values: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        for r in value_rows:
-            values.setdefault(tuple(_py(v) for v in r[:n_groups]), []).append(r)
-        qmeasures = []
-        for p in qprims:
-            if p.measure not in qmeasures:
-                qmeasures.append(p.measure)
-        for p in qprims:
-            m = plan.measures[p.measure]  # type: ignore[index]
-            j = n_groups + qmeasures.index(p.measure)
-            out = []
-            for i in keep:
-                cell_rows = values.get(cells[i], [])
-                xs = np.array([float(r[j]) for r in cell_rows if r[j] is not None])
-                rel = dp_quantile(xs, float(p.q), m.clamp, budget.per_primitive_epsilon / k,
-                                  rng=gen)
-                out.append(float(rel.value))
-            quantiles[p] = out
-
-    # assemble the outputs
-    rows_out: list[list[Any]] = [[] for _ in keep]
-    info: list[ColumnInfo] = []
-    eps_i = budget.per_primitive_epsilon
-    for o in plan.outputs:
-        ci: Any = None
-        notes: list[str] = []
-        mech = budget.mechanism
-        if o.kind == "key":
-            for r, i in zip(rows_out, keep, strict=True):
-                r.append(cells[i][o.group or 0])
-            info.append(ColumnInfo(o.name, "group_key", None, 0.0, "none",
-                                   ["public domain" if not plan.partition_selection else
-                                    f"released by partition selection (noisy count >= "
-                                    f"{threshold})"]))
-            continue
-        if o.kind in ("count", "units"):
-            p = Primitive("count", o.measure) if o.kind == "count" else Primitive("units")
-            vals = noisy(p) if cells else np.zeros(0)
-            for r, i in zip(rows_out, keep, strict=True):
-                r.append(int(vals[i]))
-            ci = releases[p].confidence_interval(0.95) if p in releases else None
-            spent = eps_i
-        elif o.kind == "sum" and Primitive("sum", o.measure) in plan.primitives:
-            p = Primitive("sum", o.measure)
-            vals = noisy(p) if cells else np.zeros(0)
-            m = plan.measures[o.measure]  # type: ignore[index]
-            for r, i in zip(rows_out, keep, strict=True):
-                r.append(int(vals[i]) if m.column.type == "int" and
-                         releases[p].granularity == 1.0 else float(vals[i]))
-            ci = releases[p].confidence_interval(0.95) if p in releases else None
-            spent = eps_i
-        elif o.kind in ("sum", "avg"):
-            m = plan.measures[o.measure]  # type: ignore[index]
-            lo, hi = m.clamp  # type: ignore[misc]
-            centre = (lo + hi) / 2
-            pc = Primitive("count", o.measure if m.column.nullable else None)
-            ps = Primitive("csum", o.measure)
-            spent = 2 * eps_i
-            if not cells:
-                info.append(ColumnInfo(o.name, o.kind, None, spent, mech))
-                continue
-            n_noisy, s_noisy = noisy(pc), noisy(ps)
-            ci_n = releases[pc].confidence_interval(0.975) or 0.0
-            ci_s = releases[ps].confidence_interval(0.975) or 0.0
-            if o.kind == "sum":
-                for r, i in zip(rows_out, keep, strict=True):
-                    r.append(float(s_noisy[i] + centre * n_noisy[i]))
-                ci = ci_s + abs(centre) * ci_n
-                notes.append("post-processed from the AVG of this column: centred sum + "
-                             "centre * count; interval by a union bound")
-            else:
-                g = power_of_two_at_most((hi - lo) / 2**20)
-                cis: list[float | None] = []
-                for r, i in zip(rows_out, keep, strict=True):
-                    n = max(float(n_noisy[i]), 1.0)
-                    mean = float(np.clip(centre + s_noisy[i] / n, lo, hi))
-                    r.append(round(mean / g) * g)
-                    denom = n_noisy[i] - ci_n
-                    half = (ci_s + abs(mean - centre) * ci_n) / denom if denom > 0 else math.inf
-                    cis.append(float(min(half, hi - lo)))
-                ci = cis
-                notes.append("noisy centred sum / noisy count, budget split evenly; interval "
-                             "approximate (union bound over the two noises)")
-        else:  # quantile
-            p = Primitive("quantile", o.measure, o.q)
-            for r, pos in zip(rows_out, range(len(keep)), strict=True):
-                r.append(quantiles[p][pos])
-            spent = eps_i
-            mech = "exponential (quantile)"
-            notes.append("exponential mechanism over the sorted clamped values: no additive "
-                         "noise interval")
-        info.append(ColumnInfo(o.name, o.kind, ci, spent, mech, notes))
-
-    # ORDER BY / LIMIT / OFFSET are post-processing of the noisy rows
-    order = list(range(len(rows_out)))
-    for index, desc in reversed(plan.order):
-        order.sort(key=lambda i, j=index: (rows_out[i][j] is None, rows_out[i][j]),
-                   reverse=desc)
-    stop = None if plan.limit is None else plan.offset + plan.limit
-    order = order[plan.offset:stop]
-    rows_out = [rows_out[i] for i in order]
-    for c in info:
-        if isinstance(c.confidence_interval_95, list):
-            c.confidence_interval_95 = [c.confidence_interval_95[i] for i in order]
-
-    notes = list(plan.notes) + [
-        f"epsilon split evenly over {len(plan.primitives)} noisy measurement(s): "
-        f"{eps_i:.6g} each"]
-    if plan.partition_selection:
-        notes.append(f"partition selection: cells with noisy count >= {threshold} released "
-                     f"(delta {budget.selection_delta:g})")
-    if is_seeded(rng) if seeded is None else seeded:
-        notes.append(SEEDED_NOTE)
-    mech_name = ("privlab gateway: " + ", ".join(sorted({p.kind for p in plan.primitives}))
-                 + f" ({budget.mechanism})")
-    guarantee = PrivacyGuarantee(
-        epsilon=budget.epsilon, delta=budget.delta,
-        neighbouring="user" if plan.user_level else "add_remove_record",
-        mechanism=mech_name,
-        accountant=f"sequential composition of {len(plan.primitives)} measurement(s)",
-        notes=tuple(notes))
+    cells = _candidate_cells(plan, rows)
+    releases = _measure(plan, cells, budget, neighbouring, generator)
+    released, threshold = _released_cells(plan, cells, releases, budget)
+    quantiles = _quantiles(plan, cells, released, value_rows, budget, generator)
+    noisy = _Noisy(plan, budget, cells, releases, released, threshold, quantiles)
+    columns = [_output_column(o, noisy) for o in plan.outputs]
+    rows_out = [[values[r] for values, _ in columns] for r in range(len(released))]
+    info = [column_info for _, column_info in columns]
+    rows_out = _order_and_limit(plan, rows_out, info)
+    guarantee = _guarantee(plan, budget, threshold,
+                           is_seeded(rng) if seeded is None else seeded)
     return Answer(columns=[o.name for o in plan.outputs], rows=rows_out, info=info,
                   guarantee=guarantee, budget=budget)

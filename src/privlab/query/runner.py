@@ -18,9 +18,9 @@ from typing import Any
 
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.rng import RngLike
+from privlab.engines import Engine
 from privlab.errors import InvalidInputError
 from privlab.query.config import GatewayConfig, _join, _limits, _table
-from privlab.query.engine import Engine
 from privlab.query.noise import Answer, answer, plan_budget
 from privlab.query.planner import Planner, QueryPlan
 
