@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 import typer
@@ -36,9 +36,16 @@ from privlab.cli.common import (
     warn_weak_epsilon,
 )
 from privlab.core import queries
-from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
+from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.data.io import read_table, require_columns
 from privlab.errors import InvalidInputError
+from privlab.schema import load_schema
+from privlab.schema.release import (
+    ReleaseDomain,
+    conform_for_release,
+    public_size_of,
+    release_guarantee,
+)
 
 
 class Statistic(StrEnum):
@@ -105,16 +112,16 @@ def release_cmd(
     if public_size is not None and (isinstance(public_size, bool) or public_size < 1):
         raise InvalidInputError(f"--public-size must be a whole number >= 1, got {public_size}")
     stat = statistic.value
-    sch = _load_schema(schema) if schema is not None else None
-    check_delta_strength(delta, allow_weak, public_size=_public_size(sch, public_size),
+    sch = load_schema(schema) if schema is not None else None
+    check_delta_strength(delta, allow_weak, public_size=public_size_of(sch, public_size),
                          size_hint="--public-size N or a --schema that declares public_size")
     # A header-only table is a table of 0 rows: it releases noise on 0 like its neighbours.
     frame = read_table(file, delimiter=delimiter, allow_empty=True)
     require_columns(frame, [column], "--column")
     cats = parse_list(categories, "--categories")
-    declared = _Declared(pair, cats, bins, 1, None)
+    declared = ReleaseDomain(pair, cats, bins, 1, None)
     if sch is not None:
-        frame, declared = _apply_schema(frame, sch, on_invalid, column, stat, declared,
+        frame, declared = conform_for_release(frame, sch, on_invalid, column, stat, declared,
                                         max_rows_per_unit, mech)
     elif max_rows_per_unit is not None:
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
@@ -180,7 +187,7 @@ def release_cmd(
         charge = book.charge(principal, epsilon, delta, description=f"release {stat} of {column} "
                              f"from {file.name}")
     result = compute()
-    result = dataclasses.replace(result, guarantee=_guarantee(result.guarantee, stat, column,
+    result = dataclasses.replace(result, guarantee=release_guarantee(result.guarantee, stat, column,
                                                              epsilon, per_unit, unit, schema,
                                                              coerced=coerced))
     payload = {"statistic": stat, "column": column, **result.to_dict()}
@@ -202,96 +209,6 @@ def release_cmd(
     if charge is not None:
         console.print(f"  ledger: charged {principal}; remaining epsilon "
                       f"{charge.remaining_epsilon:g}")
-
-
-class _Declared(NamedTuple):
-    """The public domain of the released column and the contribution bound per person."""
-
-    bounds: tuple[float, float] | None
-    categories: list[str] | None
-    bins: int | None
-    per_unit: int  # rows kept per person (1: each row is a person)
-    unit: str | None  # the privacy-unit column, None for row-level
-
-
-def _load_schema(name: str) -> Any:
-    from privlab.schema import load_schema
-
-    return load_schema(name)
-
-
-def _public_size(sch: Any, option: int | None) -> int | None:
-    """The public number of rows the delta check compares against: `--public-size`, else the
-    schema's `public_size` (through `PublicFacts`), else None. Never len(rows): the exact row
-    count is private and must not decide a refusal or appear in a message."""
-    from privlab.schema.facts import PublicFacts
-
-    facts = PublicFacts.from_schema(sch) if sch is not None else PublicFacts()
-    return facts.with_argument("size", option, "--public-size").optional("size")
-
-
-def _apply_schema(frame: Any, sch: Any, on_invalid: str, column: str, stat: str,
-                  declared: _Declared, max_rows: int | None, mech: str | None
-                  ) -> tuple[Any, _Declared]:
-    """Conform the rows to the schema and fill the column's domain from it (never the data)."""
-    from privlab.schema import OTHER, check_policy, conform
-
-    col = sch.column(column)
-    if not col.is_released:
-        raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
-                                f"{sch.name!r}: it is never released; choose another column")
-    unit = None if sch.privacy_unit == "row" else sch.privacy_unit
-    wanted = [column] + ([unit] if unit and unit != column else [])
-    frame = conform(frame, sch, check_policy(on_invalid), columns=wanted)
-    bounds, cats, bins = declared.bounds, declared.categories, declared.bins
-    numeric = col.type in ("integer", "numeric")
-    if stat in ("sum", "mean", "quantile") and not numeric:
-        raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
-                                f"{sch.name!r}; {stat} needs an integer or numeric column")
-    if bounds is None and numeric and (stat != "histogram" or cats is None):
-        bounds = (float(col.bounds[0]), float(col.bounds[1]))  # type: ignore[index]
-    if stat == "histogram" and cats is None and col.type == "categorical":
-        cats = list(col.categories) + ([OTHER] if col.other else [])
-        bounds = declared.bounds
-    if bins is None and col.bins is not None:
-        bins = col.bins
-    per_unit = 1
-    if unit is not None:
-        per_unit = max_rows if max_rows is not None else (sch.max_rows_per_unit or 0)
-        if per_unit < 1:
-            raise InvalidInputError(
-                f"schema {sch.name!r} has privacy unit {unit!r} (one person, many rows): pass "
-                "--max-rows-per-unit M to keep each person's first M rows, or declare "
-                "max_rows_per_unit in the schema")
-        if mech == "gaussian":
-            raise InvalidInputError(f"privacy unit {unit!r}: the gaussian mechanism has no "
-                                    "simple group-privacy bound here; use laplace or geometric")
-        frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
-    elif max_rows is not None:
-        raise InvalidInputError(f"--max-rows-per-unit: schema {sch.name!r} has privacy unit "
-                                "'row' (each row is one person); drop the option")
-    return frame, _Declared(bounds, cats, bins, per_unit, unit)
-
-
-def _guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: float, per_unit: int,
-               unit: str | None, schema: str | None, coerced: bool = False
-               ) -> PrivacyGuarantee:
-    """The release's guarantee: what it covers, and the person-level claim when bounded."""
-    g = g.with_covers(f"{stat} of column {column!r} (the noisy value and its details)")
-    if unit is not None:
-        g = dataclasses.replace(
-            g, epsilon=epsilon, neighbouring="user",
-            accountant=f"group privacy over {per_unit} rows ({g.accountant})",
-            notes=g.notes + (f"privacy unit {unit!r}: each person's rows are bounded to their "
-                             f"first {per_unit}; the mechanism runs at epsilon/{per_unit} = "
-                             f"{epsilon / per_unit:.4g} per row, so {epsilon:g} per person",))
-    elif schema is None:
-        g = g.with_notes("no --schema: each row is taken to be a different person")
-    if coerced:
-        g = g.with_notes(f"no --schema: cells of {column!r} that are not numbers count as "
-                         "missing and are left out (a missing cell is a removed record)")
-    return g
-
 
 
 def half_width_text(width: float | None, noise: dict) -> str:

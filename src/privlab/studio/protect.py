@@ -6,7 +6,7 @@ categories, privacy unit), the chosen epsilon and, if the user types one, a gues
 It runs the very query function the release runs on an EMPTY placeholder column (so the
 noise scale and grid are exactly the release's) and keeps only the noise description; no
 private row is read and nothing is charged. The release itself goes through the CLI's own
-code (`privlab.cli.release`: schema conformance, person-level contribution bounds, the
+code (`privlab.schema.release`: schema conformance, person-level contribution bounds, the
 guarantee text), so the studio and `privlab release` give the same release."""
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     """Conform, check, charge, then compute (nothing is computed before the charge commits).
 
     Returns the Result and the ledger entry. `frame` is the private table."""
-    from privlab.cli.release import _guarantee
+    from privlab.schema.release import release_guarantee
 
     d = domain_of(schema, plan)  # public checks first: a refusal here reads no row
     parts = [frame] if plan.by is None else _split(frame, schema, plan, d)
@@ -255,7 +255,7 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
                 f"by {plan.by}: one release per declared group ({len(results)}); each row is "
                 f"in one group, so they compose in parallel at epsilon {plan.epsilon:g}"))
     schema_arg = source.bundled_schema if _is_bundled(schema, source) else "schema.yaml"
-    guarantee = _guarantee(result.guarantee, plan.statistic, plan.column, plan.epsilon,
+    guarantee = release_guarantee(result.guarantee, plan.statistic, plan.column, plan.epsilon,
                            d.per_unit, d.unit, schema_arg)
     result = dataclasses.replace(result, guarantee=guarantee)
     payload = {"statistic": plan.statistic, "column": plan.column, **result.to_dict(),
@@ -274,11 +274,11 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
 def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
     """The released column's values after `privlab release`'s schema step (conformance and
     the per-person contribution bound)."""
-    from privlab.cli.release import _apply_schema, _Declared
+    from privlab.schema.release import ReleaseDomain, conform_for_release
 
-    declared = _Declared(d.bounds if plan.statistic != "histogram" or d.categories is None
+    declared = ReleaseDomain(d.bounds if plan.statistic != "histogram" or d.categories is None
                          else None, d.categories, d.bins, 1, None)
-    frame, _ = _apply_schema(frame, schema, "coerce", plan.column, plan.statistic, declared,
+    frame, _ = conform_for_release(frame, schema, "coerce", plan.column, plan.statistic, declared,
                              None, DEFAULT_MECHANISM[plan.statistic])
     values = frame[plan.column]
     if plan.statistic in ("sum", "mean"):
