@@ -72,9 +72,12 @@ def test_minimiser_is_exact():
 
 def test_high_epsilon_is_close_to_plain(blobs):
     x, y = blobs
-    plain = op.logistic_plain(x, y, l2=1e-3, data_norm=4.0)
+    # l2 1e-2: output perturbation's Gaussian is calibrated at most at epsilon ~ln(delta / (2
+    # draws x the sampler's float step)) ~ 17 whatever epsilon is asked (docs/guarantees.md),
+    # so "close to plain" needs a sensitivity 2 / (n l2) that this epsilon makes small
+    plain = op.logistic_plain(x, y, l2=1e-2, data_norm=4.0)
     for fn in (op.logistic_objective_perturbation, op.logistic_output_perturbation):
-        priv = fn(x, y, 1e4, 1e-5, l2=1e-3, data_norm=4.0, rng=0, classes=[0, 1])
+        priv = fn(x, y, 1e4, 1e-5, l2=1e-2, data_norm=4.0, rng=0, classes=[0, 1])
         agree = (priv.predict_proba(x).argmax(1) == plain.predict_proba(x).argmax(1)).mean()
         assert agree > 0.95
     assert not plain.guarantee.is_dp
