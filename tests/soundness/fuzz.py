@@ -7,7 +7,8 @@ requires, between the two runs:
 
 - the same exit code and the same stderr (byte for byte: error and warning text may carry no
   private count or value), and the same Python warnings;
-- stdout: with --json the same document except at the noised keys (which must keep their type
+- stdout: with --json the same document (labelled NOT DP: the same keys, shapes and labels)
+  except at the noised keys (which must keep their type
   and shape) and the keys the output itself names as not covered (exact but labelled: only
   their presence is compared); without --json the same text once numbers are masked;
 - the same files written: names, and for tables their columns and dtypes (and length when it
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
-from neighbours import assert_same_structure, one_row_edits
+from neighbours import assert_same_shape, assert_same_structure, one_row_edits
 
 from privlab.schema import Schema, bundled_schema, load_schema
 
@@ -508,6 +509,12 @@ def _guarantees(doc: Any) -> list[Mapping[str, Any]]:
     return out
 
 
+def not_dp(doc: Any) -> bool:
+    """The output holds guarantees and none claims DP: it is labelled NOT DP throughout."""
+    found = _guarantees(doc)
+    return bool(found) and not any(g.get("is_dp") for g in found)
+
+
 def claim(doc: Any) -> str | None:
     """The neighbouring relation of the first DP guarantee in the output (None: no DP claim)."""
     for g in _guarantees(doc):
@@ -545,7 +552,7 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
     noised = set(cmd.noised) | declared_noised(a.doc)
     if a.doc is not None or b.doc is not None:
         assert a.doc is not None and b.doc is not None, f"{where} JSON on one side only"
-        assert_same_structure(_strip(a.doc, free), _strip(b.doc, free), noised, where)
+        _compare_doc(a.doc, b.doc, free, noised, where)
     elif cmd.text_exact:
         assert mask_numbers(a.stdout) == mask_numbers(b.stdout), \
             f"{where} stdout differs beyond numbers:\n{a.stdout}\n---\n{b.stdout}"
@@ -560,10 +567,20 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
             if cmd.same_length:
                 assert fa["length"] == fb["length"], f"{where} {name}: lengths differ"
         else:
-            side_free = free | labelled_not_covered(fa)
-            assert_same_structure(_strip(fa, side_free), _strip(fb, side_free), noised,
-                                  f"{where} {name}")
+            _compare_doc(fa, fb, free | labelled_not_covered(fa), noised, f"{where} {name}")
     return "compared"
+
+
+def _compare_doc(a: Any, b: Any, free: set[str], noised: set[str], where: str) -> None:
+    if not_dp(a):
+        # labelled NOT differentially private (e.g. an undeclared user count, trajectory
+        # times): the same keys, shapes and labels are required, not the same values
+        assert [(g["is_dp"], g["not_covered"]) for g in _guarantees(a)] == \
+            [(g["is_dp"], g["not_covered"]) for g in _guarantees(b)], \
+            f"{where} the NOT-DP labels differ"
+        assert_same_shape(_strip(a, free), _strip(b, free), where)
+    else:
+        assert_same_structure(_strip(a, free), _strip(b, free), noised, where)
 
 
 def _schema_refusal(case: Case, run: Run) -> bool:

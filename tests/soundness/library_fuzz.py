@@ -171,8 +171,8 @@ def check_synth(method: str, policy: str, edit: str) -> None:
     from privlab.synth.aim import AIMSynthesizer
 
     gen = np.random.default_rng(2)
-    d = pd.DataFrame({"age": gen.integers(18, 91, 60), "sex": gen.choice(["F", "M"], 60),
-                      "hours": np.round(gen.uniform(0, 80, 60), 1)})
+    d = pd.DataFrame({"age": gen.integers(18, 91, 300), "sex": gen.choice(["F", "M"], 300),
+                      "hours": np.round(gen.uniform(0, 80, 300), 1)})
     d2 = d.copy().astype({"age": object})
     if edit == "add":
         d2 = pd.concat([d, d.iloc[[0]]], ignore_index=True)
@@ -187,7 +187,7 @@ def check_synth(method: str, policy: str, edit: str) -> None:
 
     def fit(frame: pd.DataFrame) -> Outcome:
         def go() -> Any:
-            s = cls(schema=PEOPLE, rng=SEED, on_invalid=policy, **extra).fit(frame, 4.0)
+            s = cls(schema=PEOPLE, rng=SEED, on_invalid=policy, **extra).fit(frame, 8.0)
             return {"domain": s.domain.to_dict(), "guarantee": s.guarantee.to_dict(),
                     "sample": s.sample(25)}
         return outcome(go)

@@ -125,6 +125,10 @@ def _same_shape(a: Any, b: Any, path: str) -> None:
                 f"{path}: {type(a).__name__} vs {type(b).__name__}"
 
 
+#: Same keys, list lengths and value kinds, values free (outputs labelled NOT DP).
+assert_same_shape = _same_shape
+
+
 def assert_same_frame_structure(a: pd.DataFrame, b: pd.DataFrame, *,
                                 same_length: bool = True) -> None:
     """Published tables: same columns, order and dtypes (and length when it is public)."""
