@@ -92,7 +92,7 @@ def main() -> None:
             cells["dpsgd_mlp"].append(acc)
             row["dpsgd"] = {k: info[k] for k in ("noise_multiplier", "sample_rate", "steps",
                                                   "epsilon_pld", "epsilon_rdp")}
-            kw = dict(l2=1e-4, data_norm=norm, rng=seed)
+            kw = dict(l2=1e-4, data_norm=norm, rng=seed, classes=[0, 1])
             cells["objective_logreg_delta1e-5"].append(lin_acc(logistic_objective_perturbation(
                 split.X_train, split.y_train, eps, 1e-5, **kw)))
             cells["objective_logreg_pure"].append(lin_acc(logistic_objective_perturbation(

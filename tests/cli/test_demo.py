@@ -22,7 +22,14 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     assert saved["ledger"]["remaining_epsilon"] == 0.5
     assert [r["remaining_epsilon"] for r in releases] == [1.75, 1.5, 1.25, 1.0, 0.75, 0.5]
     for r in releases:
-        assert r["guarantee"]["is_dp"] and r["guarantee"]["epsilon"] == 0.25
+        # Regression (issue 21, item 7): the record prints the exact true_value beside the
+        # noisy value, so its guarantee names it in not_covered and is_dp is false (it said
+        # is_dp true with an empty not_covered); the claim on the value stays epsilon 0.25.
+        g = r["guarantee"]
+        assert "true_value" in r
+        assert g["is_dp"] is False and any(c.startswith("true_value") for c in g["not_covered"])
+        assert g["headline"].startswith("NOT differentially private") and g["epsilon"] == 0.25
+        assert g["covers"] and "true_value" not in " ".join(g["covers"])
         g = r["granularity"]
         values = r["value"] if isinstance(r["value"], list) else [r["value"]]
         assert all(float(v / g).is_integer() for v in values)
@@ -38,6 +45,8 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     assert "true_value" in unprotected and "rows" in unprotected
     html = (out / "report.html").read_text()
     assert "DP releases" in html and "richness" in html.lower()
+    assert html.count("is_dp false (not covered: true value)") == len(releases)
+    assert "is_dp true" not in html
     assert "choose_epsilon" not in saved and not (out / "choose_epsilon.html").exists()
 
 

@@ -48,9 +48,9 @@ def test_huge_epsilon_warns_in_one_line(ages, capsys):
 
 @pytest.mark.parametrize("delta", ["0.5", "0.01", "0.004"])
 def test_weak_gaussian_delta_is_refused_with_exit_4(ages, capsys, delta):
-    # 0.5 and 0.01 are above 1e-3; 0.004 is also >= 1/n = 1/300
+    # 0.5 and 0.01 are above 1e-3; 0.004 is also >= 1/n = 1/300 (the declared public size)
     code = main(["release", "count", str(ages), "-c", "age", "-e", "1", "-m", "gaussian",
-                 "--delta", delta])
+                 "--delta", delta, "--public-size", "300"])
     assert code == 4 and "unsafe configuration" in EXIT_CODES[4]
     err = _lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith("error: --delta") and "--allow-weak" in err[0]
@@ -58,7 +58,7 @@ def test_weak_gaussian_delta_is_refused_with_exit_4(ages, capsys, delta):
 
 def test_allow_weak_accepts_the_delta_with_a_warning(ages, capsys):
     code = main(["release", "count", str(ages), "-c", "age", "-e", "1", "-m", "gaussian",
-                 "--delta", "0.01", "--allow-weak", "--seed", "1"])
+                 "--delta", "0.01", "--allow-weak", "--seed", "1", "--public-size", "300"])
     assert code == 0
     err = _lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith("warning: --delta 0.01 accepted")
@@ -66,7 +66,7 @@ def test_allow_weak_accepts_the_delta_with_a_warning(ages, capsys):
 
 def test_a_normal_delta_is_accepted_silently(ages, capsys):
     code = main(["release", "count", str(ages), "-c", "age", "-e", "1", "-m", "gaussian",
-                 "--delta", "1e-6", "--seed", "1"])
+                 "--delta", "1e-6", "--seed", "1", "--public-size", "300"])
     assert code == 0 and capsys.readouterr().err == ""
 
 

@@ -35,7 +35,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     ["histogram", "--column", "age", "--bounds", "0,100", "--bins", "5"],
     ["quantile", "--column", "age", "--bounds", "0,100", "--q", "0.5"],
     ["sum", "--column", "income", "--bounds", "0,20000", "--mechanism", "gaussian",
-     "--delta", "1e-6"],
+     "--delta", "1e-6", "--public-size", "1000"],
 ])
 def test_json_payload(table: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     stat, rest = args[0], args[1:]
@@ -121,11 +121,23 @@ def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
            "empty")
 
 
-def test_header_only_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "header.csv"
-    path.write_text("age,city\n")
-    _error(capsys, ["release", "count", str(path), "--column", "age", "--epsilon", "1"],
-           "no data rows")
+def test_header_only_file_releases_noise_on_zero(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (issue 21, item 6): a table of 0 rows was refused (exit 2) while its one-row
+    neighbour released; now both release, with the same keys and guarantee."""
+    empty, one = tmp_path / "header.csv", tmp_path / "one.csv"
+    empty.write_text("age,city\n")
+    one.write_text("age,city\n30,a0\n")
+    for argv in (["count"], ["sum", "--bounds", "0,100"], ["mean", "--bounds", "0,100"],
+                 ["quantile", "--bounds", "0,100"], ["histogram", "--bounds", "0,100"]):
+        docs = [run_json(capsys, argv[0], str(path), "--column", "age", *argv[1:],
+                         "--epsilon", "1", "--seed", "2") for path in (empty, one)]
+        assert docs[0].keys() == docs[1].keys()
+        assert docs[0]["guarantee"] == docs[1]["guarantee"]
+        assert docs[0]["granularity"] == docs[1]["granularity"]
+    doc = run_json(capsys, "histogram", str(empty), "--column", "city", "--categories",
+                   "a0,b0", "--epsilon", "1", "--seed", "2")
+    assert doc["details"]["labels"] == ["a0", "b0"]
 
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,78 +151,72 @@ def test_unknown_column(table: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "age" in line  # names the columns that exist
 
 
-def test_non_numeric_column(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "sum", str(table), "--column", "city", "--epsilon", "1",
-                    "--bounds", "0,10"], "not numeric")
+def test_text_cells_count_as_missing_without_schema(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (issue 21, item 6): without --schema one text cell in a numeric column
+    exited 2 while its neighbour (that row removed) released. Text now counts as missing for
+    every table (the note says so), so both exit 0 with the same guarantee."""
+    clean, dirty = tmp_path / "clean.csv", tmp_path / "dirty.csv"
+    clean.write_text("age,city\n30,a\n40,b\n")
+    dirty.write_text("age,city\n30,a\n40,b\nforty,c\n")
+    for argv in (["sum", "--bounds", "0,100"], ["mean", "--bounds", "0,100"],
+                 ["quantile", "--bounds", "0,100"], ["histogram", "--bounds", "0,100"]):
+        docs = []
+        for path in (clean, dirty):
+            code = main(["release", argv[0], str(path), "--column", "age", *argv[1:],
+                         "--epsilon", "1", "--seed", "4", "--json"])
+            out = capsys.readouterr()
+            assert code == 0 and out.err == "", out.err
+            docs.append(json.loads(out.out))
+        assert docs[0]["guarantee"] == docs[1]["guarantee"]
+        assert any("not numbers count as missing" in n for n in docs[0]["guarantee"]["notes"])
+    # a wholly text column is the same case: every cell is missing (a sum of nothing)
+    doc = run_json(capsys, "sum", str(clean), "--column", "city", "--bounds", "0,10",
+                   "--epsilon", "1", "--seed", "4")
+    assert doc["guarantee"]["is_dp"]
 
 
-def test_numeric_histogram_of_text_column(table: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "histogram", str(table), "--column", "city", "--epsilon", "1",
-                    "--bounds", "0,10"], "not numeric")
+def test_delta_is_checked_against_the_public_size(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (issue 21, item 1): the delta check used len(rows): 999 rows released and
+    1,000 rows were refused (exit 4), and --allow-weak printed the exact row count. Now the
+    check uses --public-size (or the schema's public_size) and the outcome and text are the
+    same for 999 and 1,000 rows; without a public size the delta is refused (exit 2)."""
+    paths = []
+    for n in (999, 1000):
+        path = tmp_path / f"rows{n}.csv"
+        path.write_text("age\n" + "".join(f"{20 + i % 50}\n" for i in range(n)))
+        paths.append(path)
+    base = ["--column", "age", "--epsilon", "1", "--mechanism", "gaussian", "--delta", "1e-3",
+            "--seed", "1", "--json"]
+    for extra, expected in (([], 2), (["--public-size", "500"], 0),
+                            (["--public-size", "1000"], 4),
+                            (["--public-size", "1000", "--allow-weak"], 0)):
+        results = []
+        for path in paths:
+            code = main(["release", "count", str(path), *base, *extra])
+            out = capsys.readouterr()
+            results.append((code, out.err))
+            assert "999" not in out.err
+        assert results[0] == results[1], (extra, results)
+        assert results[0][0] == expected, (extra, results)
+        if expected == 2:
+            assert "--public-size" in results[0][1] and len(results[0][1].splitlines()) == 1
+        if extra[-1:] == ["--allow-weak"]:
+            assert "public size n = 1000" in results[0][1]
 
 
-def test_non_utf8_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "latin1.csv"
-    path.write_bytes("name,age\nJos\u00e9,31\nG\u00fcl,40\n".encode("latin-1"))
-    _error(capsys, ["release", "count", str(path), "--column", "age", "--epsilon", "1"],
-           "UTF-8")
-
-
-def test_histogram_needs_a_domain(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "histogram", str(table), "--column", "age", "--epsilon", "1"],
-           "domain")
-
-
-def test_quantile_rejects_mechanism(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "quantile", str(table), "--column", "age", "--epsilon", "1",
-                    "--bounds", "0,100", "--mechanism", "gaussian", "--delta", "1e-6"],
-           "exponential mechanism")
-
-
-def test_delta_without_gaussian(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "sum", str(table), "--column", "age", "--epsilon", "1",
-                    "--bounds", "0,100", "--mechanism", "laplace", "--delta", "1e-6"],
-           "--delta")
-
-
-def test_geometric_sum_needs_integer_bounds(table: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "sum", str(table), "--column", "age", "--epsilon", "1",
-                    "--bounds", "0,99.5", "--mechanism", "geometric"], "integer bounds")
-
-
-def test_negative_seed(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _error(capsys, ["release", "count", str(table), "--column", "age", "--epsilon", "1",
-                    "--seed", "-4"], "seed")
-
-
-def test_json_error_keeps_stdout_clean(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["release", "count", str(table), "--column", "nope", "--epsilon", "1",
-                 "--json"])
-    out = capsys.readouterr()
-    assert code == 2 and out.out == ""
-
-
-@pytest.mark.parametrize("extra", [
-    ["sum", "--bounds", "10,0"],
-    ["histogram"],
-    ["histogram", "--bounds", "0,100", "--bins", "0"],
-    ["quantile", "--bounds", "0,100", "--q", "1.5"],
-    ["sum", "--bounds", "0,99.5", "--mechanism", "geometric"],
-])
-def test_refused_release_charges_nothing(table: Path, tmp_path: Path, extra: list[str],
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from privlab.core.ledger import BudgetLedger
-
-    ledger = str(tmp_path / "budget.sqlite")
-    assert main(["budget", "set", "--ledger", ledger, "--principal", "ana",
-                 "--epsilon", "3"]) == 0
-    stat, rest = extra[0], extra[1:]
-    _error(capsys, ["release", stat, str(table), "--column", "age", "--epsilon", "1",
-                    "--ledger", ledger, "--principal", "ana", *rest])
-    assert BudgetLedger(ledger).remaining("ana")[0] == pytest.approx(3.0)
-    # and a valid release is charged
-    assert main(["release", "count", str(table), "--column", "age", "--epsilon", "1",
-                 "--ledger", ledger, "--principal", "ana"]) == 0
-    assert BudgetLedger(ledger).remaining("ana")[0] == pytest.approx(2.0)
+def test_delta_uses_the_schema_public_size(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "s.yaml"
+    schema.write_text("name: s\npublic_size: 100000\ncolumns:\n  age:\n    type: integer\n"
+                      "    bounds: [0, 120]\n    missing: false\n")
+    path = tmp_path / "t.csv"
+    path.write_text("age\n30\n40\n")
+    doc = run_json(capsys, "count", str(path), "--column", "age", "--epsilon", "1",
+                   "--mechanism", "gaussian", "--delta", "1e-6", "--schema", str(schema))
+    assert doc["guarantee"]["delta"] == 1e-6
+    code = main(["release", "count", str(path), "--column", "age", "--epsilon", "1",
+                 "--mechanism", "gaussian", "--delta", "1e-4", "--schema", str(schema)])
+    err = capsys.readouterr().err
+    assert code == 4 and "public size n = 100000" in err

@@ -1,7 +1,9 @@
-"""Shared fixtures: a small MovieLens task (first 40 users) loaded once per session."""
+"""Shared fixtures: a small MovieLens task (the first 40 users of the bundled, public data,
+chosen by the test: `--max-users` would keep a keyed-hash sample of all 610) loaded once."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from privlab.federated.tasks import load_task
@@ -9,4 +11,4 @@ from privlab.federated.tasks import load_task
 
 @pytest.fixture(scope="session")
 def small_movielens():
-    return load_task("movielens", split_seed=0, max_users=40)
+    return load_task("movielens", split_seed=0).subset_users(np.arange(40))

@@ -72,7 +72,9 @@ def test_dpfedavg_epsilon_matches_dp_accounting():
     out = train(RunConfig(algorithm="dpfedavg", epsilon=3.0, rounds=6, seed=0,
                           clients_per_round=8, max_users=40), baselines=False)
     g = out["guarantee"]
-    sigma, q = out["noise_multiplier"], 8 / 40
+    # --max-users keeps data by a keyed hash; the plan samples from all 610 enrolled users
+    assert out["n_users"] == 610
+    sigma, q = out["noise_multiplier"], 8 / 610
     independent = _pld_eps(SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)),
                                                6), 1e-5)
     assert g["epsilon"] == pytest.approx(independent, rel=5e-3)

@@ -38,8 +38,10 @@ def _run(config: RunConfig, fail: dict[int, int] | None = None,
     env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0")
     procs = []
     for shard in range(3):
+        # a --ratings file is small; --max-users on it would need --users (the public count)
+        short = () if "--ratings" in extra else ("--max-users", str(USERS))
         argv = [sys.executable, "-m", "privlab.federated", "client", "--dataset",
-                config.dataset, "--max-users", str(USERS), "--shard", str(shard),
+                config.dataset, *short, "--shard", str(shard),
                 "--num-shards", "3", "--address", address, "--max-wait", "60", *extra]
         if fail and shard in fail:
             argv += ["--fail-at-round", str(fail[shard])]

@@ -19,14 +19,17 @@ from privlab.learn.estimators import (
 )
 
 FAST = dict(epochs=2, batch_size=50, random_state=0)
+YES_NO = ["no", "yes"]
 
 
 @pytest.mark.parametrize("est", [
-    DPLogisticRegression(epsilon=2.0, data_norm=4.0, random_state=0),
+    DPLogisticRegression(epsilon=2.0, data_norm=4.0, random_state=0, classes=YES_NO),
     DPLogisticRegression(epsilon=2.0, delta=1e-5, method="output", alpha=0.05, data_norm=4.0,
-                         random_state=0),
-    DPLogisticRegression(epsilon=2.0, delta=1e-4, method="dpsgd", lr=0.05, **FAST),
-    DPMLPClassifier(epsilon=4.0, delta=1e-4, hidden_layer_sizes=(16,), lr=1e-2, **FAST),
+                         random_state=0, classes=YES_NO),
+    DPLogisticRegression(epsilon=2.0, delta=1e-4, method="dpsgd", lr=0.05, classes=YES_NO,
+                         public_size=300, **FAST),
+    DPMLPClassifier(epsilon=4.0, delta=1e-4, hidden_layer_sizes=(16,), lr=1e-2, classes=YES_NO,
+                    sample_rate=50 / 300, **FAST),
 ], ids=["objective", "output", "logreg-dpsgd", "mlp-dpsgd"])
 def test_sklearn_contract(blobs, est):
     x, y = blobs
@@ -66,12 +69,14 @@ def test_cnn_on_flat_rows():
     x = gen.random((80, 16)).astype(np.float32)
     y = (x[:, :8].sum(1) > x[:, 8:].sum(1)).astype(int)
     est = DPCNNClassifier(channels=(4, 4, 4, 4), image_shape=(1, 4, 4), epsilon=8.0, delta=1e-3,
-                          epochs=1, batch_size=20, random_state=0).fit(x, y)
+                          epochs=1, batch_size=20, random_state=0, classes=[0, 1],
+                          public_size=80).fit(x, y)
     assert est.predict_proba(x).shape == (80, 2) and est.guarantee_.is_dp
     with pytest.raises(InvalidInputError, match="image_shape"):
-        DPCNNClassifier(image_shape=(1, 3, 3)).fit(x, y)
+        DPCNNClassifier(image_shape=(1, 3, 3), classes=[0, 1], public_size=80).fit(x, y)
 
 
+@pytest.mark.filterwarnings("ignore::privlab.learn.estimators.NotPrivateWarning")
 def test_bad_input(blobs):
     x, y = blobs
     frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(6)])
@@ -79,20 +84,21 @@ def test_bad_input(blobs):
     with pytest.raises(InvalidInputError, match="'city' is not numeric"):
         DPMLPClassifier(**FAST).fit(frame, y)
     with pytest.raises(InvalidInputError, match="constant"):
-        DPLogisticRegression().fit(x, np.zeros(300))
+        DPLogisticRegression(method="none").fit(x, np.zeros(300))
     with pytest.raises(InvalidInputError, match="larger than the training set"):
-        DPMLPClassifier(epochs=1, batch_size=1000).fit(x, y)
+        DPMLPClassifier(method="none", epochs=1, batch_size=1000).fit(x, y)
     with pytest.raises(InvalidInputError, match="method"):
         DPMLPClassifier(method="objective").fit(x, y)
     with pytest.raises(InvalidInputError, match="not fitted"):
         DPMLPClassifier().predict(x)
     with pytest.raises(InvalidInputError, match="missing or infinite"):
-        DPLogisticRegression().fit(np.where(x > 2, np.nan, x), y)
+        DPLogisticRegression(classes=[0, 1]).fit(np.where(x > 2, np.nan, x), y)
 
 
 def test_save_and_load(tmp_path, blobs):
     x, y = blobs
-    est = DPLogisticRegression(epsilon=1.0, data_norm=4.0, random_state=0).fit(x, y)
+    est = DPLogisticRegression(epsilon=1.0, data_norm=4.0, random_state=0,
+                               classes=[0, 1]).fit(x, y)
     path = tmp_path / "model.pkl"
     est.save(path)
     payload = load_model(path)
@@ -107,7 +113,8 @@ def test_no_warning_in_private_mode(blobs):
     x, y = blobs
     with warnings.catch_warnings():
         warnings.simplefilter("error", NotPrivateWarning)
-        DPLogisticRegression(epsilon=1.0, data_norm=4.0, random_state=0).fit(x, y)
+        DPLogisticRegression(epsilon=1.0, data_norm=4.0, random_state=0,
+                             classes=[0, 1]).fit(x, y)
 
 
 def test_declared_classes_set_the_output_layer(blobs):

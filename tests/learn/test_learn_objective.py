@@ -22,7 +22,8 @@ def test_gaussian_noise_scale_solves_the_privacy_loss_bound():
 @pytest.mark.parametrize("epsilon,l2", [(1.0, 1e-2), (0.1, 1e-4)])
 def test_budget_split_adds_up(blobs, epsilon, l2):
     x, y = blobs
-    model = op.logistic_objective_perturbation(x, y, epsilon, 0.0, l2=l2, data_norm=3.0, rng=0)
+    model = op.logistic_objective_perturbation(x, y, epsilon, 0.0, l2=l2, data_norm=3.0, rng=0,
+                                               classes=[0, 1])
     d = model.details
     n = len(y)
     # eps_J is the Chaudhuri et al. Jacobian bound at the regularisation actually used
@@ -41,7 +42,8 @@ def test_pure_noise_norm_follows_gamma_law():
     y = (x[:, 0] > 0).astype(int)
     norms, eps_b = [], None
     for seed in range(300):
-        m = op.logistic_objective_perturbation(x, y, 2.0, 0.0, l2=0.5, data_norm=2.0, rng=seed)
+        m = op.logistic_objective_perturbation(x, y, 2.0, 0.0, l2=0.5, data_norm=2.0, rng=seed,
+                                               classes=[0, 1])
         norms.append(m.details["noise_norms"][0])
         eps_b = m.details["eps_noise"]
     d = 3  # two features + intercept
@@ -72,7 +74,7 @@ def test_high_epsilon_is_close_to_plain(blobs):
     x, y = blobs
     plain = op.logistic_plain(x, y, l2=1e-3, data_norm=4.0)
     for fn in (op.logistic_objective_perturbation, op.logistic_output_perturbation):
-        priv = fn(x, y, 1e4, 1e-5, l2=1e-3, data_norm=4.0, rng=0)
+        priv = fn(x, y, 1e4, 1e-5, l2=1e-3, data_norm=4.0, rng=0, classes=[0, 1])
         agree = (priv.predict_proba(x).argmax(1) == plain.predict_proba(x).argmax(1)).mean()
         assert agree > 0.95
     assert not plain.guarantee.is_dp
@@ -80,7 +82,8 @@ def test_high_epsilon_is_close_to_plain(blobs):
 
 def test_output_perturbation_states_sensitivity(blobs):
     x, y = blobs
-    m = op.logistic_output_perturbation(x, y, 1.0, 1e-5, l2=0.1, data_norm=3.0, rng=0)
+    m = op.logistic_output_perturbation(x, y, 1.0, 1e-5, l2=0.1, data_norm=3.0, rng=0,
+                                        classes=[0, 1])
     assert m.details["sensitivity_l2"] == pytest.approx(2 / (300 * 0.1))
     assert m.guarantee.neighbouring == "replace_record" and m.guarantee.delta == 1e-5
 
@@ -89,7 +92,8 @@ def test_multiclass_one_vs_rest_composes():
     gen = np.random.default_rng(3)
     x = gen.normal(size=(120, 3))
     y = np.argmax(x, axis=1)
-    m = op.logistic_objective_perturbation(x, y, 3.0, 0.0, l2=1e-2, data_norm=3.0, rng=0)
+    m = op.logistic_objective_perturbation(x, y, 3.0, 0.0, l2=1e-2, data_norm=3.0, rng=0,
+                                           classes=[0, 1, 2])
     assert m.coef.shape == (3, 3)
     assert "one-vs-rest" in " ".join(m.guarantee.notes)
     assert m.predict_proba(x).shape == (120, 3)
@@ -100,4 +104,13 @@ def test_multiclass_one_vs_rest_composes():
 def test_conditions_are_checked(blobs, kwargs, match):
     x, y = blobs
     with pytest.raises(InvalidInputError, match=match):
-        op.logistic_objective_perturbation(x, y, 1.0, **kwargs)
+        op.logistic_objective_perturbation(x, y, 1.0, classes=[0, 1], **kwargs)
+
+
+@pytest.mark.parametrize("fn", [op.logistic_objective_perturbation,
+                                op.logistic_output_perturbation])
+def test_classes_are_required(blobs, fn):
+    """Regression: classes=None read the class list from y (a replaced label added a class)."""
+    x, y = blobs
+    with pytest.raises(InvalidInputError, match="^classes: "):
+        fn(x, y, 1.0, 1e-5)

@@ -77,6 +77,7 @@ class TableAuditConfig:
     on_invalid: str = "refuse"
     exclude: Sequence[str] = ()
     unsafe_encoding: bool = False
+    max_rows_per_unit: int | None = None
     notes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -112,12 +113,13 @@ def _model_fn(model: str, d: int, k: int, hidden: tuple[int, ...], dropout: floa
 
 def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed: int, *,
                     adult: bool = False, schema: Any = None, on_invalid: str = "refuse",
-                    exclude: Sequence[str] = (), unsafe_encoding: bool = False
-                    ) -> dict[str, Any]:
+                    exclude: Sequence[str] = (), unsafe_encoding: bool = False,
+                    max_rows_per_unit: int | None = None) -> dict[str, Any]:
     """Conform to the schema, deduplicate, shuffle, split, encode from the schema alone
     (`adult=True`: the bundled Adult schema without fnlwgt). Without a schema only the
     data-fitted encoding (`unsafe_encoding`, statistics of the MEMBERS) remains; `leaks`
-    names what it read."""
+    names what it read. A person-level schema (`privacy_unit: pid`) needs
+    `max_rows_per_unit` 1: the attacks test single rows, so each person keeps one row."""
     from privlab.learn.data import (
         SchemaEncoder,
         TablePreprocessor,
@@ -136,16 +138,25 @@ def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed:
         from privlab.schema import check_policy, conform
 
         check_policy(on_invalid)
+        unit = audit_unit(schema, max_rows_per_unit)
         declared = schema_classes(schema, target)
         encoder = SchemaEncoder.for_target(schema, target, exclude)
-        rows = conform(frame, schema, on_invalid, columns=list(encoder.columns) + [target])
+        rows = conform(frame, schema, on_invalid,
+                       columns=list(encoder.columns) + [target] + ([unit] if unit else []))
         if rows[target].isna().any():
             if on_invalid == "refuse":
                 raise InvalidInputError(f"column {target!r}: a missing label; fix the data or "
                                         "pass --on-invalid coerce (drops such rows)")
             rows = rows.loc[rows[target].notna().to_numpy()].reset_index(drop=True)
+        if unit:
+            from privlab.learn.table import bound_per_unit
+
+            rows = bound_per_unit(rows, unit, 1, on_invalid)
         features, y = rows[list(encoder.columns)], rows[target].astype(str)
     elif unsafe_encoding:
+        if max_rows_per_unit is not None:
+            raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit "
+                                    "column")
         features, y = split_target(frame, target)
     else:
         raise InvalidInputError("no public schema: pass --schema NAME|FILE (draft one with "
@@ -175,7 +186,24 @@ def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed:
     return {"x_mem": x[mi], "y_mem": codes[mi], "x_non": x[ni], "y_non": codes[ni],
             "x_pool": x[pi], "y_pool": codes[pi], "classes": classes, "removed": removed,
             "rows": n, "features": x.shape[1], "leaks": leaks,
-            "schema": None if schema is None else schema.name}
+            "schema": None if schema is None else schema.name,
+            "privacy_unit": None if schema is None else audit_unit(schema, max_rows_per_unit)}
+
+
+def audit_unit(schema: Any, max_rows_per_unit: int | None) -> str | None:
+    """The person column of a person-level schema (None for "row"). The audit's attacks and
+    its target's record-level accounting are about single rows, so a person must be one row:
+    anything but a bound of 1 is refused, naming the option (as `privlab release` does)."""
+    from privlab.schema.facts import PublicFacts
+
+    facts = PublicFacts.from_schema(schema).with_arguments(max_rows_per_unit=max_rows_per_unit)
+    unit, per_unit = facts.person_bound("--max-rows-per-unit")
+    if unit is not None and per_unit != 1:
+        raise InvalidInputError(
+            f"--max-rows-per-unit: privlab audit attacks single rows, so with privacy unit "
+            f"{unit!r} each person must be one row; pass --max-rows-per-unit 1 (each person's "
+            "first row)")
+    return unit
 
 
 def _roc_points(res: AttackResult, points: int = 60) -> dict[str, list[float]]:
@@ -200,7 +228,8 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
     data = split_for_audit(frame, config.target, config.members, config.seed,
                            adult=config.adult_pipeline, schema=config.schema,
                            on_invalid=config.on_invalid, exclude=config.exclude,
-                           unsafe_encoding=config.unsafe_encoding)
+                           unsafe_encoding=config.unsafe_encoding,
+                           max_rows_per_unit=config.max_rows_per_unit)
     m, k = len(data["y_mem"]), len(data["classes"])
     fprs = check_fprs(config.fprs, m, explicit=config.fprs is not None)
     if config.epsilon is None:
@@ -219,6 +248,12 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         target, res = train_one(model_fn, data["x_mem"], data["y_mem"], tcfg,
                                 seed=TARGET_SEED_OFFSET + config.seed)
     guarantee: PrivacyGuarantee = res.guarantee.with_covers("target model weights")
+    if data["privacy_unit"] and guarantee.is_dp:
+        import dataclasses
+
+        guarantee = dataclasses.replace(guarantee, neighbouring="user").with_notes(
+            f"privacy unit {data['privacy_unit']!r}: each person's first row only "
+            "(--max-rows-per-unit 1), so one row is one person")
     if data["leaks"]:
         guarantee = guarantee.with_not_covered(
             "feature encoding (" + "; ".join(data["leaks"][:3])

@@ -58,6 +58,10 @@ def audit_cmd(
                                    "outside the schema."),
     exclude: str = typer.Option(None, "--exclude", help="Declared columns not used as "
                                 "features (adult: fnlwgt by default)."),
+    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
+                                          help="With a person-level schema: keep each person's "
+                                               "first M rows (contribution bound; the audit "
+                                               "needs M = 1)."),
     unsafe_encoding: bool = typer.Option(False, "--unsafe-encoding", help="Without a schema: "
                                          "fit the encoding on the members (the target's "
                                          "guarantee then says NOT DP)."),
@@ -126,7 +130,8 @@ def audit_cmd(
         attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,
         lira_models=lira_models, members=members, epochs=epochs, batch_size=batch_size, lr=lr,
         fprs=parse_floats(fprs, "--fprs"), level=level, eps_method=eps_method, seed=seed,
-        schema=declared, on_invalid=on_invalid, exclude=drop, unsafe_encoding=unsafe_encoding)
+        schema=declared, on_invalid=on_invalid, exclude=drop, unsafe_encoding=unsafe_encoding,
+        max_rows_per_unit=max_rows_per_unit)
     status = err_console.status("auditing", spinner="dots") if show else nullcontext()
     with status as live:
         def stage(msg: str) -> None:

@@ -78,9 +78,18 @@ def choose_epsilon_cmd(
     assess_json: Path = typer.Option(None, "--assess-json",
                                      help="Output of `privlab assess --json` to include."),
     delimiter: str = typer.Option(None, "--delimiter"),
+    schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
+                               "or YAML/JSON file): feature ranges, categories and the "
+                               "classes. Required for your own table; a bundled dataset uses "
+                               "its own."),
+    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
+                                   "(one-line error) or coerce values outside it."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Choose epsilon: train over a grid, attack, fit the risk model, pick eps*."""
+    """Choose epsilon: train over a grid, attack, fit the risk model, pick eps*.
+
+    The features are encoded from a declared schema (`--schema`, or the bundled dataset's),
+    never from ranges or categories read from the rows; a user table without one is refused."""
     from privlab.risk.model import UtilityConfig, make_policy
     from privlab.risk.pipeline import PipelineConfig, choose_epsilon
     from privlab.risk.report import write_report
@@ -110,6 +119,11 @@ def choose_epsilon_cmd(
             raise InvalidInputError(f"--assess-json: cannot read {assess_json}: {exc}") from None
         if not isinstance(assessment, dict):
             raise InvalidInputError("--assess-json: expected the JSON object of privlab assess")
+    from privlab.schema import check_policy
+
+    check_policy(on_invalid)
+    bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
+    declared = _resolve_schema(schema, bundled)  # before the data is read: refuse early
     frame, source = load_data(data, delimiter)
     if target is None:
         if data not in _BUNDLED:
@@ -119,7 +133,8 @@ def choose_epsilon_cmd(
                          attacks=tuple(atk), attack_weights=weights, seeds=seeds,
                          model=model, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
                          delta=delta, shadow_models=shadow_models, max_rows=max_rows, prior=pr,
-                         seed=seed, public="adult" if source == "bundled dataset 'adult'" else None)
+                         seed=seed, schema=declared, on_invalid=on_invalid,
+                         public="adult" if declared is None and bundled == "adult" else None)
     util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
     with progress_reporter("choose-epsilon", not as_json) as progress:
         result = choose_epsilon(frame, target, pol, cfg, util, relative_utility=relative,
@@ -157,6 +172,23 @@ def choose_epsilon_cmd(
         err_console.print(f"note: {n}")
     if report is not None:
         console.print(f"  report: {report}")
+
+
+def _resolve_schema(schema: str | None, bundled: str | None) -> Any:
+    """--schema, else the bundled dataset's schema (adult: its public preprocessing, None
+    here), else a refusal: numeric ranges and categories read from a user's rows would leak."""
+    from privlab.schema import bundled_schema, load_schema
+
+    if schema is not None:
+        return load_schema(schema)
+    if bundled == "adult":
+        return None  # the bundled Adult pipeline: public ranges and category lists
+    if bundled is not None:
+        return bundled_schema(bundled)
+    raise InvalidInputError("choose-epsilon needs --schema NAME|FILE for your own table (the "
+                            "features' public ranges and categories, and the classes); draft "
+                            "one with `privlab schema draft DATA > schema.yaml` and review it: "
+                            "ranges read from the rows are not private")
 
 
 def _parse_weights(text: str | None) -> dict[str, float] | None:

@@ -108,16 +108,20 @@ def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     return False
 
 
-def check_delta_strength(delta: float, n: int | None, allow_weak: bool,
+def check_delta_strength(delta: float, public_n: int | None, allow_weak: bool,
                          field: str = "--delta") -> None:
-    """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4)."""
+    """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4).
+
+    `public_n` must be a PUBLIC size (a schema's `public_size`, `--public-size`), never the
+    row count of the data: the refusal and the message would reveal it."""
     if delta <= 0:
         return
+    n = public_n
     too_big = delta > MAX_DELTA
     vs_n = n is not None and n > 0 and delta >= 1.0 / n
     if not (too_big or vs_n):
         return
-    why = (f"it is not below 1/n = {1.0 / n:.3g} for {n} rows" if vs_n
+    why = (f"it is not below 1/n = {1.0 / n:.3g} for the public size n = {n}" if vs_n
            else f"it is above {MAX_DELTA:g}")
     if not allow_weak:
         raise UnsafeConfigurationError(

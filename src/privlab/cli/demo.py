@@ -10,6 +10,7 @@ step needs the `ml` extra (torch); without it the demo says so and skips that st
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,8 @@ def demo_cmd(
     for stat, column, opts in DEMO_RELEASES:
         entry = ledger.charge("demo-analyst", epsilon, 0.0, description=f"demo {stat} {column}")
         result = _release(frame, stat, column, opts, epsilon, rng)
+        result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee, stat,
+                                                                       column))
         releases.append({"statistic": stat, "column": column,
                          "true_value": _true_value(frame, stat, column, opts),
                          **result.to_dict(),
@@ -192,6 +195,25 @@ DEMO_NOT_PROTECTED = [
 ]
 
 
+#: Named in each demo release's `not_covered`: the record carries the exact statistic beside
+#: the noisy one, so that record is not a DP release (is_dp false), in JSON and HTML alike.
+TRUE_VALUE_NOT_COVERED = ("true_value (the exact statistic, printed beside the noisy value "
+                          "to compare them: the demo runs on public data)")
+
+
+def _demo_guarantee(g: Any, stat: str, column: str) -> Any:
+    """The release's guarantee as the demo's output record states it: the noisy value is
+    covered, the exact `true_value` printed beside it is not (so is_dp is false)."""
+    return (g.with_covers(f"value: the noisy {stat} of {column!r} and its details")
+            .with_not_covered(TRUE_VALUE_NOT_COVERED))
+
+
+def _guarantee_text(g: dict) -> str:
+    """One cell: the claim on the noisy value and that the true value beside it is exact."""
+    return (f"value: epsilon={g['epsilon']:g}, delta={g['delta']:g}, {g['model']}, "
+            f"{g['neighbouring']}; is_dp {str(g['is_dp']).lower()} (not covered: true value)")
+
+
 def _print_releases(releases: list[dict], budget: float, remaining: float) -> None:
     table = Table("statistic", "column", "true", "released", "95% +-", "guarantee",
                   title="DP releases on UCI Adult (not the true values: those are shown only "
@@ -199,8 +221,11 @@ def _print_releases(releases: list[dict], budget: float, remaining: float) -> No
     for r in releases:
         table.add_row(r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
                       _short(r["confidence_interval_95"]),
-                      f"eps={r['guarantee']['epsilon']:g} {r['guarantee']['model']}")
+                      f"eps={r['guarantee']['epsilon']:g} {r['guarantee']['model']} *")
     console.print(table)
+    console.print("* the epsilon covers the released value only; each row as printed is NOT "
+                  "differentially private (is_dp false): its true value is exact and named in "
+                  "its guarantee's not_covered")
     console.print(f"budget left: {remaining:g} of {budget:g}")
 
 
@@ -228,15 +253,16 @@ def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
 
     rows = [[r["statistic"], r["column"], _short(r["true_value"]), _short(r["value"]),
              _short(r["granularity"]), _short(r["confidence_interval_95"]),
-             r["guarantee"]["mechanism"],
-             f"epsilon={r['guarantee']['epsilon']:g}, delta={r['guarantee']['delta']:g}, "
-             f"{r['guarantee']['model']}, {r['guarantee']['neighbouring']}"]
+             r["guarantee"]["mechanism"], _guarantee_text(r["guarantee"])]
             for r in releases]
     releases_section = Section(
         title="DP releases (protect)",
         paragraphs=["Each statistic was charged to the demo analyst's budget in the ledger "
                     "before it was computed; the released value lies on the stated grid. True "
-                    "values are shown only because this demo runs on public data."],
+                    "values are shown only because this demo runs on public data: each row's "
+                    "guarantee covers its released value and names the true value in "
+                    "not_covered, so a row as printed here is NOT differentially private "
+                    "(is_dp false)."],
         facts={"budget (epsilon)": budget, "remaining (epsilon)": remaining,
                "composition": "sequential (sum of epsilons) in the ledger"},
         tables=[Table(["statistic", "column", "true", "released", "grid", "95% +-",

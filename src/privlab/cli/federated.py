@@ -58,7 +58,10 @@ _SEED = typer.Option(None, "--seed", help="Seed for reproducible noise (tests on
                                           "CSPRNG).")
 _NONPRIVATE = typer.Option(False, "--non-private",
                            help="No clipping, no noise (a NOT private baseline).")
-_MAX_USERS = typer.Option(None, "--max-users", help="Only the first N users (short runs).")
+_MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps its data "
+                          "with probability N / (public user count), by a keyed hash of its "
+                          "id (independent of the other users); the rest stay enrolled "
+                          "without data. With --ratings it needs --users.")
 _SPLIT_SEED = typer.Option(0, "--split-seed", help="Seed of the per-user train/test split.")
 _SET = typer.Option(None, "--set", help="Model hyperparameter KEY=VALUE (repeatable), e.g. "
                                         "--set dim=8 --set item_reg=20.")

@@ -10,6 +10,11 @@ unit is a person column (e.g. userId), each person's contributions are bounded t
 M rows (`--max-rows-per-unit`, or the schema's `max_rows_per_unit`) and the record-level
 mechanism runs at epsilon / M, which by group privacy is epsilon-DP per person. Without
 `--schema`, `--bounds` / `--categories` are the declaration and each row is one person.
+
+Nothing the command prints or refuses depends on the rows beyond the schema check: the delta
+check uses the public size (the schema's `public_size` or `--public-size`), an empty table
+releases noise on 0 like any other, and without `--schema` a cell that is not a number counts
+as missing in every numeric statistic (the guarantee's notes say so).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pandas as pd
 import typer
 
 from privlab.cli.common import (
@@ -74,14 +80,17 @@ def release_cmd(
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound)."),
+    public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
+                                     "persons) that the delta check uses; default: the "
+                                     "schema's public_size. Needed with --delta."),
     allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
-                                    "or not below 1/rows (refused otherwise, exit 4)."),
+                                    "or not below 1/public size (refused otherwise, exit 4)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Release one DP statistic of a column, with its guarantee and grid.
 
-    An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/rows is
-    refused (exit 4) unless --allow-weak."""
+    An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/(public
+    size) is refused (exit 4) unless --allow-weak. The size is public (never len(rows))."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     warn_weak_epsilon(epsilon)
@@ -93,20 +102,31 @@ def release_cmd(
         raise InvalidInputError(f"--delta is only used by the gaussian mechanism, not {mech}")
     if (ledger is None) != (principal is None):
         raise InvalidInputError("--ledger and --principal go together")
+    if public_size is not None and (isinstance(public_size, bool) or public_size < 1):
+        raise InvalidInputError(f"--public-size must be a whole number >= 1, got {public_size}")
     stat = statistic.value
-    frame = read_table(file, delimiter=delimiter)
+    sch = _load_schema(schema) if schema is not None else None
+    size = _public_size(sch, public_size, delta)
+    check_delta_strength(delta, size, allow_weak)
+    # A header-only table is a table of 0 rows: it releases noise on 0 like its neighbours.
+    frame = read_table(file, delimiter=delimiter, allow_empty=True)
     require_columns(frame, [column], "--column")
     cats = parse_list(categories, "--categories")
     declared = _Declared(pair, cats, bins, 1, None)
-    if schema is not None:
-        frame, declared = _apply_schema(frame, schema, on_invalid, column, stat, declared,
+    if sch is not None:
+        frame, declared = _apply_schema(frame, sch, on_invalid, column, stat, declared,
                                         max_rows_per_unit, mech)
     elif max_rows_per_unit is not None:
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
     pair, cats, bins, per_unit, unit = declared
     epsilon_record = epsilon / per_unit
-    check_delta_strength(delta, len(frame), allow_weak)
     values = frame[column]
+    coerced = sch is None and (stat in ("sum", "mean", "quantile")
+                               or (stat == "histogram" and cats is None))
+    if coerced:
+        # No declared type: a cell that is not a number counts as missing, for every table,
+        # so one text value cannot turn a release into a refusal (exit code) on a neighbour.
+        values = pd.to_numeric(values, errors="coerce")
     if stat in ("sum", "mean", "quantile") and pair is None:
         raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range) or "
                                 "--schema (draft one with `privlab schema draft`); bounds "
@@ -161,7 +181,8 @@ def release_cmd(
                              f"from {file.name}")
     result = compute()
     result = dataclasses.replace(result, guarantee=_guarantee(result.guarantee, stat, column,
-                                                             epsilon, per_unit, unit, schema))
+                                                             epsilon, per_unit, unit, schema,
+                                                             coerced=coerced))
     payload = {"statistic": stat, "column": column, **result.to_dict()}
     if charge is not None:
         payload["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
@@ -192,13 +213,33 @@ class _Declared(NamedTuple):
     unit: str | None  # the privacy-unit column, None for row-level
 
 
-def _apply_schema(frame: Any, name: str, on_invalid: str, column: str, stat: str,
+def _load_schema(name: str) -> Any:
+    from privlab.schema import load_schema
+
+    return load_schema(name)
+
+
+def _public_size(sch: Any, option: int | None, delta: float) -> int | None:
+    """The public number of rows the delta check compares against: `--public-size`, else the
+    schema's `public_size` (through `PublicFacts`). With a delta and neither, refuse: the
+    exact row count is private and must not decide a refusal or appear in a message."""
+    from privlab.schema.facts import PublicFacts
+
+    facts = PublicFacts.from_schema(sch) if sch is not None else PublicFacts()
+    facts = facts.with_argument("size", option, "--public-size")
+    if delta <= 0:
+        return None
+    return int(facts.value("size", missing="--delta needs a public size to check delta < 1/n "
+                                   "against: pass --public-size N (a public bound on the "
+                                   "number of rows) or a --schema that declares public_size"))
+
+
+def _apply_schema(frame: Any, sch: Any, on_invalid: str, column: str, stat: str,
                   declared: _Declared, max_rows: int | None, mech: str | None
                   ) -> tuple[Any, _Declared]:
     """Conform the rows to the schema and fill the column's domain from it (never the data)."""
-    from privlab.schema import OTHER, check_policy, conform, load_schema
+    from privlab.schema import OTHER, check_policy, conform
 
-    sch = load_schema(name)
     col = sch.column(column)
     if not col.is_released:
         raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
@@ -237,7 +278,8 @@ def _apply_schema(frame: Any, name: str, on_invalid: str, column: str, stat: str
 
 
 def _guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: float, per_unit: int,
-               unit: str | None, schema: str | None) -> PrivacyGuarantee:
+               unit: str | None, schema: str | None, coerced: bool = False
+               ) -> PrivacyGuarantee:
     """The release's guarantee: what it covers, and the person-level claim when bounded."""
     g = g.with_covers(f"{stat} of column {column!r} (the noisy value and its details)")
     if unit is not None:
@@ -249,7 +291,13 @@ def _guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: float, per_
                              f"{epsilon / per_unit:.4g} per row, so {epsilon:g} per person",))
     elif schema is None:
         g = g.with_notes("no --schema: each row is taken to be a different person")
+    if coerced:
+        g = g.with_notes(f"no --schema: cells of {column!r} that are not numbers count as "
+                         "missing and are left out (a missing cell is a removed record)")
     return g
+
+
+
 def half_width_text(width: float | None, noise: dict) -> str:
     """The 95% noise half-width, or in words why a mechanism has none."""
     if width is not None:

@@ -7,7 +7,9 @@ declared public schema (`--on-invalid refuse|coerce`) and encoded from it alone
 under DP (`privlab.learn.table`). The first line printed is the guarantee's headline; the
 JSON holds the guarantee with `covers` / `not_covered`, the noisy counts and accuracies and,
 for DP-SGD, the noise multiplier, sample rate and step count so anyone can recompute the
-model's epsilon. Without a schema the command refuses (or, with --unsafe-encoding, fits the
+model's epsilon. With a person-level schema (`privacy_unit: pid`) each person's first M rows
+are kept (`--max-rows-per-unit`) and the guarantee is per person (group privacy), as in
+`privlab release`. Without a schema the command refuses (or, with --unsafe-encoding, fits the
 encoding on the data and says NOT differentially private).
 """
 
@@ -110,9 +112,13 @@ def train_cmd(
                                "name or a YAML/JSON file (`privlab schema draft` starts one)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce: values "
                                    "outside the schema are refused (one-line error) or "
-                                   "clamped / bucketed."),
+                                   "clamped / bucketed (a row with no place is dropped, or for "
+                                   "objective/output kept with the declared default)."),
     exclude: str = typer.Option(None, "--exclude", help="Comma list of declared columns not "
                                 "to use as features (adult: fnlwgt by default)."),
+    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
+                                          help="With a person-level schema: keep each person's "
+                                               "first M rows (contribution bound)."),
     model: ModelKind = typer.Option(ModelKind.mlp, "--model", "-m", help="Model family."),
     epsilon: float = typer.Option(None, "--epsilon", "-e", help="Total privacy budget, > 0 "
                                   "(model, sampling-rate estimate and metrics together)."),
@@ -186,7 +192,7 @@ def train_cmd(
         target=target, model=kind, method=meth, epsilon=epsilon, delta=delta, clip=clip,
         epochs=epochs, batch_size=batch_size, lr=lr, alpha=alpha, test_size=test_size,
         accountant=accountant, seed=seed, sample_rate=sample_rate, metrics_share=metrics_share,
-        on_invalid=on_invalid, exclude=drop,
+        on_invalid=on_invalid, exclude=drop, max_rows_per_unit=max_rows_per_unit,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
     public = _parse_bounds(bounds)
     show = not as_json and err_console.is_terminal

@@ -154,7 +154,8 @@ def dp_histogram(values: Any, epsilon: float, *, categories: Sequence[Any] | Non
             raise InvalidInputError("categories must be a non-empty list of distinct values")
         index = {c: i for i, c in enumerate(cats)}
         codes = [index.get(str(v) if isinstance(cats[0], str) else v) for v in values]
-        counts = np.bincount([c for c in codes if c is not None], minlength=len(cats))
+        counts = np.bincount(np.asarray([c for c in codes if c is not None], dtype=np.int64),
+                             minlength=len(cats))  # int dtype: an empty table counts 0s
         labels: list[Any] = cats
     else:
         lo, hi = check_bounds(bounds)

@@ -37,11 +37,14 @@ def _open_bytes(path: Path) -> bytes:
 
 
 def read_table(path: str | Path, *, delimiter: str | None = None,
-               missing_values: Sequence[str] = DEFAULT_MISSING) -> pd.DataFrame:
+               missing_values: Sequence[str] = DEFAULT_MISSING,
+               allow_empty: bool = False) -> pd.DataFrame:
     """Read a CSV/TSV (optionally .gz) or Parquet file into a DataFrame.
 
     Column names are stripped of surrounding spaces; string cells too. The delimiter is
-    sniffed among , ; tab | when not given. Missing markers become NaN.
+    sniffed among , ; tab | when not given. Missing markers become NaN. `allow_empty`: a
+    header without rows is a table of 0 rows (a DP release must treat it like its one-row
+    neighbour); otherwise it is refused.
     """
     path = Path(path)
     if path.suffix.lower() in (".xlsx", ".xls", ".ods"):
@@ -54,7 +57,7 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
         except Exception as exc:  # pyarrow raises several types for a bad file
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise InvalidInputError(f"cannot read Parquet file {path}: {first}") from None
-        return _check_frame(frame, path)
+        return _check_frame(frame, path, allow_empty)
     if delimiter is not None and len(delimiter) != 1:
         raise InvalidInputError(f"delimiter must be one character, got {delimiter!r}")
     raw = _open_bytes(path)
@@ -102,13 +105,13 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
     for col in frame.columns:
         if frame[col].dtype == object or str(frame[col].dtype).startswith("str"):
             frame[col] = frame[col].str.strip() if hasattr(frame[col], "str") else frame[col]
-    return _check_frame(frame, path)
+    return _check_frame(frame, path, allow_empty)
 
 
-def _check_frame(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    if frame.shape[1] == 0 or frame.shape[0] == 0:
+def _check_frame(frame: pd.DataFrame, path: Path, allow_empty: bool = False) -> pd.DataFrame:
+    if frame.shape[1] == 0 or (frame.shape[0] == 0 and not allow_empty):
         raise InvalidInputError(f"{path} has no data rows; it needs a header and at least one row")
-    if frame.shape[1] == 1 and frame.shape[0] > 0:
+    if frame.shape[1] == 1 and (frame.shape[0] > 0 or allow_empty):
         only = str(frame.columns[0])
         for sep in (",", ";", "\t", "|"):
             if sep in only:

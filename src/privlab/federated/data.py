@@ -8,6 +8,8 @@ without protection (Krichene et al. 2023).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import re
 from dataclasses import dataclass
@@ -368,13 +370,60 @@ def pad_users(data: RatingsData, declared: int | None) -> RatingsData:
                        data.rating_range, grow(data.train), grow(data.test))
 
 
-def _subset_first(data: RatingsData, max_users: int | None) -> RatingsData:
-    if max_users is None:
-        return data
-    if max_users < 1:
+def keyed_user_selection(user_ids: np.ndarray, max_users: int, population: int,
+                         split_seed: int = 0) -> np.ndarray:
+    """Which users keep their data under `--max-users N`: user u is kept iff
+    HMAC-SHA256(key, str(u)) read as a 64-bit fraction is below N / population, where the key
+    is public (derived from `split_seed`) and `population` is the PUBLIC number of enrolled
+    users. Each user's fate depends on its own id alone: adding or removing one user changes
+    no other user's selection (bottom-N by hash would let one added user evict another), so
+    one-user neighbours stay one-user neighbours. The expected number kept is N."""
+    if isinstance(max_users, bool) or not isinstance(max_users, (int, np.integer)) \
+            or max_users < 1:
         raise InvalidInputError(
             f"{option_name('max_users', '--max-users')} must be >= 1, got {max_users}")
-    return data.subset_users(np.arange(min(max_users, data.n_users)))
+    if population < 1:
+        raise InvalidInputError("the public number of users must be >= 1")
+    threshold = min(1 << 64, (int(max_users) << 64) // int(population))
+    key = f"privlab federated --max-users, split seed {int(split_seed)}".encode()
+    digests = [int.from_bytes(hmac.new(key, str(int(u)).encode(), hashlib.sha256).digest()[:8],
+                              "big") for u in np.asarray(user_ids)]
+    return np.asarray([d < threshold for d in digests], dtype=bool)
+
+
+def _emptied(indptr: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(new indptr, row mask) with the rows of users not in `keep` removed (users stay)."""
+    counts = np.diff(indptr)
+    rows = np.repeat(keep, counts)
+    ptr = np.concatenate([[0], np.cumsum(np.where(keep, counts, 0))]).astype(np.int64)
+    return ptr, rows
+
+
+def _keep_data_of(data: Any, keep: np.ndarray) -> Any:
+    """The same enrolled users; those not in `keep` hold no data (clients without ratings)."""
+    if isinstance(data, RatingsData):
+        def part(x: Interactions) -> Interactions:
+            ptr, rows = _emptied(x.indptr, keep)
+            return Interactions(ptr, x.items[rows], x.values[rows])
+
+        return RatingsData(data.user_ids, data.item_ids, data.item_features, data.feature_names,
+                           data.rating_range, part(data.train), part(data.test))
+    tr_ptr, tr_rows = _emptied(data.train_indptr, keep)
+    te_ptr, te_rows = _emptied(data.test_indptr, keep)
+    return TabularData(data.x_train[tr_rows], data.y_train[tr_rows], tr_ptr,
+                       data.x_test[te_rows], data.y_test[te_rows], te_ptr, data.feature_names)
+
+
+def select_users(data: Any, max_users: int | None, split_seed: int = 0) -> Any:
+    """`--max-users N` (short runs): every enrolled user stays enrolled (the user count, which
+    sizes the sampling plan, stays the public population), and each keeps its data with
+    probability N / population by `keyed_user_selection`; the others become clients without
+    data. `data.n_users` must already be public (bundled, or padded to `--users`)."""
+    if max_users is None:
+        return data
+    ids = data.user_ids if isinstance(data, RatingsData) else np.arange(data.n_users)
+    keep = keyed_user_selection(ids, max_users, data.n_users, split_seed)
+    return _keep_data_of(data, keep)
 
 
 def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
@@ -411,22 +460,24 @@ def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
                                test_fraction=test_fraction, split_seed=split_seed)
     if on_invalid == "refuse":
         check_ratings_schema(frame, sch)
-    data = _subset_first(data, max_users)
-    if declared_users is not None and max_users is not None:
-        declared_users = min(declared_users, max_users)
-    return pad_users(data, declared_users)
+    if max_users is not None and declared_users is None:
+        raise InvalidInputError(
+            f"{option_name('max_users', '--max-users')} with --ratings needs --users U (the "
+            "public number of enrolled users): each user is kept with probability N / U")
+    return select_users(pad_users(data, declared_users), max_users, split_seed)
 
 
 def load_movielens_task(test_fraction: float = 0.2, split_seed: int = 0,
                         max_users: int | None = None) -> RatingsData:
-    """MovieLens ml-latest-small (610 users, bundled), split per user; optionally the first
-    `max_users` users (by id) for short runs."""
+    """MovieLens ml-latest-small (610 users, public per its README), split per user;
+    `max_users`: each user keeps its data with probability max_users / 610 (a keyed hash of
+    its id, `select_users`), for short runs."""
     from privlab.data.datasets import load_movielens
 
     data = ratings_from_frames(load_movielens("ratings"), load_movielens("movies"),
                                rating_range=MOVIELENS_RANGE, test_fraction=test_fraction,
                                split_seed=split_seed)
-    return _subset_first(data, max_users)
+    return select_users(data, max_users, split_seed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,6 +570,4 @@ def load_adult_task(n_users: int = 600, test_fraction: float = 0.2, split_seed: 
     te_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[test], minlength=n_users))])
     data = TabularData(x[~test], y[~test], tr_ptr.astype(np.int64), x[test], y[test],
                        te_ptr.astype(np.int64), names)
-    if max_users is not None:
-        data = data.subset_users(np.arange(min(max_users, n_users)))
-    return data
+    return select_users(data, max_users, split_seed)

@@ -141,6 +141,8 @@ class FactorizedModel:
         """
         tr = batch.train
         n, d = tr.n_users, self.dim
+        if tr.nnz == 0:  # no sampled client holds a rating: the ridge solution is 0
+            return np.zeros((n, self.p))
         uniq, inv = np.unique(tr.items, return_inverse=True)
         w = subset.lookup(self.table, uniq)
         v = w[:, :d]

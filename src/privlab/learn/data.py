@@ -327,13 +327,12 @@ def _scaled(series: pd.Series, col: Any) -> np.ndarray:
 
 
 def schema_classes(schema: Schema, target: str) -> list[str]:
-    """The target's classes as the schema declares them (a categorical column)."""
-    col = schema.column(target)
-    if col.type != "categorical":
-        raise InvalidInputError(f"target column {target!r} is declared {col.type} in schema "
-                                f"{schema.name!r}; a classifier needs a categorical target with "
-                                "declared categories (the classes)")
-    return list(col.categories) + ([OTHER_LABEL] if col.other else [])
+    """The target's classes as the schema declares them (a categorical column), read through
+    `PublicFacts` (the one accessor for public facts)."""
+    from privlab.schema.facts import PublicFacts
+
+    return [str(c) for c in PublicFacts.from_schema(schema, target).classes(
+        f"schema {schema.name!r} declares no classes for {target!r}")]
 
 
 _MASK64 = (1 << 64) - 1

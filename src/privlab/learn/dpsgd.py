@@ -41,6 +41,10 @@ FLOAT_NOTE = ("noise is continuous Gaussian in float32 (standard DP-SGD practice
               "floating-point caveat of Mironov 2012 is not addressed for model weights")
 
 
+ROWS_NOTE = ("sample rate = batch_size / the number of rows passed: the caller treats that "
+             "count as public (pass sample_rate for a rate that does not read it)")
+
+
 @dataclass
 class TrainConfig:
     """What to train and how. `method`: "dpsgd" (private) or "none" (plain baseline).
@@ -290,7 +294,8 @@ def train_classifier(model: nn.Module, x: np.ndarray | torch.Tensor,
     history = _train_dp(model, xt, yt, config, plan, clipper, gen, progress)
     loop = time.perf_counter() - loop_start
     guarantee = dpsgd_guarantee(plan, config.accountant, engine=clipper.engine,
-                                seeded=is_seeded(rng))
+                                seeded=is_seeded(rng),
+                                extra=(ROWS_NOTE,) if config.sample_rate is None else ())
     model.eval()
     return TrainResult(guarantee, plan, history, time.perf_counter() - started, clipper.engine,
                        loop)

@@ -11,12 +11,22 @@ audits): its guarantee says NOT private and a `NotPrivateWarning` is raised.
 - `DPCNNClassifier`: the 4-block GroupNorm CNN for images (n, C, H, W) or flattened rows
   with `image_shape`.
 
-The class labels seen in `y` become `classes_`; like the model architecture they are treated
-as public. Pass `classes` (e.g. a schema's declared categories) to make them public in fact:
-the output layer then has one unit per declared class whatever the rows hold. `sample_rate`
-(DP-SGD) is a public Poisson rate (see `privlab.learn.dpsgd.TrainConfig`). `random_state`
-seeds initialisation, batches AND the DP noise (for tests only; the guarantee notes it);
-None draws the noise from a CSPRNG.
+Public facts come from arguments, never from X or y (`privlab.schema.facts.PublicFacts`):
+
+- `classes`: the public class list (e.g. a schema's declared categories); the output layer
+  has one unit per declared class whatever the rows hold. A private fit without it is
+  refused: one replaced label must not add a class. (`method="none"` may read it from y.)
+- DP-SGD (`method="dpsgd"`): `sample_rate` (a public Poisson rate, with `batch_size` the
+  public expected batch) or `public_size` (a publicly known row count: q = batch_size /
+  public_size). A fit without either is refused: q = batch_size / len(X) would make the
+  sampling rate, the steps and the noise multiplier functions of the exact n.
+- objective / output perturbation (`DPLogisticRegression`) use n = len(X) in their
+  sensitivity. That is legitimate because their neighbouring relation is replace-one (n is the
+  same on neighbours, i.e. treated as public; the guarantee notes "n public"). If n itself is
+  secret, use DP-SGD with `public_size` or `sample_rate` instead.
+
+`random_state` seeds initialisation, batches AND the DP noise (for tests only; the guarantee
+notes it); None draws the noise from a CSPRNG.
 """
 
 from __future__ import annotations
@@ -42,6 +52,29 @@ def _warn_plain(name: str) -> None:
     warnings.warn(f"{name}(method='none') trains WITHOUT differential privacy; its guarantee_ "
                   "says so. Use it as a baseline or an audit target only.", NotPrivateWarning,
                   stacklevel=3)
+
+
+CLASSES_NEEDED = ("classes: pass the public class list (e.g. classes=[0, 1], or a schema's "
+                  "categories); a private fit does not read it from y")
+RATE_NEEDED = ("sample_rate: DP-SGD needs a public sampling rate; pass sample_rate=Q (batch_size "
+               "is then the public expected batch) or public_size=N (a publicly known row count), "
+               "not len(X)")
+
+
+def _public_facts(est: Any, private: bool) -> Any:
+    """The estimator's public facts, from its arguments alone (never from X or y)."""
+    from privlab.schema.facts import PublicFacts
+
+    classes = getattr(est, "classes", None)
+    if private and classes is None:
+        raise InvalidInputError(CLASSES_NEEDED)
+    size = getattr(est, "public_size", None)
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer))
+                             or size < 1):
+        raise InvalidInputError(f"public_size must be a whole number >= 1, got {size!r}")
+    return PublicFacts().with_arguments(
+        classes=classes, sample_rate=getattr(est, "sample_rate", None)).with_argument(
+        "size", size, "public_size")
 
 
 def _check_fitted(est: Any) -> None:
@@ -79,7 +112,12 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
             delta=self.delta, clip=self.clip, epochs=self.epochs, batch_size=self.batch_size,
             lr=self.lr, optimizer=self.optimizer, weight_decay=getattr(self, "alpha", 0.0) or 0.0,
             accountant=self.accountant, engine=self.engine,
-            sample_rate=getattr(self, "sample_rate", None) if private else None)
+            sample_rate=self._rate(self.batch_size) if private else None)
+
+    def _rate(self, batch_size: int) -> float:
+        q, self._rate_source = _public_facts(self, True).sample_rate(batch_size,
+                                                                     missing=RATE_NEEDED)
+        return q
 
     def fit(self, X: Any, y: Any, progress: Any = None) -> _TorchClassifier:  # noqa: N803
         """Train; `progress(epoch, epochs, metrics)` is called after each epoch if given."""
@@ -88,7 +126,8 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
         from privlab.learn.dpsgd import train_classifier
 
         x = self._prepare(X)
-        codes, classes = encode_labels(y, getattr(self, "classes", None))
+        facts = _public_facts(self, self.method == "dpsgd")
+        codes, classes = encode_labels(y, facts.optional("classes"))
         if len(codes) != x.shape[0]:
             raise InvalidInputError(f"X has {x.shape[0]} rows but y has {len(codes)}")
         config = self._config()
@@ -106,8 +145,11 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = x.shape[1] if x.ndim == 2 else int(np.prod(x.shape[1:]))
         self.training_ = result
-        self.guarantee_: PrivacyGuarantee = result.guarantee.with_notes(
-            "class labels (classes_) and the architecture are treated as public")
+        notes = ["classes_ from the public `classes` argument; the architecture is public"]
+        if config.method == "dpsgd":
+            notes.append(f"sample rate {config.sample_rate:.4g} from {self._rate_source}")
+        self.guarantee_: PrivacyGuarantee = result.guarantee.with_notes(*notes) \
+            if result.guarantee.is_dp else result.guarantee
         return self
 
     def _logits(self, X: Any) -> Any:
@@ -162,9 +204,11 @@ class DPMLPClassifier(_TorchClassifier):
                  batch_size: int = 256, lr: float = 1e-3, optimizer: str = "adam",
                  noise_multiplier: float | None = None, accountant: str = "pld",
                  engine: str = "auto", random_state: int | None = None,
-                 classes: Any = None, sample_rate: float | None = None) -> None:
+                 classes: Any = None, sample_rate: float | None = None,
+                 public_size: int | None = None) -> None:
         self.classes = classes
         self.sample_rate = sample_rate
+        self.public_size = public_size
         self.hidden_layer_sizes = hidden_layer_sizes
         self.dropout = dropout
         self.layer_norm = layer_norm
@@ -203,9 +247,11 @@ class DPCNNClassifier(_TorchClassifier):
                  optimizer: str = "adam", noise_multiplier: float | None = None,
                  accountant: str = "pld", engine: str = "auto",
                  random_state: int | None = None, classes: Any = None,
-                 sample_rate: float | None = None) -> None:
+                 sample_rate: float | None = None,
+                 public_size: int | None = None) -> None:
         self.classes = classes
         self.sample_rate = sample_rate
+        self.public_size = public_size
         self.channels = channels
         self.image_shape = image_shape
         self.epsilon = epsilon
@@ -258,9 +304,11 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
                  fit_intercept: bool = True, clip: float = 1.0, epochs: int = 10,
                  batch_size: int = 256, lr: float = 0.01, accountant: str = "pld",
                  random_state: int | None = None, classes: Any = None,
-                 sample_rate: float | None = None) -> None:
+                 sample_rate: float | None = None,
+                 public_size: int | None = None) -> None:
         self.classes = classes
         self.sample_rate = sample_rate
+        self.public_size = public_size
         self.epsilon = epsilon
         self.delta = delta
         self.method = method
@@ -283,13 +331,14 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
                                     f"{self.method!r}")
         x = as_feature_matrix(X)
         self.n_features_in_ = x.shape[1]
+        facts = _public_facts(self, self.method != "none")
         if self.method == "dpsgd":
             return self._fit_dpsgd(x, y, progress)
         if self.method == "none":
             _warn_plain("DPLogisticRegression")
             lin = objective.logistic_plain(x, y, l2=self.alpha, data_norm=self.data_norm,
                                            fit_intercept=self.fit_intercept,
-                                           classes=self.classes)
+                                           classes=facts.optional("classes"))
         else:
             if self.epsilon is None:
                 raise InvalidInputError(f"method={self.method!r} needs epsilon; use "
@@ -298,13 +347,13 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
                   else objective.logistic_output_perturbation)
             lin = fn(x, y, self.epsilon, self.delta, l2=self.alpha, data_norm=self.data_norm,
                      fit_intercept=self.fit_intercept, rng=self.random_state,
-                     classes=self.classes)
+                     classes=facts.classes(CLASSES_NEEDED))
         self.linear_ = lin
         self.classes_ = lin.classes
         self.coef_ = lin.coef
         self.intercept_ = lin.intercept
         self.guarantee_ = lin.guarantee.with_notes(
-            "class labels (classes_) are treated as public") if lin.guarantee.is_dp \
+            "classes_ from the public `classes` argument") if lin.guarantee.is_dp \
             else lin.guarantee
         return self
 
@@ -313,7 +362,7 @@ class DPLogisticRegression(ClassifierMixin, BaseEstimator):
                              epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                              alpha=self.alpha, accountant=self.accountant,
                              random_state=self.random_state, classes=self.classes,
-                             sample_rate=self.sample_rate)
+                             sample_rate=self.sample_rate, public_size=self.public_size)
         if self.delta <= 0:
             raise InvalidInputError("method='dpsgd' needs delta > 0 (e.g. 1e-5)")
         mlp.fit(x, y, progress=progress)
@@ -364,9 +413,11 @@ class _LogisticDPSGD(_TorchClassifier):
                  epochs: int = 10, batch_size: int = 256, lr: float = 0.01,
                  alpha: float = 0.0, accountant: str = "pld",
                  random_state: int | None = None, classes: Any = None,
-                 sample_rate: float | None = None) -> None:
+                 sample_rate: float | None = None,
+                 public_size: int | None = None) -> None:
         self.classes = classes
         self.sample_rate = sample_rate
+        self.public_size = public_size
         self.epsilon = epsilon
         self.delta = delta
         self.clip = clip

@@ -39,6 +39,7 @@ from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.rng import is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.learn.dpsgd import (
+    ROWS_NOTE,
     DPSGDPlan,
     Progress,
     TrainConfig,
@@ -418,7 +419,8 @@ def train_many(model_fn: ModelFn, x: np.ndarray, y: np.ndarray, *,
         engine_used = "multi-" + trainer.engine
     else:
         engine_used = "multi-" + trainer.engine
-        guarantees = [dpsgd_guarantee(p, c.accountant, engine=engine_used, seeded=is_seeded(s))
+        guarantees = [dpsgd_guarantee(p, c.accountant, engine=engine_used, seeded=is_seeded(s),
+                                      extra=(ROWS_NOTE,) if c.sample_rate is None else ())
                       for p, c, s in zip(plans, configs, seeds, strict=True)]
     return ManyResult(trainer.export(model_fn), guarantees, plans, history,
                       time.perf_counter() - started, loop, engine_used)

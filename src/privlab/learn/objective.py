@@ -141,10 +141,13 @@ def _gaussian_objective_sigma(eps_b: float, delta: float) -> float:
     return ZETA / t
 
 
-def _check_inputs(x: Any, y: Any, data_norm: float, l2: float, classes: Any = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _check_inputs(x: Any, y: Any, data_norm: float, l2: float, classes: Any = None,
+                  private: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from privlab.learn.data import as_feature_matrix, encode_labels
 
+    if private and classes is None:
+        raise InvalidInputError("classes: pass the public class list (e.g. classes=[0, 1], or a "
+                                "schema's categories); a private fit does not read it from y")
     xa = as_feature_matrix(x).astype(np.float64)
     if xa.ndim != 2:
         raise InvalidInputError(f"X must be 2-D (rows x features), got shape {xa.shape}")
@@ -178,7 +181,9 @@ def logistic_objective_perturbation(x: Any, y: Any, epsilon: float, delta: float
                                     fit_intercept: bool = True,
                                     rng: RngLike = None, classes: Any = None) -> LinearModel:
     """(epsilon[, delta])-DP logistic regression by objective perturbation (replace-one).
-    `classes`: a declared (public) class list; default: the labels present in y."""
+    `classes`: the declared (public) class list, required (read from y, one replaced label
+    could add a class). n = len(x) enters the privacy split: legitimate because replace-one
+    neighbouring holds n fixed (n is public by that relation; the guarantee notes it)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes)
@@ -246,7 +251,8 @@ def logistic_output_perturbation(x: Any, y: Any, epsilon: float, delta: float = 
                                  l2: float = 1e-3, data_norm: float = 1.0,
                                  fit_intercept: bool = True, rng: RngLike = None,
                                  classes: Any = None) -> LinearModel:
-    """Baseline: exact non-private minimiser + noise at its L2 sensitivity 2/(n Lambda)."""
+    """Baseline: exact non-private minimiser + noise at its L2 sensitivity 2/(n Lambda).
+    `classes` is required and n = len(x) is public under replace-one (as above)."""
     from privlab.core.mechanisms import gaussian_mechanism, laplace_mechanism
 
     epsilon = check_epsilon(epsilon)
@@ -299,7 +305,7 @@ def logistic_output_perturbation(x: Any, y: Any, epsilon: float, delta: float = 
 def logistic_plain(x: Any, y: Any, *, l2: float = 1e-3, data_norm: float = 1.0,
                    fit_intercept: bool = True, classes: Any = None) -> LinearModel:
     """The same regularised model without noise (baseline; NOT private)."""
-    xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes)
+    xa, codes, classes = _check_inputs(x, y, data_norm, l2, classes, private=False)
     z = _unit_rows(xa, data_norm, fit_intercept)
     tasks = [1] if len(classes) == 2 else list(range(len(classes)))
     rows = [_fit(z, np.where(codes == c, 1.0, -1.0), l2) for c in tasks]

@@ -11,9 +11,19 @@ protected by noise charged to the same epsilon, or named in the guarantee's `not
   (`row_test_mask`), so a neighbouring table changes one training row or one test row. For
   objective/output perturbation (replace-one neighbours, n public by that relation) the split
   is a seeded permutation of the n positions instead.
-- DP-SGD's Poisson sampling rate q must not depend on the exact n: it comes from an explicit
+- public facts (n, the sampling rate, the classes, the privacy unit) are read only through
+  `privlab.schema.facts.PublicFacts`, built from the schema, the options and DP measurements.
+  DP-SGD's Poisson sampling rate q must not depend on the exact n: it comes from an explicit
   public `sample_rate`, from the schema's `public_size`, or from a geometric-noise estimate of
-  the training rows charged to the budget.
+  the training rows charged to the budget (a `dp_measurement` fact).
+- `--on-invalid coerce`: under add/remove neighbours (DP-SGD) a row with no place in the
+  schema is dropped (a removal); under replace-one neighbours (objective/output) it keeps its
+  position with the column's declared default, so n stays fixed. The guarantee says which.
+- privacy unit: with a person column (`privacy_unit: pid`) each person's first M rows are
+  kept (`--max-rows-per-unit` or the schema's `max_rows_per_unit`, else refused, as
+  `privlab release` does), everything runs at (epsilon/M, delta/(M e^((M-1) epsilon/M))) per
+  row, and group privacy gives (epsilon, delta) per person (`neighbouring: user`).
+  Objective/output perturbation (replace one row, n fixed) is refused for a person unit.
 - counts and accuracies: the vector (train rows, test rows, correct on train, correct on test)
   gets two-sided geometric noise (L1 sensitivity 2 under add/remove: one row is in one part
   and changes its part's size and correct count by at most 1 each), charged `metrics_share`
@@ -62,9 +72,13 @@ class TableTrainSpec:
     metrics_share: float = DEFAULT_METRICS_SHARE
     on_invalid: str = "refuse"
     exclude: Sequence[str] = ()
+    max_rows_per_unit: int | None = None
     image_shape: Callable[[int], tuple[int, int, int]] | None = None
 
     def validate(self) -> None:
+        m = self.max_rows_per_unit
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise InvalidInputError(f"--max-rows-per-unit must be a whole number >= 1, got {m!r}")
         if not (0 < self.test_size < 1):
             raise InvalidInputError(f"--test-size must be in (0, 1), got {self.test_size}")
         if self.accountant not in ("pld", "rdp"):
@@ -100,25 +114,47 @@ class Encoded:
 
 
 def encode_with_schema(frame: pd.DataFrame, schema: Any, target: str, policy: str,
-                       exclude: Sequence[str] = ()) -> Encoded:
-    """conform -> SchemaEncoder; a missing label is refused or (coerce) its row dropped."""
+                       exclude: Sequence[str] = (), *, keep_rows: bool = False,
+                       unit: str | None = None, per_unit: int = 1) -> Encoded:
+    """conform -> SchemaEncoder. A missing label is refused, or under coerce its row dropped
+    (`keep_rows=False`, add/remove) or given the target's declared default (`keep_rows`,
+    replace-one: n stays fixed). With a person `unit`, each person's first `per_unit` rows are
+    kept (a row without a person id is refused, or dropped under coerce)."""
     from privlab.learn.data import SchemaEncoder, schema_classes
     from privlab.schema import check_policy, conform
 
     check_policy(policy)
     classes = schema_classes(schema, target)
     encoder = SchemaEncoder.for_target(schema, target, exclude)
-    rows = conform(frame, schema, policy, columns=list(encoder.columns) + [target])
+    wanted = list(encoder.columns) + [target] + ([unit] if unit else [])
+    rows = conform(frame, schema, policy, columns=wanted, keep_rows=keep_rows)
     labels = rows[target]
     if labels.isna().any():
         if policy == "refuse":
             raise InvalidInputError(f"column {target!r}: a missing label (the target of "
                                     "training); fix the data or pass --on-invalid coerce "
                                     "(drops such rows)")
-        rows = rows.loc[labels.notna().to_numpy()].reset_index(drop=True)
+        if keep_rows:
+            rows[target] = labels.where(labels.notna(), str(schema.column(target).fill_value))
+        else:
+            rows = rows.loc[labels.notna().to_numpy()].reset_index(drop=True)
+    if unit:
+        rows = bound_per_unit(rows, unit, per_unit, policy)
     x = encoder.transform(rows)
     return Encoded(x, rows[target].astype(str).to_numpy(dtype=object), classes, rows, encoder,
                    encoder.row_norm_bound, schema=schema)
+
+
+def bound_per_unit(rows: pd.DataFrame, unit: str, per_unit: int, policy: str) -> pd.DataFrame:
+    """Each person's first `per_unit` rows (the contribution bound). Which rows a person keeps
+    depends on that person's rows alone; a row without an id is refused or (coerce) dropped."""
+    ids = rows[unit]
+    if ids.isna().any():
+        if policy == "refuse":
+            raise InvalidInputError(f"column {unit!r}: a row without a privacy-unit id; fix the "
+                                    "data or pass --on-invalid coerce (drops such rows)")
+        rows = rows.loc[ids.notna().to_numpy()]
+    return rows.groupby(unit, sort=False).head(per_unit).reset_index(drop=True)
 
 
 def encode_fitted(frame: pd.DataFrame, target: str, one_hot: bool,
@@ -135,7 +171,12 @@ def encode_fitted(frame: pd.DataFrame, target: str, one_hot: bool,
     x = prep.transform(features)
     not_covered = [f"feature encoding ({'; '.join(prep.leaks)})"] if prep.leaks else []
     not_covered.append("classes (read from the target column)")
-    return Encoded(x, labels.to_numpy(), None, frame, prep,
+    seen = labels.loc[train]
+    try:   # the unsafe path reads the class list from the training labels (not covered)
+        classes = np.unique(seen.to_numpy()).tolist()
+    except TypeError:
+        classes = sorted(pd.unique(seen).tolist(), key=str)
+    return Encoded(x, labels.to_numpy(), classes, frame, prep,
                    math.sqrt(len(prep.numeric_) + len(prep.categorical_)),
                    not_covered=not_covered, leaks=list(prep.leaks))
 
@@ -197,17 +238,38 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     from noisy values; for objective/output perturbation also those that are functions of n,
     which their replace-one neighbouring holds fixed): everything else must be identical on
     neighbouring tables with the same seed (tests/soundness)."""
+    from privlab.schema.facts import NAMES, PublicFacts
+
     spec.validate()
     meth = spec.method
     private = meth != "none"
     if private and spec.epsilon is None:
         raise InvalidInputError("--epsilon is required (or --method none for a non-private "
                                 "baseline)")
-    mask_fn = train_mask_for(meth, spec.test_size, spec.seed)
+    replace = meth in ("objective", "output")
+    facts = (PublicFacts() if schema is None else PublicFacts.from_schema(schema, spec.target)
+             ).with_argument("sample_rate", spec.sample_rate, "--sample-rate"
+             ).with_argument("max_rows_per_unit", spec.max_rows_per_unit, "--max-rows-per-unit")
+    unit, per_unit = None, 1
     if schema is not None:
-        enc = encode_with_schema(frame, schema, spec.target, spec.on_invalid, spec.exclude)
+        unit, per_unit = facts.person_bound("--max-rows-per-unit")
+    elif spec.max_rows_per_unit is not None:
+        raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
+    if unit is not None and replace:
+        raise InvalidInputError(
+            f"--method {meth}: objective/output perturbation protect one row under replace-one "
+            f"neighbours (n fixed), which a person with several rows breaks; with privacy unit "
+            f"{unit!r} use --method dpsgd (with --max-rows-per-unit)")
+    mask_fn = train_mask_for(meth, spec.test_size, spec.seed)
+    keep_rows = replace and spec.on_invalid == "coerce"
+    if schema is not None:
+        enc = encode_with_schema(frame, schema, spec.target, spec.on_invalid, spec.exclude,
+                                 keep_rows=keep_rows, unit=unit,
+                                 per_unit=per_unit)
+        classes = facts.classes(f"schema {schema.name!r} declares no classes")
     elif unsafe_encoding:
         enc = encode_fitted(frame, spec.target, one_hot, dict(bounds or {}), mask_fn)
+        classes = enc.classes
     else:
         raise InvalidInputError("no public schema: pass --schema NAME|FILE (draft one with "
                                 "`privlab schema draft DATA > schema.yaml` and review it), or "
@@ -218,12 +280,14 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     if len(tr) < 2:
         raise InvalidInputError(f"the training part has {len(tr)} rows: too few to train; use "
                                 "more rows or a smaller --test-size")
-    if enc.classes is None and len(pd.unique(y_tr)) < 2:
+    if enc.schema is None and len(pd.unique(y_tr)) < 2:
         raise InvalidInputError(f"the training part has only one class of {spec.target!r}; "
                                 "use more rows or a different --test-size")
-    replace = meth in ("objective", "output")
+    # per person: every record-level mechanism runs at (eps/M, delta_row); group privacy over
+    # the M rows of one person gives (eps, M e^((M-1) eps/M) delta_row) = (eps, delta)
+    per_row = replace_spec(spec, per_unit) if unit is not None and private else spec
     share = spec.metrics_share if private else 0.0
-    eps_total = spec.epsilon if private else None
+    eps_total = per_row.epsilon if private else None
     eps_metrics = eps_total * share if private else 0.0
     eps_size = 0.0
     n_ref: float | None = None
@@ -231,34 +295,34 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     batch = spec.batch_size
     noised: list[str] = []
     if meth == "dpsgd":
-        if spec.sample_rate is not None:
-            q, sample_source = float(spec.sample_rate), "--sample-rate (public)"
-        else:
-            if schema is not None and schema.public_size is not None:
-                n_ref = schema.public_size * (1 - spec.test_size)
-                sample_source = (f"schema public_size {schema.public_size} x (1 - test size) "
-                                 "(public)")
-            else:
-                if share == 0:
-                    raise InvalidInputError(
-                        "DP-SGD needs a public sampling rate: pass --sample-rate Q (with "
-                        "--batch-size), declare public_size in the schema, or keep "
-                        "--metrics-share > 0 to estimate the training rows under DP")
-                eps_size = eps_metrics / 2
-                eps_metrics -= eps_size
-                (est_n,), _ = noisy_counts([len(tr)], 1, eps_size, spec.seed, 1)
-                if est_n < 2:
-                    raise InvalidInputError("the noisy estimate of the training rows is below "
-                                            "2: too few rows for DP-SGD at this epsilon")
-                n_ref = float(est_n)
-                sample_source = ("batch size / a geometric-noise estimate of the training "
-                                 f"rows (epsilon {eps_size:.4g} of the budget)")
-                noised += ["sample_rate", "noise_multiplier", "steps", "epsilon_pld",
-                           "epsilon_rdp", "expected_batch_size", "training_rows_estimate",
-                           "model_guarantee"]
+        scale = 1.0
+        if facts.get("sample_rate") is None and facts.get("size") is not None:
+            scale = 1 - spec.test_size   # public_size counts all rows; q is for training rows
+        elif facts.get("sample_rate") is None:
+            if share == 0:
+                raise InvalidInputError(
+                    "DP-SGD needs a public sampling rate: pass --sample-rate Q (with "
+                    "--batch-size), declare public_size in the schema, or keep "
+                    "--metrics-share > 0 to estimate the training rows under DP")
+            eps_size = eps_metrics / 2
+            eps_metrics -= eps_size
+            (est_n,), _ = noisy_counts([len(tr)], 1, eps_size, spec.seed, 1)
+            if est_n < 2:
+                raise InvalidInputError("the noisy estimate of the training rows is below "
+                                        "2: too few rows for DP-SGD at this epsilon")
+            facts = facts.with_measurement("size", int(est_n), epsilon=eps_size,
+                                           mechanism="geometric-noise estimate of the "
+                                                     "training rows")
+            noised += ["sample_rate", "noise_multiplier", "steps", "epsilon_pld",
+                       "epsilon_rdp", "expected_batch_size", "training_rows_estimate",
+                       "model_guarantee"]
+        if facts.get("sample_rate") is None:
+            n_ref = float(facts.value("size", missing="no public size")) * scale
             batch = batch if batch is not None else int(min(DEFAULT_BATCH,
                                                             max(1, math.floor(n_ref))))
-            q = min(1.0, batch / n_ref)
+        q, sample_source = facts.sample_rate(
+            batch, scale=scale, missing="DP-SGD needs a public sampling rate: pass "
+                                        "--sample-rate Q (with --batch-size)")
     else:
         batch = batch if batch is not None else min(DEFAULT_BATCH, len(tr))
         if spec.model != "logreg":
@@ -267,8 +331,9 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
             check_batch_size(batch, len(tr), "--batch-size")
         q = None
     eps_model = eps_total - eps_metrics - eps_size if private else None
+    enc.classes = classes
 
-    est = build_estimator(spec, meth, eps_model, batch, enc, q)
+    est = build_estimator(per_row, meth, eps_model, batch, enc, q)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est.fit(x_tr, y_tr, progress=progress)
@@ -303,14 +368,22 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
                    "test_accuracy": _ratio(int(c_te), int(n_te))}
         noised += ["rows", "train_rows", "test_rows", "train_accuracy", "test_accuracy"]
 
-    guarantee = _guarantee(spec, meth, model_g, eps_model, eps_metrics, eps_size,
+    guarantee = _guarantee(per_row, meth, model_g, eps_model, eps_metrics, eps_size,
                            sample_source, enc, counts_g is not None, replace)
+    if enc.schema is not None and spec.on_invalid == "coerce":
+        guarantee = guarantee.with_notes(COERCE_KEEP if keep_rows else COERCE_DROP)
+    if unit is not None and private:
+        guarantee = per_person(guarantee, spec, unit, per_unit)
+    guarantee = guarantee.with_notes("public facts: " + "; ".join(facts.describe(NAMES)))
     payload: dict[str, Any] = {
         "headline": guarantee.headline(),
         "target": spec.target, "model": spec.model, "method": meth,
         "schema": None if enc.schema is None else {
             "name": enc.schema.name, "fingerprint": enc.schema.fingerprint()},
         "on_invalid": spec.on_invalid if enc.schema is not None else None,
+        "invalid_rows": None if enc.schema is None or spec.on_invalid != "coerce" else (
+            "kept with declared defaults" if keep_rows else "dropped"),
+        "privacy_unit": unit or "row", "max_rows_per_unit": per_unit if unit else None,
         "features": int(enc.x.shape[1]),
         "feature_columns": list(getattr(enc.encoder, "columns", ()) or []),
         "classes": [str(c) for c in est.classes_],
@@ -343,6 +416,37 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
             noised += ["mechanism_details", "model_guarantee"]
     payload["noised"] = sorted(set(noised))
     return payload, est, enc, guarantee
+
+
+COERCE_KEEP = ("--on-invalid coerce under replace-one neighbours: a row with no place in the "
+               "schema (a missing value where missing: false, or a missing label) keeps its "
+               "position with the column's declared default (else its first category or lower "
+               "bound), so n stays fixed")
+COERCE_DROP = ("--on-invalid coerce under add/remove neighbours: a row with no place in the "
+               "schema is dropped, which is a removal inside the neighbouring relation")
+
+
+def replace_spec(spec: TableTrainSpec, per_unit: int) -> TableTrainSpec:
+    """The per-row spec of a person-level run: (eps/M, delta / (M e^((M-1) eps/M)))."""
+    import dataclasses
+
+    eps = float(spec.epsilon) / per_unit  # type: ignore[arg-type]
+    delta = spec.delta / (per_unit * math.exp((per_unit - 1) * eps))
+    return dataclasses.replace(spec, epsilon=eps, delta=delta)
+
+
+def per_person(g: PrivacyGuarantee, spec: TableTrainSpec, unit: str,
+               per_unit: int) -> PrivacyGuarantee:
+    """Lift a per-row guarantee to one person of <= `per_unit` rows (group privacy)."""
+    import dataclasses
+
+    return dataclasses.replace(
+        g, epsilon=float(spec.epsilon), delta=float(spec.delta) if g.delta else 0.0,  # type: ignore[arg-type]
+        neighbouring="user", accountant=f"group privacy over {per_unit} rows ({g.accountant})",
+        notes=g.notes + (
+            f"privacy unit {unit!r}: each person's rows are bounded to their first {per_unit}; "
+            f"everything runs at epsilon/{per_unit} = {g.epsilon:.4g} and delta {g.delta:.3g} "
+            f"per row, so ({spec.epsilon:g}, {spec.delta if g.delta else 0:g}) per person",))
 
 
 def scrub(est: Any) -> None:

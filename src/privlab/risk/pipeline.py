@@ -80,6 +80,11 @@ class PipelineConfig:
     prior: str | tuple[float, float] = "uniform"
     #: "adult": bundled Adult's public preprocessing (no ranges/categories read from the data)
     public: str | None = None
+    #: a declared `privlab.schema.Schema`: features encoded from its bounds and categories, the
+    #: classes are the target's declared categories (`SchemaEncoder`), nothing read from rows
+    schema: Any = None
+    #: with `schema`: "refuse" (one-line error) or "coerce" values outside it
+    on_invalid: str = "refuse"
     #: None: CSPRNG noise and fresh initialisations (the default); an int makes the whole run
     #: reproducible (seeded DP-SGD noise: for testing only, noted in every guarantee)
     seed: int | None = None
@@ -141,11 +146,18 @@ class Prepared:
 
 def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | None = None,
             fractions: tuple[float, float, float] = (0.3, 0.3, 0.4),
-            public: str | None = None) -> Prepared:
+            public: str | None = None, schema: Any = None,
+            on_invalid: str = "refuse") -> Prepared:
     """Seeded stratified split into target-train / test / attacker pool, then encoding.
 
     `public="adult"`: bundled Adult with the data-independent pipeline (public ranges and
-    category lists, nothing read from the data)."""
+    category lists, nothing read from the data). `schema`: a declared schema; the features
+    are encoded from its bounds and categories and the classes are the target's declared
+    categories. With neither, ranges and categories are read from the data (listed in
+    `info["preprocessing_leaks"]`; the CLI refuses that for user tables)."""
+    if schema is not None:
+        return _prepare_with_schema(frame, target, schema, on_invalid, seed=seed,
+                                    max_rows=max_rows, fractions=fractions)
     from privlab.learn.data import (
         TablePreprocessor,
         adult_features,
@@ -168,6 +180,36 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
     # non-member at once (membership undefined), so keep one copy of each.
     pre = adult_preprocessor() if public == "adult" else TablePreprocessor(one_hot=True)
     x_enc = pre.fit_transform(features.iloc[order]).astype(np.float32)
+    return _split_encoded(frame, target, x_enc, y, order, [str(c) for c in classes], fractions,
+                          features_in=int(features.shape[1]), leaks=list(pre.leaks),
+                          how="public Adult metadata" if public else "read from the data")
+
+
+def _prepare_with_schema(frame: pd.DataFrame, target: str, schema: Any, on_invalid: str, *,
+                         seed: int, max_rows: int | None,
+                         fractions: tuple[float, float, float]) -> Prepared:
+    """`prepare` with a declared schema: conform, `SchemaEncoder`, declared classes."""
+    from privlab.learn.table import encode_with_schema
+
+    if not isinstance(frame, pd.DataFrame):
+        raise InvalidInputError("expected a table (pandas DataFrame) of features and target")
+    enc = encode_with_schema(frame, schema, target, on_invalid)
+    classes = [str(c) for c in enc.classes]
+    lookup = {c: i for i, c in enumerate(classes)}
+    y = np.fromiter((lookup[str(v)] for v in enc.y), dtype=np.int64, count=len(enc.y))
+    order = np.random.default_rng(seed).permutation(len(y))
+    if max_rows is not None:
+        order = order[: int(max_rows)]
+    return _split_encoded(frame, target, enc.x[order].astype(np.float32), y, order, classes,
+                          fractions, features_in=len(enc.encoder.columns), leaks=[],
+                          how=f"declared schema {schema.name!r}")
+
+
+def _split_encoded(frame: pd.DataFrame, target: str, x_enc: np.ndarray, y: np.ndarray,
+                   order: np.ndarray, classes: list[str],
+                   fractions: tuple[float, float, float], *, features_in: int,
+                   leaks: list[str], how: str) -> Prepared:
+    """De-duplicate the encoded rows (in `order`) and split them stratified into three parts."""
     keyed = np.ascontiguousarray(np.c_[x_enc.astype(np.float64), y[order]])
     _, first = np.unique(keyed.view(np.dtype((np.void, keyed.dtype.itemsize * keyed.shape[1]))),
                          return_index=True)
@@ -186,8 +228,9 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
         for p, chunk in enumerate(np.split(idx, cuts)):
             parts[p].extend(chunk.tolist())
     idx_tr, idx_te, idx_pool = (np.sort(np.asarray(p, dtype=np.int64)) for p in parts)
+    present = np.unique(y[order]).size  # a declared class may have no row at all
     for name, idx in (("target-train", idx_tr), ("test", idx_te), ("attacker pool", idx_pool)):
-        if idx.size < MIN_PART or np.unique(y[idx]).size < len(classes):
+        if idx.size < MIN_PART or np.unique(y[idx]).size < present:
             raise InvalidInputError(
                 f"data: the {name} part has {idx.size} rows or misses a class; the data set "
                 f"is too small to split into target/test/attacker-pool (need >= {MIN_PART} "
@@ -199,16 +242,16 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
 
     info = {"rows": int(len(order)), "rows_in_file": int(len(frame)),
             "duplicates_dropped": duplicates,
-            "features_in": int(features.shape[1]), "features_encoded": int(x_all.shape[1]),
-            "target": target, "classes": [str(c) for c in classes],
+            "features_in": features_in, "features_encoded": int(x_all.shape[1]),
+            "target": target, "classes": list(classes),
             "class_counts": {str(classes[c]): int((y[order] == c).sum())
                              for c in range(len(classes))},
             "split": {"target_train": int(idx_tr.size), "test": int(idx_te.size),
                       "attacker_pool": int(idx_pool.size)},
-            "preprocessing_leaks": list(pre.leaks),
-            "preprocessing": "public Adult metadata" if public else "read from the data"}
+            "preprocessing_leaks": leaks,
+            "preprocessing": how}
     return Prepared(take(idx_tr), y[idx_tr], take(idx_te), y[idx_te], take(idx_pool),
-                    y[idx_pool], [str(c) for c in classes], info)
+                    y[idx_pool], list(classes), info)
 
 
 # --------------------------------------------------------------------------- training & attacks
@@ -457,7 +500,7 @@ def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
     started = time.perf_counter()
     grid = [float(e) for e in check_grid(cfg.epsilons)]
     prep = prepare(frame, target, seed=cfg.split_seed, max_rows=cfg.max_rows,
-                   public=cfg.public)
+                   public=cfg.public, schema=cfg.schema, on_invalid=cfg.on_invalid)
     notes: list[str] = []
     if prep.info["preprocessing_leaks"]:
         notes.append("feature scaling/categories were read from the data (not covered by the "

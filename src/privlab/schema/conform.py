@@ -10,8 +10,15 @@ fit are handled by one of two policies:
   Nothing has been written at that point.
 - "coerce": numbers are clamped to the bounds (and rounded in integer columns), unknown
   categories go to the `<other>` bucket (or missing), unparseable values become missing, and a
-  row whose value has no place at all (missing where none is allowed) is dropped. Dropping
-  one row is itself a neighbouring-dataset change, so it stays inside the DP guarantee.
+  row whose value has no place at all (missing where none is allowed) is dropped
+  (`keep_rows=False`) or keeps its position with the column's public fill value
+  (`keep_rows=True`: the declared `default`, else the first category, else the lower bound).
+
+Which one a release may use depends on its neighbouring relation. Under add/remove-one
+neighbours a dropped row is a removal, so dropping stays inside the guarantee. Under
+replace-one neighbours (objective / output perturbation, which treat n as public) a drop
+would turn a replacement into a removal and change n: those callers pass `keep_rows=True`,
+so n is the number of input rows whatever their values.
 """
 
 from __future__ import annotations
@@ -135,6 +142,19 @@ def _conform_key(s: pd.Series, col: ColumnSchema, policy: Policy
     return out, drop
 
 
+def _fill(series: pd.Series, where: np.ndarray, col: ColumnSchema) -> pd.Series:
+    """The column's public fill value at `where` (keep_rows), in the series' dtype."""
+    value = col.fill_value
+    out = series.copy()
+    if col.type in ("integer", "numeric"):
+        out[where] = float(value)
+    elif col.type == "datetime":
+        out[where] = pd.Timestamp(value)
+    else:
+        out[where] = str(value)
+    return out
+
+
 _CONFORMERS = {"categorical": _conform_categorical, "integer": _conform_numeric,
                "numeric": _conform_numeric, "datetime": _conform_datetime,
                "identifier": _conform_key, "text": _conform_key}
@@ -148,12 +168,12 @@ def check_policy(policy: str) -> Policy:
 
 
 def conform(frame: pd.DataFrame, schema: Schema, policy: Policy = "coerce", *,
-            columns: list[str] | None = None) -> pd.DataFrame:
+            columns: list[str] | None = None, keep_rows: bool = False) -> pd.DataFrame:
     """The rows of `frame` in the schema's columns and dtypes (see the module docstring).
 
     `columns` restricts the output to those schema columns (default: all of them). Columns of
     the frame that the schema does not declare are refused: an undeclared column would have
-    no public domain.
+    no public domain. `keep_rows`: coerce fills instead of dropping (the row count is kept).
     """
     if not isinstance(frame, pd.DataFrame):
         raise InvalidInputError("expected a table (pandas DataFrame)")
@@ -180,8 +200,11 @@ def conform(frame: pd.DataFrame, schema: Schema, policy: Policy = "coerce", *,
     for name in wanted:
         col = schema.column(name)
         series, bad = _CONFORMERS[col.type](frame[name], col, policy)
+        if keep_rows and bad.any():
+            series = _fill(series, bad, col)
+        else:
+            drop |= bad
         parts[name] = series
-        drop |= bad
     out = pd.DataFrame(parts, index=frame.index)
     if drop.any():
         out = out.loc[~drop]

@@ -16,7 +16,10 @@ Column types:
 - datetime: `bounds: [ISO, ISO]`.
 - identifier: a privacy-unit key or record id; its values are never public and never released.
 - text: free text that no command releases.
-Every column says whether `missing` values are allowed (default true).
+Every column says whether `missing` values are allowed (default true), and may declare a
+public `default`: the value `--on-invalid coerce` puts in a row that has no place (a missing
+value where none is allowed) when the row count must stay fixed (replace-one neighbouring).
+Without it: the first declared category, or the lower bound.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ COLUMN_TYPES: tuple[str, ...] = ("categorical", "integer", "numeric", "datetime"
 OTHER = "<other>"
 MAX_CATEGORIES = 5000
 _COLUMN_KEYS = {"type", "categories", "other", "bounds", "missing", "scale", "bins",
-                "description"}
+                "description", "default"}
+#: The fill of an identifier / text column without a declared default.
+MISSING_TEXT = "<missing>"
 _SCHEMA_KEYS = {"name", "description", "privacy_unit", "max_rows_per_unit", "public_size",
                 "columns", "draft", "source"}
 
@@ -57,6 +62,19 @@ class ColumnSchema:
     scale: Literal["linear", "log"] = "linear"
     bins: int | None = None
     description: str = ""
+    default: Any = None
+
+    @property
+    def fill_value(self) -> Any:
+        """What coerce puts in a row with no place when n must stay fixed (public: the
+        declared `default`, else the first category, else the lower bound)."""
+        if self.default is not None:
+            return self.default
+        if self.type == "categorical":
+            return self.categories[0]
+        if self.bounds is not None:
+            return self.bounds[0]
+        return MISSING_TEXT
 
     @property
     def is_numeric(self) -> bool:
@@ -86,6 +104,9 @@ class ColumnSchema:
         if self.bins is not None:
             out["bins"] = self.bins
         out["missing"] = self.missing
+        if self.default is not None:
+            out["default"] = (pd.Timestamp(self.default).isoformat() if self.type == "datetime"
+                              else self.default)
         if self.description:
             out["description"] = self.description
         return out
@@ -272,9 +293,37 @@ def parse_column(name: str, raw: Any, schema_name: str = "declared") -> ColumnSc
     if bins is not None and (isinstance(bins, bool) or not isinstance(bins, int)
                              or not 1 <= bins <= 1024):
         raise InvalidInputError(f"{where}: bins must be an integer in [1, 1024], got {bins!r}")
+    default = _parse_default(raw.get("default"), kind, categories, other, bounds, where)
     return ColumnSchema(name=str(name), type=kind, categories=categories, other=other,
                         bounds=bounds, missing=missing, scale=scale, bins=bins,
-                        description=str(raw.get("description", "")))
+                        description=str(raw.get("description", "")), default=default)
+
+
+def _parse_default(raw: Any, kind: str, categories: tuple[str, ...], other: bool,
+                   bounds: tuple[Any, Any] | None, where: str) -> Any:
+    """A declared default must itself fit the column (a category, or inside the bounds)."""
+    if raw is None:
+        return None
+    if kind == "categorical":
+        value = str(raw)
+        if value not in categories and not (other and value == OTHER):
+            raise InvalidInputError(f"{where}: default {raw!r} is not one of its categories")
+        return value
+    if kind == "datetime":
+        try:
+            value = pd.Timestamp(raw)
+        except (TypeError, ValueError):
+            value = pd.NaT
+        if pd.isna(value) or not bounds[0] <= value <= bounds[1]:  # type: ignore[index]
+            raise InvalidInputError(f"{where}: default {raw!r} must be a date inside its bounds")
+        return value
+    if kind in ("integer", "numeric"):
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not (
+                bounds[0] <= raw <= bounds[1]) or (kind == "integer" and raw != int(raw)):  # type: ignore[index]
+            raise InvalidInputError(f"{where}: default {raw!r} must be a number inside its "
+                                    f"bounds{' (a whole number)' if kind == 'integer' else ''}")
+        return int(raw) if kind == "integer" else float(raw)
+    return str(raw)
 
 
 def parse_schema(spec: Any, name: str = "declared", *, allow_draft: bool = False,
