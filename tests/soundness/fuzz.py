@@ -542,7 +542,7 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
             f"claims record-level DP ({relation}): a one-person edit is not covered")
     if relation == "replace_record" and case.edit not in REPLACE:
         return "not a neighbour under replace_record (the row count is public)"
-    if a.code != b.code and _schema_refusal(case, a if a.code else b):
+    if a.code != b.code and _schema_refusal(case, *((a, b) if a.code else (b, a))):
         return "refused on one side: a value outside the schema, refuse policy, nothing written"
     assert a.code == b.code, f"{where} exit {a.code} on D vs {b.code} on D': " \
         f"{a.stderr.strip()[:300]!r} / {b.stderr.strip()[:300]!r}"
@@ -583,17 +583,19 @@ def _compare_doc(a: Any, b: Any, free: set[str], noised: set[str], where: str) -
         assert_same_structure(_strip(a, free), _strip(b, free), noised, where)
 
 
-def _schema_refusal(case: Case, run: Run) -> bool:
+def _schema_refusal(case: Case, run: Run, other: Run) -> bool:
     """The one data-dependent outcome allowed, and only to the curator: with a declared schema
     and `--on-invalid refuse` (the default) a row outside the schema is refused (exit 2, one
     line naming a declared column, nothing written). docs/guarantees.md lists it."""
     ds = DATASETS[case.dataset]
     if ds.schema is None or "coerce" in case.options:
         return False
-    lines = run.stderr.strip().splitlines()
+    lines, before = run.stderr.strip().splitlines(), other.stderr.strip().splitlines()
     names = [c.name for c in ds.declared().columns]
-    return (run.code == 2 and len(lines) == 1 and lines[0].startswith("error: ")
-            and any(n in lines[0] for n in names) and not run.files)
+    # the same warnings as the other side, then one error line
+    return (run.code == 2 and bool(lines) and lines[:-1] == before[:len(lines) - 1]
+            and lines[-1].startswith("error: ") and any(n in lines[-1] for n in names)
+            and not run.files)
 
 
 def _strip(doc: Any, free: set[str]) -> Any:

@@ -210,7 +210,8 @@ def federated_cases(draw: Any) -> tuple[int, str]:
 
 
 def check_max_users(tmp: Any, max_users: int, edit: str) -> None:
-    """`--max-users N`: the kept users of D and D' differ at most by the edited user."""
+    """`--max-users N` (with the public `--users 20`): the users whose data is kept on D and on
+    D' differ at most by the edited user."""
     from privlab.data.datasets import load_movielens
     from privlab.federated.data import load_ratings_files
 
@@ -225,8 +226,10 @@ def check_max_users(tmp: Any, max_users: int, edit: str) -> None:
     for name, frame in (("D.csv", ratings), ("D2.csv", edited)):
         path = tmp / name
         frame.to_csv(path, index=False)
-        data = load_ratings_files(path, max_users=max_users, on_invalid="coerce")
-        kept.append(set(int(u) for u in data.user_ids if int(u) >= 0))
+        data = load_ratings_files(path, max_users=max_users, on_invalid="coerce",
+                                  declared_users=20)
+        rated = (np.diff(data.train.indptr) + np.diff(data.test.indptr)) > 0
+        kept.append({int(u) for u, r in zip(data.user_ids, rated, strict=True) if r})
     moved = kept[0] ^ kept[1]
     assert moved <= {user}, f"--max-users {max_users}, edit {edit} (user {user}): kept " \
         f"users differ by {sorted(moved)}, not only by the edited user"
