@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import tempfile
 import warnings
@@ -608,4 +609,14 @@ def _strip(doc: Any, free: set[str]) -> Any:
 
 
 def check_case(case: Case) -> str:
-    return check_runs(case, *run_case(case))
+    """Run and check one case; with PRIVLAB_FUZZ_LOG=FILE each outcome is appended there
+    (how many drawn cases were compared, skipped or refused)."""
+    result = "problem"
+    try:
+        result = check_runs(case, *run_case(case))
+        return result
+    finally:
+        log = os.environ.get("PRIVLAB_FUZZ_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write(f"{case.command}\t{result}\t{case}\n")
