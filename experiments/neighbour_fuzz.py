@@ -1,10 +1,12 @@
 """Long run of the neighbour fuzz over the command surface and the library API.
 
     PYTHONPATH=src .venv/bin/python experiments/neighbour_fuzz.py --examples 200 \
-        [--commands release train audit synth federated trajectory] [--library] [--seed 1]
+        [--commands release train audit synth federated trajectory choose-epsilon] \
+        [--slow-examples 6] [--library] [--seed 1]
 
 The CI tests (tests/soundness/test_command_fuzz.py, test_library_fuzz.py) run a few fixed
-examples per command; this draws `--examples` fresh cases per command (Hypothesis, random
+examples per command; this draws `--examples` fresh cases per command (`--slow-examples` for
+choose-epsilon, which the CI file leaves out) (Hypothesis, random
 with --seed, not shrunk) from the same strategies and checks each with the same
 `fuzz.check_case` (D and D' with the same seed: exit code, stderr, warnings, stdout apart
 from noised values, files, non-noised JSON fields, a claim covering the edit). With
@@ -65,6 +67,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=50, help="cases per command")
     ap.add_argument("--commands", nargs="*", default=list(fuzz.COMMANDS))
+    ap.add_argument("--slow-examples", type=int, default=6,
+                    help="cases of choose-epsilon (each trains and attacks several models)")
     ap.add_argument("--library", action="store_true", help="also the library checks")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" /
@@ -85,7 +89,8 @@ def main() -> None:
     total_runs = total_problems = 0
     for name, (strategy, body) in groups.items():
         started = time.perf_counter()
-        results = drive(strategy, args.examples, args.seed, body)
+        n = args.slow_examples if name == "choose-epsilon" else args.examples
+        results = drive(strategy, n, args.seed, body)
         outcomes = Counter(r[1] for r in results)
         problems: dict[str, dict[str, Any]] = {}
         for case, outcome, message in results:
