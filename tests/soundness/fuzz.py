@@ -236,6 +236,7 @@ def _release_options(draw: Any, ds: str) -> list[str]:
     if DATASETS[ds].unit is not None:
         out += draw(_opt("--max-rows-per-unit", [2, 4]))
     out += ["--epsilon", draw(st.sampled_from(["1", "1", "9"]))]
+    out += draw(st.sampled_from([[], [], ["--ledger", "ledger.db", "--principal", "alice"]]))
     return out + draw(_JSON)
 
 
@@ -458,7 +459,9 @@ def run_cli(argv: list[str], folder: Path, inputs: set[str]) -> Run:
         code = main(argv)
     files = {p.name: _read_output(p) for p in sorted(folder.iterdir())
              if p.name not in inputs and p.is_file()}
-    return Run(code, out.getvalue(), err.getvalue(),
+    # the two sides run in different folders: their own path is not a difference
+    here = str(folder.resolve())
+    return Run(code, out.getvalue().replace(here, "<dir>"), err.getvalue().replace(here, "<dir>"),
                sorted({f"{w.category.__name__}: {w.message}" for w in caught}), files)
 
 
@@ -477,7 +480,14 @@ def run_case(case: Case) -> tuple[Run, Run]:
         for side, frame in (("D", base), ("D'", edited)):
             folder = Path(root) / ("a" if side == "D" else "b")
             folder.mkdir()
-            runs.append(run_cli(argv, folder, _write_inputs(folder, ds, frame)))
+            inputs = _write_inputs(folder, ds, frame)
+            if "--ledger" in argv:  # a budget for the principal, as a curator would set
+                ledger = argv[argv.index("--ledger") + 1]
+                setup = run_cli(["budget", "set", "--ledger", ledger, "--principal", "alice",
+                                 "--epsilon", "5", "--delta", "1e-4"], folder, inputs)
+                assert setup.code == 0, setup.stderr
+                inputs |= {p.name for p in folder.iterdir()}  # the ledger is an input
+            runs.append(run_cli(argv, folder, inputs))
     return runs[0], runs[1]
 
 
