@@ -11,8 +11,10 @@ Compares, in one run and on the same machine:
     attack applies) and not cryptographically secure -- the speed floor to compare with.
 
 Each timing is the best of `--repeats` runs (OpenDP: `--opendp-repeats`, it is slow).
-The claim checked: secure Laplace throughput at least 100x OpenDP's and within 3x of
-NumPy's insecure sampler.
+The claim checked: secure Laplace throughput at least 100x OpenDP's (both exact samplers).
+NumPy's time is printed for scale: privlab's sampler is exact since issue 21 (integer
+arithmetic only, CKS Algorithms 1-2), which costs several times NumPy's float sampler; the
+former "within 3x of NumPy" held for a float-based geometric draw and no longer applies.
 
     .venv/bin/python benchmarks/samplers.py            # full run (OpenDP takes ~1 min)
     .venv/bin/python benchmarks/samplers.py --n 100000 # quicker
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name in ("privlab_sampler", "privlab_mechanism"):
         t = timings[name]
         line = f"  {name}: {t / numpy_t:.2f}x NumPy's time"
-        ok = t / numpy_t <= 3.0
+        ok = True
         if "opendp_vector_laplace" in timings:
             speedup = timings["opendp_vector_laplace"] / t
             line += f", {speedup:,.0f}x OpenDP's throughput"

@@ -11,6 +11,7 @@ for the curator (exit 2, one line naming the column) before anything is written.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'"
 from privlab.cli.main import main  # noqa: E402
 from privlab.schema import parse_schema  # noqa: E402
 
+#: CI runs a few drawn examples (plus the explicit ones); experiments/train_fuzz.py sets
+#: PRIVLAB_FUZZ_EXAMPLES for a long, randomised run.
+EXAMPLES = int(os.environ.get("PRIVLAB_FUZZ_EXAMPLES", "0")) or None
 PERSONS, PER_PERSON = 40, 4
 COLUMNS = {
     "pid": {"type": "identifier", "missing": False},
@@ -65,7 +69,7 @@ def _run(capsys, folder, frame: pd.DataFrame, argv: list[str]) -> tuple[int, dic
     return code, (json.loads(out.out) if code == 0 else None), out.err
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
+@settings(max_examples=EXAMPLES or 4, deadline=None, derandomize=EXAMPLES is None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(method=st.sampled_from(["dpsgd", "objective", "output"]),
        policy=st.sampled_from(["refuse", "coerce"]), unit=st.sampled_from(["row", "pid"]),
@@ -110,7 +114,7 @@ def test_train_options_by_neighbour_fuzz(tmp_path, capsys, method, policy, unit,
         assert_same_structure(a, b, noised=a["noised"])
 
 
-@settings(max_examples=6, deadline=None, derandomize=True)
+@settings(max_examples=EXAMPLES or 6, deadline=None, derandomize=EXAMPLES is None)
 @given(kind=st.sampled_from(["logreg-dpsgd", "mlp", "objective", "output"]),
        n=st.integers(min_value=120, max_value=200), label=st.sampled_from([0, 1, 2]),
        public=st.sampled_from(["sample_rate", "public_size"]))

@@ -21,10 +21,12 @@ from privlab.core.guarantee import Model, PrivacyGuarantee, check_delta, check_e
 from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import (
+    GAUSSIAN_SAMPLER_TV,
     discrete_gaussian,
     discrete_laplace,
     power_of_two_at_most,
     round_to_grid,
+    sampler_delta,
 )
 from privlab.core.sensitivity import check_sensitivity as _check_sensitivity
 from privlab.errors import InvalidInputError
@@ -75,6 +77,13 @@ def _finish(values: np.ndarray, scalar: bool) -> Any:
     return values.reshape(()).item() if scalar else values
 
 
+def _scale_at_least(l1: float, epsilon: float) -> float:
+    """A float scale >= the exact l1 / epsilon: the rounded quotient plus one ulp (rounding
+    to nearest is off by at most half an ulp). The exact discrete Laplace sampler then runs at
+    a scale no smaller than the true ratio, so the privacy loss is at most epsilon exactly."""
+    return math.nextafter(l1 / epsilon, math.inf)
+
+
 def laplace_mechanism(
     value: float | Sequence[float] | np.ndarray,
     sensitivity: float,
@@ -101,7 +110,7 @@ def laplace_mechanism(
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
     _check_integral(arr, exact)
     l1_grid = grid_sens if exact or m == 1 else math.floor(sensitivity / g) + m
-    scale_steps = l1_grid / epsilon
+    scale_steps = _scale_at_least(l1_grid, epsilon)
     gen = make_rng(rng)
     steps = round_to_grid(arr, g) + discrete_laplace(scale_steps, size=arr.shape or None, rng=gen)
     out = np.asarray(steps, dtype=np.float64) * g
@@ -161,11 +170,24 @@ def gaussian_mechanism(
     m = _changed(changed_coordinates, arr.size, scalar)
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
     _check_integral(arr, exact)
+    # The sampler's float64 acceptance step may add a tiny, data-independent delta,
+    # (1 + e^eps0) x samples x GAUSSIAN_SAMPLER_TV: it is charged inside the stated delta (sigma
+    # is calibrated for what is left) at an eps0 <= epsilon that keeps it below delta / 2
+    # (only a very large epsilon needs eps0 < epsilon; (eps0, delta)-DP implies (epsilon, delta)).
+    draws = max(arr.size, 1)
+    room = delta / (2 * draws * GAUSSIAN_SAMPLER_TV) - 1
+    if room <= 1:
+        raise InvalidInputError(f"delta {delta:g} is too small for {draws} discrete-Gaussian "
+                                f"draws: the sampler's float64 step alone may add about "
+                                f"{sampler_delta(0.0, draws):.2g}; use a larger delta or laplace")
+    eps_cal = min(epsilon, math.log(room))
+    slack = sampler_delta(eps_cal, draws)
+    target = delta - slack
     if m == 1:
-        sigma_steps = discrete_gaussian_sigma(int(grid_sens), epsilon, delta)
+        sigma_steps = discrete_gaussian_sigma(int(grid_sens), eps_cal, target)
         how = "exact discrete-Gaussian privacy profile"
     else:
-        rho = rho_for_target(epsilon, delta)
+        rho = rho_for_target(eps_cal, target)
         while True:
             l2_grid = sensitivity / g + (0 if exact else math.sqrt(m))
             sigma_steps = l2_grid / math.sqrt(2 * rho)
@@ -185,7 +207,11 @@ def gaussian_mechanism(
     guarantee = PrivacyGuarantee(
         epsilon=epsilon, delta=delta, neighbouring=neighbouring, model=model,
         mechanism=f"gaussian (discrete Gaussian on grid {g:g})", accountant=how,
-        notes=_notes(rng, "" if exact else f"rounding to grid {g:g} accounted in sensitivity"),
+        notes=_notes(rng, "" if exact else f"rounding to grid {g:g} accounted in sensitivity",
+                     f"delta includes {slack:.2g} for the sampler's float64 acceptance step "
+                     "(docs/guarantees.md)"
+                     + ("" if eps_cal == epsilon else f"; sigma calibrated at epsilon "
+                        f"{eps_cal:.4g} to leave room for it")),
     )
     return Release(
         value=_finish(out, scalar), guarantee=guarantee, granularity=g,
@@ -254,8 +280,8 @@ def report_noisy_max(scores: Sequence[float] | np.ndarray, sensitivity: float, e
         raise InvalidInputError("scores must be a non-empty 1-D array of finite numbers")
     g = power_of_two_at_most(sensitivity / GRID_RESOLUTION)
     grid_sens = math.floor(sensitivity / g) + 1
-    noisy = round_to_grid(u, g) + discrete_laplace(2 * grid_sens / epsilon, size=u.size,
-                                                  rng=make_rng(rng))
+    noisy = round_to_grid(u, g) + discrete_laplace(_scale_at_least(2 * grid_sens, epsilon),
+                                                  size=u.size, rng=make_rng(rng))
     index = int(np.argmax(noisy))
     guarantee = PrivacyGuarantee(epsilon=epsilon, neighbouring=neighbouring,
                                  mechanism="report-noisy-max (discrete Laplace)",

@@ -115,7 +115,7 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
             sample_rate=self._rate(self.batch_size) if private else None)
 
     def _rate(self, batch_size: int) -> float:
-        q, self._rate_source = _public_facts(self, True).sample_rate(batch_size,
+        q, self.rate_source_ = _public_facts(self, True).sample_rate(batch_size,
                                                                      missing=RATE_NEEDED)
         return q
 
@@ -147,7 +147,7 @@ class _TorchClassifier(ClassifierMixin, BaseEstimator):
         self.training_ = result
         notes = ["classes_ from the public `classes` argument; the architecture is public"]
         if config.method == "dpsgd":
-            notes.append(f"sample rate {config.sample_rate:.4g} from {self._rate_source}")
+            notes.append(f"sample rate {config.sample_rate:.4g} from {self.rate_source_}")
         self.guarantee_: PrivacyGuarantee = result.guarantee.with_notes(*notes) \
             if result.guarantee.is_dp else result.guarantee
         return self
