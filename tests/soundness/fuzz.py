@@ -145,6 +145,8 @@ REPLACE = {"rare_category", "new_category", "hostile_string", "missing_categoric
            "non_integer", "text_in_numeric", "extreme_value", "missing_numeric"}
 #: Edits that change all rows of one person (only neighbours under a person-level claim).
 PERSON = {"add_person", "remove_person", "change_person"}
+#: Edits that change the row count by one.
+SIZE = {"add", "remove", "duplicate_person"}
 
 
 def edits(ds: Dataset) -> dict[str, pd.DataFrame]:
@@ -217,8 +219,8 @@ def _release_options(draw: Any, ds: str) -> list[str]:
     if mech is not None:
         out += ["--mechanism", mech]
     # delta: none, strong, weak, or exactly 1/n of D ("1/n" is resolved against D's rows)
-    delta = draw(st.sampled_from(["1e-6", "1e-3", "2e-3", "1/n"])) if mech == "gaussian" \
-        else draw(st.sampled_from([None, None, None, "1e-6"]))
+    delta = draw(st.sampled_from(["1e-6", "1e-3", "2e-3", "1/n", "1/n"])) \
+        if mech == "gaussian" else draw(st.sampled_from([None, None, None, "1e-6"]))
     if delta is not None:
         out += ["--delta", delta]
     out += draw(_flag("--allow-weak"))
@@ -397,7 +399,11 @@ def cases(draw: Any, commands: Iterable[str] = tuple(COMMANDS),
         tuple(d for d in cmd.datasets if d in set(datasets))
     ds = draw(st.sampled_from(allowed))
     opts = draw(cmd.options(ds))
-    edit = draw(st.sampled_from(edit_names(ds)))
+    names = edit_names(ds)
+    # weighted towards the edits that move n or a whole person (uniform would draw a
+    # one-person edit on a person-level schema 3 times in 15)
+    edit = draw(st.one_of(st.sampled_from(names),
+                          st.sampled_from([n for n in names if n in PERSON | SIZE] or names)))
     return Case(cmd.name, ds, tuple(opts), edit)
 
 
