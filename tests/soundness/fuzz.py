@@ -70,7 +70,9 @@ def _adult() -> pd.DataFrame:
 @cache
 def _people(rows_per_person: int) -> pd.DataFrame:
     gen = np.random.default_rng(3)
-    persons = 80 // rows_per_person
+    # 48 persons: with one row kept per person an audit still has its 40 distinct rows
+    # after a person is removed (its too-few-rows refusal prints the exact count: reported)
+    persons = 80 if rows_per_person == 1 else 48
     pid = np.repeat([f"p{i:03d}" for i in range(persons)], rows_per_person)
     n = len(pid)
     age = gen.integers(18, 91, n)
@@ -237,6 +239,9 @@ def _release_options(draw: Any, ds: str) -> list[str]:
             out += draw(_opt("--bins", [4]))
     if DATASETS[ds].unit is not None:
         out += draw(_opt("--max-rows-per-unit", [2, 4]))
+    if stat == "quantile":
+        out += draw(_opt("--q", [0.25]))
+    out += draw(_opt("--public-size", [120]))
     out += ["--epsilon", draw(st.sampled_from(["1", "1", "9"]))]
     out += draw(st.sampled_from([[], [], ["--ledger", "ledger.db", "--principal", "alice"]]))
     return out + draw(_JSON)
@@ -261,8 +266,8 @@ def _target(ds: str) -> list[str]:
 @st.composite
 def _train_options(draw: Any, ds: str) -> list[str]:
     model = draw(st.sampled_from(["logreg", "logreg", "mlp"]))
-    method = draw(st.sampled_from(["objective", "output", "dpsgd"])) if model == "logreg" \
-        else "dpsgd"
+    method = draw(st.sampled_from(["objective", "output", "dpsgd", "none"])) \
+        if model == "logreg" else draw(st.sampled_from(["dpsgd", "dpsgd", "none"]))
     out = [*_target(ds), "--model", model, "--method", method, "--epochs", "1",
            "--batch-size", "32", "--epsilon", draw(st.sampled_from(["1", "4"]))]
     if method == "dpsgd":
@@ -272,20 +277,32 @@ def _train_options(draw: Any, ds: str) -> list[str]:
     else:
         out += ["--delta", draw(st.sampled_from(["0", "1e-5"]))]
     out += draw(_opt("--metrics-share", [0, 0.3]))
-    out += draw(_ON_INVALID)
+    if DATASETS[ds].schema is None:  # refused, or fitted on the data and labelled NOT DP
+        out += draw(_flag("--unsafe-encoding"))
+    else:
+        out += draw(_ON_INVALID)
+    if DATASETS[ds].unit is not None:
+        out += draw(_opt("--max-rows-per-unit", [1, 4]))
     out += draw(st.sampled_from([[], ["--save", "model.pkl"]]))
     return out + draw(_JSON)
 
 
-TRAIN = Command("train", ("adult", "people-row", "people-person"), _train_options,
+TRAIN = Command("train", ("adult", "people-row", "people-person", "people-noschema"),
+                _train_options,
                 lambda o: ["train", "data.csv", *o, "--seed", SEED])
 
 
 @st.composite
 def _audit_options(draw: Any, ds: str) -> list[str]:
-    out = [*_target(ds), "--members", "20", "--epochs", "1", "--batch-size", "8",
-           "--attacks", "loss", "--epsilon", "2"]
+    # (10 members on the person-level frame: with one row per person it has 48 distinct
+    # rows, and the audit's members-range refusal prints the exact count: reported)
+    members = "10" if DATASETS[ds].unit is not None else "20"
+    out = [*_target(ds), "--members", members, "--epochs", "1", "--batch-size", "8",
+           "--attacks", "loss"]
+    out += draw(st.sampled_from([["--epsilon", "2"], ["--epsilon", "2"], ["--no-dp"]]))
     out += draw(_opt("--model", ["logreg"]))
+    if DATASETS[ds].unit is not None:
+        out += draw(_opt("--max-rows-per-unit", [1, 4]))
     out += draw(_ON_INVALID)
     out += draw(st.sampled_from([[], ["--report", "audit.html"]]))
     return out + ["--json"]
@@ -306,6 +323,7 @@ def _synth_options(draw: Any, ds: str) -> list[str]:
         out += ["--workload", "2way"]
     if method == "dpvae":
         out += ["--epochs", "1"]
+    out += draw(st.sampled_from([[], [], ["--holdout", "0.25", "--evaluate"]]))
     out += draw(_ON_INVALID)
     return out + ["--json"]
 
@@ -328,7 +346,9 @@ SYNTH = Command(
 def _federated_options(draw: Any, ds: str) -> list[str]:
     algorithm = draw(st.sampled_from(["dpam", "dpfedavg", "dpftrl"]))
     out = ["train", "--ratings", "data.csv", "--movies", "movies.csv", "--algorithm",
-           algorithm, "--epsilon", "4", "--rounds", "1"]
+           algorithm, "--rounds", "1",
+           *draw(st.sampled_from([["--epsilon", "4"], ["--epsilon", "4"], ["--non-private"]])),
+           *draw(_opt("--engine", ["loop"]))]
     if algorithm != "dpam":
         out += ["--clients-per-round", "4"]
     out += draw(_opt("--users", [20]))
