@@ -15,7 +15,7 @@ requires, between the two runs:
   is public), for JSON sidecars the same structural comparison;
 - two allowed exceptions: with a declared schema and `--on-invalid refuse` a side may be
   refused (exit 2, one line naming a declared column, nothing written): a curator-facing
-  refusal; and a refusal decided on noisy values only ("estimated privately"), a DP outcome;
+  refusal; and a refusal decided on noisy values only (`NOISY_REFUSALS`), a DP outcome;
 - a claim that covers the edit: a DP output whose guarantee is record-level must not be run on
   a person-level schema with a one-person edit (the edit is then not a neighbour of the claim).
 
@@ -646,10 +646,15 @@ def _compare_doc(a: Any, b: Any, free: set[str], noised: set[str], where: str) -
         assert_same_structure(_strip(a, free), _strip(b, free), noised, where)
 
 
+#: How the refusals decided on noisy values say so (MST / AIM marginals; DP-VAE's DP-SGD row
+#: count): docs/guarantees.md, "refusal when epsilon is too small".
+NOISY_REFUSALS = ("(estimated privately)", "the noisy row count (")
+
+
 def _noisy_refusal(run: Run) -> bool:
     """A refusal decided on noisy values only (e.g. MST: the marginals' noise outweighs a
     privately estimated row count): a DP outcome, documented in docs/guarantees.md."""
-    return run.code != 0 and "estimated privately" in run.stderr
+    return run.code != 0 and any(m in run.stderr for m in NOISY_REFUSALS)
 
 
 def _schema_refusal(case: Case, run: Run, other: Run) -> bool:
