@@ -189,7 +189,7 @@ def test_delta_is_checked_against_the_public_size(
         paths.append(path)
     base = ["--column", "age", "--epsilon", "1", "--mechanism", "gaussian", "--delta", "1e-3",
             "--seed", "1", "--json"]
-    for extra, expected in (([], 2), (["--public-size", "500"], 0),
+    for extra, expected in (([], 2), (["--allow-weak"], 0), (["--public-size", "500"], 0),
                             (["--public-size", "1000"], 4),
                             (["--public-size", "1000", "--allow-weak"], 0)):
         results = []
@@ -202,8 +202,14 @@ def test_delta_is_checked_against_the_public_size(
         assert results[0][0] == expected, (extra, results)
         if expected == 2:
             assert "--public-size" in results[0][1] and len(results[0][1].splitlines()) == 1
-        if extra[-1:] == ["--allow-weak"]:
+        if extra == ["--public-size", "1000", "--allow-weak"]:
             assert "public size n = 1000" in results[0][1]
+        if extra == ["--allow-weak"]:
+            assert "without a check against 1/n" in results[0][1]
+    # above 1e-3 it is refused whatever the size (exit 4), with or without one
+    for extra in ([], ["--public-size", "100000"]):
+        code = main(["release", "count", str(paths[0]), *base[:6], "--delta", "0.01", *extra])
+        assert code == 4 and "above 0.001" in capsys.readouterr().err
 
 
 def test_delta_uses_the_schema_public_size(tmp_path: Path,

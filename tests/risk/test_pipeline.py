@@ -5,6 +5,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from test_pipeline_schema import small_schema
 
 from privlab.cli.main import main
 from privlab.errors import InvalidInputError
@@ -31,19 +32,6 @@ def small_frame(n: int = 240, seed: int = 0) -> pd.DataFrame:
     return f
 
 
-SMALL_SCHEMA = ("name: small\ncolumns:\n" + "".join(
-    f"  f{i}: {{type: numeric, bounds: [-5, 5], missing: false}}\n" for i in range(5))
-    + "  colour: {type: categorical, categories: [red, blue], missing: false}\n"
-    "  label: {type: categorical, categories: ['no', 'yes'], missing: false}\n")
-
-
-def small_schema(tmp_path) -> str:
-    """The declared public schema of `small_frame` (bounds and categories by declaration)."""
-    path = tmp_path / "small.yaml"
-    path.write_text(SMALL_SCHEMA)
-    return str(path)
-
-
 def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys):
     data = tmp_path / "d.csv"
     small_frame().to_csv(data, index=False)
@@ -67,8 +55,6 @@ def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys):
         assert r["guarantee"]["epsilon"] <= r["epsilon"] * (1 + 1e-6)
         assert r["attacks"]["loss"]["trials"] == 2 * doc["data"]["split"]["target_train"]
     assert doc["baseline"]["guarantee"]["is_dp"] is False
-    assert doc["data"]["preprocessing"] == "declared schema 'small'"
-    assert doc["data"]["preprocessing_leaks"] == []
     html = out.read_text()
     for key in ("Answer", "Curves", "Prior sensitivity", "Guarantee and accountant",
                 "Pareto", "credible", "Assessment (privlab assess)"):
@@ -210,30 +196,3 @@ def test_canary_evidence_feeds_the_risk_model():
     assert sum(c["prob_best"] for c in u["candidates"]) + u["prob_none_feasible"] == \
         pytest.approx(1.0)
     assert doc["chosen_epsilon"] in (None, 1.0, 8.0) and doc["rule"] == "stable_one_se"
-
-
-def test_cli_refuses_a_user_table_without_a_schema(tmp_path, capsys):
-    """Regression (issue 21, item 6): choose-epsilon read the features' numeric ranges and
-    categories from the rows without saying so; train and synth refuse that. Now a user table
-    needs --schema (one line naming it) before any training, and with one nothing is read."""
-    data = tmp_path / "d.csv"
-    small_frame().to_csv(data, index=False)
-    rc = main(["choose-epsilon", str(data), "--target", "label", *FAST])
-    err = capsys.readouterr().err
-    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--schema" in err
-
-
-def test_schema_encoding_ignores_the_rows_ranges(tmp_path):
-    """With a schema, one extreme row changes no other row's encoding (ranges are declared)."""
-    from privlab.schema import load_schema
-
-    sch = load_schema(small_schema(tmp_path))
-    f = small_frame(300)
-    g = f.copy()
-    g.loc[0, "f0"] = 4.9  # inside the declared bounds, outside the data's own range
-    a = P.prepare(f, "label", schema=sch, seed=1)
-    b = P.prepare(g, "label", schema=sch, seed=1)
-    assert a.classes == b.classes == ["no", "yes"] and a.info["preprocessing_leaks"] == []
-    rows_a = {tuple(r) for r in np.vstack([a.x_train, a.x_test, a.x_pool]).tolist()}
-    rows_b = {tuple(r) for r in np.vstack([b.x_train, b.x_test, b.x_pool]).tolist()}
-    assert len(rows_a ^ rows_b) <= 2  # only the edited row's encoding differs

@@ -108,3 +108,39 @@ def test_person_level_schema_bounds_contributions(tmp_path, capsys) -> None:
     code, doc = _run(capsys, d2, argv, *extra)
     assert code == 0
     assert_same_structure(ref, doc, noised=NOISED)
+
+
+@pytest.mark.parametrize("argv", STATS, ids=lambda a: "-".join(a[0::2]))
+def test_empty_table_releases_like_its_one_row_neighbour(tmp_path, capsys, argv) -> None:
+    """Regression (issue 21, item 6): a header-only table was refused (exit 2) while its
+    one-row neighbour released; now both exit 0 with the same structure and guarantee."""
+    from privlab.data.datasets import load_adult
+
+    one = load_adult().head(1)
+    paths = {"empty": tmp_path / "empty.csv", "one": tmp_path / "one.csv"}
+    one.head(0).to_csv(paths["empty"], index=False)
+    one.to_csv(paths["one"], index=False)
+    docs = {}
+    for name, path in paths.items():
+        code, docs[name] = _run(capsys, path, argv, "--schema", "adult")
+        assert code == 0, (name, docs[name])
+    assert_same_structure(docs["empty"], docs["one"], noised=NOISED)
+
+
+def test_gaussian_delta_check_uses_the_schema_size_not_the_rows(tmp_path, capsys) -> None:
+    """Regression (issue 21, item 1) on the harness's own data: neighbours either side of
+    1/delta rows get the same exit code and stderr (the check reads no row count)."""
+    from privlab.data.datasets import load_adult
+
+    rows = load_adult().head(1000)
+    results = []
+    for n in (999, 1000):
+        path = tmp_path / f"a{n}.csv"
+        rows.head(n).to_csv(path, index=False)
+        for extra in ([], ["--allow-weak"]):
+            code = main(["release", "count", str(path), "--column", "age", "--epsilon", "1",
+                         "--mechanism", "gaussian", "--delta", "1e-3", "--schema", "adult",
+                         "--seed", "1", "--json", *extra])
+            results.append((n, tuple(extra), code, capsys.readouterr().err))
+    assert results[0][2:] == results[2][2:] and results[1][2:] == results[3][2:]
+    assert all("999" not in r[3] and "1000 rows" not in r[3] for r in results)

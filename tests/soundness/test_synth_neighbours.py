@@ -102,6 +102,21 @@ def _run(capsys, data, schema, method, policy, out) -> tuple[int, dict | str]:
     return code, json.loads(captured.out) if code == 0 else captured.err
 
 
+def _fixed_notes(doc: dict) -> dict:
+    """AIM's guarantee notes and budget steps list its rounds ("round k: select/measure ..."):
+    how many rounds
+    and which marginals follow from the exponential mechanism's choices on noisy scores (as
+    `details.rounds`), so they may differ between neighbours; every other note may not."""
+    g = dict(doc["guarantee"])
+    g["notes"] = [n for n in g["notes"] if not n.startswith("round ")]
+    steps = [b for b in doc.get("budget", []) if not str(b.get("step", "")).startswith("round ")]
+    out = {**doc, "guarantee": g, **({"budget": steps} if "budget" in doc else {})}
+    if isinstance(doc.get("details"), dict):  # DP-chosen rounds and cliques: any number
+        out["details"] = {k: ([] if k in NOISED["aim"] and isinstance(v, list) else v)
+                          for k, v in doc["details"].items()}
+    return out
+
+
 @pytest.mark.parametrize("method", ["mst", "dpvae", "aim"])
 @pytest.mark.parametrize("name", ["adult", "people"])
 def test_neighbours_give_the_same_structure(method, name, cases, tmp_path, capsys) -> None:
@@ -128,8 +143,8 @@ def test_neighbours_give_the_same_structure(method, name, cases, tmp_path, capsy
                 continue
             assert code == 0, (policy, edit, payload)
             assert all(isinstance(w, str) for w in payload[WARNINGS])
-            assert_same_structure({**ref, WARNINGS: []},
-                                  {**payload, "out": ref["out"], WARNINGS: []},
+            assert_same_structure(_fixed_notes({**ref, WARNINGS: []}),
+                                  _fixed_notes({**payload, "out": ref["out"], WARNINGS: []}),
                                   noised=NOISED[method])
             assert_same_frame_structure(ref_table, pd.read_parquet(out))
         assert refused == (REFUSED[name] if policy == "refuse" else set()), policy

@@ -179,23 +179,6 @@ def choose_epsilon_cmd(
         console.print(f"  report: {report}")
 
 
-def _resolve_schema(schema: str | None, bundled: str | None) -> Any:
-    """--schema, else the bundled dataset's schema (adult: its public preprocessing, None
-    here), else a refusal: numeric ranges and categories read from a user's rows would leak."""
-    from privlab.schema import bundled_schema, load_schema
-
-    if schema is not None:
-        return load_schema(schema)
-    if bundled == "adult":
-        return None  # the bundled Adult pipeline: public ranges and category lists
-    if bundled is not None:
-        return bundled_schema(bundled)
-    raise InvalidInputError("choose-epsilon needs --schema NAME|FILE for your own table (the "
-                            "features' public ranges and categories, and the classes); draft "
-                            "one with `privlab schema draft DATA > schema.yaml` and review it: "
-                            "ranges read from the rows are not private")
-
-
 #: Keys of the output that echo public settings; every other key is measured on the rows.
 SETTINGS = ("rule", "policy", "utility", "prior", "credible_level", "attack_weights", "grid",
             "adaptive", "source", "report", "report_pdf")
@@ -229,6 +212,23 @@ def _parse_weights(text: str | None) -> dict[str, float] | None:
             raise InvalidInputError(f"--attack-weights must look like loss=1,shadow=2, got "
                                     f"{part!r}") from None
     return out
+
+
+def _resolve_schema(schema: str | None, bundled: str | None) -> Any:
+    """--schema, else the bundled dataset's schema (adult: its public preprocessing, None
+    here), else a refusal: numeric ranges and categories read from a user's rows would leak."""
+    from privlab.schema import bundled_schema, load_schema
+
+    if schema is not None:
+        return load_schema(schema)
+    if bundled == "adult":
+        return None  # the bundled Adult pipeline: public ranges and category lists
+    if bundled is not None:
+        return bundled_schema(bundled)
+    raise InvalidInputError("choose-epsilon needs --schema NAME|FILE for your own table (the "
+                            "features' public ranges and categories, and the classes); draft "
+                            "one with `privlab schema draft DATA > schema.yaml` and review it: "
+                            "ranges read from the rows are not private")
 
 
 def register(app: typer.Typer) -> None:

@@ -108,21 +108,37 @@ def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     return False
 
 
-def check_delta_strength(delta: float, public_n: int | None, allow_weak: bool,
-                         field: str = "--delta") -> None:
+def check_delta_strength(delta: float, allow_weak: bool, *, public_size: int | None,
+                         size_hint: str = "--public-size N", field: str = "--delta",
+                         require_size: bool = True) -> None:
     """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4).
 
-    `public_n` must be a PUBLIC size (a schema's `public_size`, `--public-size`), never the
-    row count of the data: the refusal and the message would reveal it."""
+    Above MAX_DELTA it is refused whatever the data. Otherwise it must be below 1/n, and n
+    must be PUBLIC (`public_size`: a schema's `public_size` or an option such as
+    `--public-size`), never the row count of the data: the refusal and its message would
+    reveal it (issue 21). Without a public size the check cannot run: refused (exit 2, naming
+    `size_hint`) unless --allow-weak, which accepts it with a warning; `require_size=False`
+    (a command whose delta is checked elsewhere against a DP estimate of n) skips it quietly.
+    Keyword-only on purpose, so no caller passes `len(frame)` by position."""
     if delta <= 0:
         return
-    n = public_n
-    too_big = delta > MAX_DELTA
-    vs_n = n is not None and n > 0 and delta >= 1.0 / n
-    if not (too_big or vs_n):
+    n = public_size
+    if delta > MAX_DELTA:
+        why = f"it is above {MAX_DELTA:g}"
+    elif n is None:
+        if not require_size:
+            return
+        if not allow_weak:
+            raise InvalidInputError(f"{field} needs a public size to check delta < 1/n "
+                                    f"against: pass {size_hint} (a public bound on the number "
+                                    "of rows), or --allow-weak to skip the check")
+        warn(f"{field} {delta:g} accepted with --allow-weak without a check against 1/n (no "
+             f"public size: {size_hint})")
         return
-    why = (f"it is not below 1/n = {1.0 / n:.3g} for the public size n = {n}" if vs_n
-           else f"it is above {MAX_DELTA:g}")
+    elif n > 0 and delta >= 1.0 / n:
+        why = f"it is not below 1/n = {1.0 / n:.3g} for the public size n = {n}"
+    else:
+        return
     if not allow_weak:
         raise UnsafeConfigurationError(
             f"{field} {delta:g} is too weak: {why}, so the mechanism may reveal a whole record "

@@ -106,8 +106,8 @@ def release_cmd(
         raise InvalidInputError(f"--public-size must be a whole number >= 1, got {public_size}")
     stat = statistic.value
     sch = _load_schema(schema) if schema is not None else None
-    size = _public_size(sch, public_size, delta)
-    check_delta_strength(delta, size, allow_weak)
+    check_delta_strength(delta, allow_weak, public_size=_public_size(sch, public_size),
+                         size_hint="--public-size N or a --schema that declares public_size")
     # A header-only table is a table of 0 rows: it releases noise on 0 like its neighbours.
     frame = read_table(file, delimiter=delimiter, allow_empty=True)
     require_columns(frame, [column], "--column")
@@ -219,19 +219,14 @@ def _load_schema(name: str) -> Any:
     return load_schema(name)
 
 
-def _public_size(sch: Any, option: int | None, delta: float) -> int | None:
+def _public_size(sch: Any, option: int | None) -> int | None:
     """The public number of rows the delta check compares against: `--public-size`, else the
-    schema's `public_size` (through `PublicFacts`). With a delta and neither, refuse: the
-    exact row count is private and must not decide a refusal or appear in a message."""
+    schema's `public_size` (through `PublicFacts`), else None. Never len(rows): the exact row
+    count is private and must not decide a refusal or appear in a message."""
     from privlab.schema.facts import PublicFacts
 
     facts = PublicFacts.from_schema(sch) if sch is not None else PublicFacts()
-    facts = facts.with_argument("size", option, "--public-size")
-    if delta <= 0:
-        return None
-    return int(facts.value("size", missing="--delta needs a public size to check delta < 1/n "
-                                   "against: pass --public-size N (a public bound on the "
-                                   "number of rows) or a --schema that declares public_size"))
+    return facts.with_argument("size", option, "--public-size").optional("size")
 
 
 def _apply_schema(frame: Any, sch: Any, on_invalid: str, column: str, stat: str,

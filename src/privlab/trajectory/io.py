@@ -67,11 +67,10 @@ def parse_times(values: pd.Series, field: str = "time", unit: str = "s") -> pd.S
         out = out.dt.tz_localize(None)
     out = out.astype("datetime64[ns]")
     bad = out.isna().to_numpy()
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
+    if bad.any():  # no count, row or value of the private rows in the message (issue 21)
         raise InvalidInputError(
-            f"{field}: {int(bad.sum())} missing or unparseable timestamp(s) (first at row {first},"
-            f" value {values.iloc[first]!r}); fix or remove them, or pass the right {field} column")
+            f"{field}: a missing or unparseable timestamp; fix or remove such rows, or pass the "
+            f"right {field} column")
     return out.reset_index(drop=True)
 
 
@@ -79,9 +78,8 @@ def _numeric(values: pd.Series, field: str) -> np.ndarray:
     out = pd.to_numeric(values, errors="coerce")
     bad = out.isna() & values.notna()
     if bad.any():
-        first = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InvalidInputError(f"column {field!r} has non-numeric value {values.iloc[first]!r} "
-                                f"(row {first}); it must hold decimal degrees")
+        raise InvalidInputError(f"column {field!r} has a value that is not a number; it must "
+                                "hold decimal degrees")
     return out.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
@@ -97,9 +95,8 @@ def from_frame(frame: pd.DataFrame, *, id_col: str | None = None, time_col: str 
             (("id", id_col), ("time", time_col), ("lat", lat_col), ("lon", lon_col))}
     ids = frame[cols["id"]]
     if ids.isna().any():
-        first = int(np.flatnonzero(ids.isna().to_numpy())[0])
-        raise InvalidInputError(f"id column {cols['id']!r} has missing values (first at row "
-                                f"{first}); every fix needs a trajectory id")
+        raise InvalidInputError(f"id column {cols['id']!r} has a missing value; every fix needs "
+                                "a trajectory id")
     out = pd.DataFrame({
         "id": ids.astype("str").reset_index(drop=True),
         "time": parse_times(frame[cols["time"]], f"time column {cols['time']!r}", time_unit),

@@ -119,10 +119,6 @@ def _check_gap(gap_minutes: float) -> int:
     return int(gap * 60e9)
 
 
-def _first_bad(mask: np.ndarray) -> int:
-    return int(np.flatnonzero(mask)[0])
-
-
 def _validate(frame: pd.DataFrame, on_invalid: str, counts: dict[str, Any]) -> pd.DataFrame:
     lat = frame["lat"].to_numpy(dtype=np.float64)
     lon = frame["lon"].to_numpy(dtype=np.float64)
@@ -130,19 +126,19 @@ def _validate(frame: pd.DataFrame, on_invalid: str, counts: dict[str, Any]) -> p
     out_of_range = ~missing & ((np.abs(lat) > 90) | (np.abs(lon) > 180) |
                                ~np.isfinite(lat) | ~np.isfinite(lon))
     if on_invalid == "error":
+        # one line naming the problem and the fix: no count, row, id or value of the
+        # private fixes (issue 21)
         if missing.any():
-            i = _first_bad(missing)
             raise InvalidInputError(
-                f"{int(missing.sum())} fix(es) have a missing (NaN) latitude or longitude (first "
-                f"at row {i}, id {frame['id'].iloc[i]!r}); remove them or pass --drop-invalid")
+                "a fix has a missing (NaN) latitude or longitude; remove such fixes or pass "
+                "--drop-invalid")
         if out_of_range.any():
-            i = _first_bad(out_of_range)
             hint = ""
             if (np.abs(lat) > 90).any() and np.all(np.abs(lon[~missing]) <= 90):
                 hint = "; latitude and longitude look swapped (check --lat-col/--lon-col)"
             raise InvalidInputError(
-                f"{int(out_of_range.sum())} fix(es) are outside lat [-90, 90] / lon [-180, 180] "
-                f"(first at row {i}: {lat[i]}, {lon[i]}){hint}; fix them or pass --drop-invalid")
+                f"a fix is outside lat [-90, 90] / lon [-180, 180]{hint}; fix such fixes or "
+                "pass --drop-invalid")
     bad = missing | out_of_range
     counts["invalid_dropped"] = int(bad.sum())
     return frame.loc[~bad] if bad.any() else frame
