@@ -631,7 +631,7 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
                 assert fa["length"] == fb["length"], f"{where} {name}: lengths differ"
         else:
             _compare_doc(fa, fb, free | labelled_not_covered(fa), noised, f"{where} {name}")
-    return "compared"
+    return "compared: both ran" if a.code == 0 else f"compared: both refused alike (exit {a.code})"
 
 
 def _compare_doc(a: Any, b: Any, free: set[str], noised: set[str], where: str) -> None:
