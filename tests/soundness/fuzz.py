@@ -614,7 +614,7 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
     if case.command == "synth" and "aim" in case.options:
         # AIM's rounds are DP choices: its guarantee notes and budget steps list them, and
         # even their number may differ
-        free |= {"notes", "budget"}
+        free |= {"notes", "budget", "rounds", "model_cliques"}
     if a.doc is not None or b.doc is not None:
         assert a.doc is not None and b.doc is not None, f"{where} JSON on one side only"
         _compare_doc(a.doc, b.doc, free, noised, where)
