@@ -82,8 +82,12 @@ def edits_for_policy(frame: pd.DataFrame, policy: str, schema: Schema
 
 
 def _close(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
+    """Equal; floats up to 1e-12 relative (a sum taken in another order, e.g. the rho of
+    AIM's rounds after noisy selections; any count or rate read from n moves far more)."""
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
     return a == b
 
 
@@ -123,6 +127,10 @@ def _same_shape(a: Any, b: Any, path: str) -> None:
         if a is not None:
             assert isinstance(a, (int, float)) == isinstance(b, (int, float)), \
                 f"{path}: {type(a).__name__} vs {type(b).__name__}"
+
+
+#: Same keys, list lengths and value kinds, values free (outputs labelled NOT DP).
+assert_same_shape = _same_shape
 
 
 def assert_same_frame_structure(a: pd.DataFrame, b: pd.DataFrame, *,

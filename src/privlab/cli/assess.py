@@ -117,7 +117,8 @@ def assess_cmd(
 
 
 #: What `privlab assess` outputs is not a release: exact statistics of the input rows for the
-#: data's curator, labelled so (docs/guarantees.md, "privlab assess / anonymize (not DP)").
+#: data's curator, labelled so (docs/guarantees.md, "privlab assess / anonymize /
+#: choose-epsilon (not DP)").
 ASSESSMENT_GUARANTEE = PrivacyGuarantee.not_private(
     "re-identification risk assessment (exact, on the input rows)",
     "an assessment for the data's curator: every count, class size, risk and "

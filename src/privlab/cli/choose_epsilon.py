@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from privlab.cli.common import (
     console,
@@ -23,6 +24,7 @@ from privlab.cli.common import (
     progress_reporter,
     warn_weak_epsilon,
 )
+from privlab.core.guarantee import PrivacyGuarantee
 from privlab.errors import InvalidInputError
 
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
@@ -141,6 +143,7 @@ def choose_epsilon_cmd(
                                 progress=progress)
     doc = result.to_dict()
     doc["source"] = source
+    doc["guarantee"] = choice_guarantee(doc).to_dict()
     if report is not None:
         write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment,
                      source=source)
@@ -152,6 +155,8 @@ def choose_epsilon_cmd(
     if as_json:
         emit_json(doc)
         return
+    console.print(f"[bold red]{escape(choice_guarantee(doc).headline())}[/bold red]",
+                  highlight=False)
     chosen = doc["chosen_epsilon"]
     unc = doc.get("uncertainty") or {}
     iv = unc.get("interval")
@@ -195,6 +200,24 @@ def _print_baseline(doc: dict[str, Any]) -> None:
     if lost:
         console.print(f"  [yellow]models at eps={', '.join(lost)} are "
                       f"{no_better_text(major['majority_class'])}[/yellow]", highlight=False)
+
+
+#: Keys of the output that echo public settings; every other key is measured on the rows.
+SETTINGS = ("rule", "policy", "utility", "prior", "credible_level", "attack_weights", "grid",
+            "adaptive", "source", "report", "report_pdf")
+
+
+def choice_guarantee(doc: dict[str, Any]) -> PrivacyGuarantee:
+    """choose-epsilon is an evaluation for the data's curator, not a release: the models it
+    trains are DP (each `per_epsilon[].guarantee` covers only their weights, which are never
+    output), but their accuracies and attack results, and so the recommendation, are
+    measured exactly on the rows. Every such key is named in `not_covered`."""
+    measured = [k for k in doc if k not in SETTINGS and k != "guarantee"]
+    return PrivacyGuarantee.not_private(
+        "choose epsilon: DP models over a grid, attacked and scored on the input rows",
+        "an evaluation for the data's curator: accuracies, attack results, risks and the "
+        "recommended epsilon are computed exactly from the input rows; do not publish them",
+    ).with_not_covered(*(f"{k} (measured exactly on the input rows)" for k in measured))
 
 
 def _parse_weights(text: str | None) -> dict[str, float] | None:
