@@ -61,6 +61,7 @@ def test_demo_chooses_epsilon_by_default(tmp_path, capsys):
     assert code == 0
     saved = json.loads(capsys.readouterr().out)
     assert saved["ledger"]["remaining_epsilon"] == 2.0  # 5 - 6 x 0.5: this run's charges only
+    assert saved["ledger"]["fresh"] and saved["ledger"]["replaced_previous"]
     ce = saved["choose_epsilon"]
     assert ce["attacks"] == ["loss", "shadow", "lira"] and ce["policy"] == "finance"
     assert [r["epsilon"] for r in ce["per_epsilon"]] == [4.0]

@@ -202,7 +202,8 @@ def demo_cmd(
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
                "ledger": {"principal": DEMO_PRINCIPAL, "budget": budget,
-                          "remaining_epsilon": remaining},
+                          "remaining_epsilon": remaining, "path": str(out / DEMO_LEDGER),
+                          "fresh": True, "replaced_previous": replaced},
                "not_protected": DEMO_NOT_PROTECTED}
     if chosen is not None:
         summary["choose_epsilon"] = chosen
