@@ -28,3 +28,34 @@ def test_demo_choose_epsilon_step(tmp_path):
     html = (tmp_path / "choose_epsilon.html").read_text()
     assert "Choosing epsilon" in html or "choosing epsilon" in html
     json.dumps(res)
+
+
+def test_torch_threads_follow_the_idle_cores():
+    # issue 23: torch's default threads spin on a busy machine (15 s CPU with one thread,
+    # 35-38 s with the default): only the cores the load leaves idle are used, at least one
+    from privlab.risk.pipeline import torch_threads_for_machine
+
+    assert torch_threads_for_machine(cores=2, load=0.0) == 2
+    assert torch_threads_for_machine(cores=8, load=2.5) == 5
+    assert torch_threads_for_machine(cores=2, load=1.5) == 1
+    assert torch_threads_for_machine(cores=2, load=9.0) == 1
+    assert torch_threads_for_machine(cores=1, load=0.0) == 1
+    assert 1 <= torch_threads_for_machine() <= max(1, __import__("os").cpu_count() or 1)
+
+
+def test_choose_epsilon_runs_with_the_machines_threads_and_restores_them(monkeypatch):
+    import torch
+
+    from privlab.risk import pipeline
+
+    seen = []
+    monkeypatch.setattr(pipeline, "torch_threads_for_machine", lambda: 1)
+    monkeypatch.setattr(pipeline, "_choose_epsilon",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or "done")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert pipeline.choose_epsilon(None, "y", None) == "done"
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

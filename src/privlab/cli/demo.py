@@ -40,6 +40,70 @@ DEMO_RELEASES = [
 ]
 
 
+DEMO_LEDGER = "budget.db"
+DEMO_PRINCIPAL = "demo-analyst"
+#: Files of one demo run that a later run without the epsilon step (or without --pdf) must not
+#: leave behind as if they were its own.
+EPSILON_STEP_FILES = ("choose_epsilon.html", "choose_epsilon.pdf")
+
+
+def _check_demo_ledger(path: Path) -> None:
+    """A ledger at the demo's path is replaced only if it is a demo ledger (its only principal
+    is the demo analyst): a user's ledger in that folder is never overwritten."""
+    from privlab.core.ledger import BudgetLedger
+
+    if not path.exists():
+        return
+    with BudgetLedger(str(path), create=False) as old:
+        principals = old.principals()
+    if principals and principals != [DEMO_PRINCIPAL]:
+        raise InvalidInputError(f"--out {path.parent}: its {path.name} is not a demo ledger "
+                                f"(principals {', '.join(principals[:5])}); give the demo "
+                                "its own folder")
+
+
+def _fresh_demo_ledger(path: Path, budget: float) -> bool:
+    """A new ledger for this run, built beside `path` and moved over it in one rename: each
+    run of the demo starts from its full budget, so re-running it just works. Returns
+    whether an old demo ledger was replaced."""
+    import contextlib
+    import os
+
+    from privlab.core.ledger import BudgetLedger
+
+    tmp = path.with_name(f".{path.name}.fresh-{os.getpid()}")
+    sidecars = ("-wal", "-shm", "-journal", "-writer.lock")
+    for suffix in ("", *sidecars):  # leftovers of a crashed earlier attempt
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{tmp}{suffix}")
+    try:
+        with BudgetLedger(str(tmp)) as fresh:
+            fresh.set_budget(DEMO_PRINCIPAL, budget)
+        replaced = path.exists()
+        # the old database's journal must not be read as the new one's
+        for suffix in ("-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{suffix}")
+        os.replace(tmp, path)
+    finally:
+        for suffix in ("", *sidecars):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+    return replaced
+
+
+def _drop_stale_outputs(out: Path, chosen: dict | None, pdf: bool) -> None:
+    """Remove an earlier run's epsilon-step report when this run made none, and earlier PDFs
+    when this run prints none, so that the folder holds one run's outputs only."""
+    made = chosen is not None and "skipped" not in chosen
+    for name in EPSILON_STEP_FILES:
+        stale = (not made) or (name.endswith(".pdf") and not pdf)
+        if stale:
+            (out / name).unlink(missing_ok=True)
+    if not pdf:
+        (out / "report.pdf").unlink(missing_ok=True)
+
+
 def _true_value(frame: Any, stat: str, column: str, opts: dict) -> Any:
     col = frame[column]
     if stat == "count":
@@ -93,15 +157,27 @@ def demo_cmd(
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {out} is a file; give a folder (it is created if "
                                 "missing)")
+    needed = epsilon * len(DEMO_RELEASES)
+    if needed > budget + 1e-12:  # refuse before anything is written or charged
+        from privlab.errors import BudgetExceededError
+
+        raise BudgetExceededError(f"--budget {budget:g}: the demo's {len(DEMO_RELEASES)} "
+                                  f"releases at --epsilon {epsilon:g} need {needed:g}; raise "
+                                  "--budget or lower --epsilon")
+    _check_demo_ledger(out / DEMO_LEDGER)
     out.mkdir(parents=True, exist_ok=True)
     frame = load_adult(drop_missing=True)
     rng = make_rng(seed)
-    ledger = BudgetLedger(str(out / "budget.db"))
-    ledger.set_budget("demo-analyst", budget)
+    replaced = _fresh_demo_ledger(out / DEMO_LEDGER, budget)
+    if not as_json:
+        console.print(("replaced the previous demo ledger: " if replaced else "")
+                      + f"started a fresh demo ledger {out / DEMO_LEDGER} (budget {budget:g} "
+                      f"for {DEMO_PRINCIPAL})")
+    ledger = BudgetLedger(str(out / DEMO_LEDGER))
 
     releases = []
     for stat, column, opts in DEMO_RELEASES:
-        entry = ledger.charge("demo-analyst", epsilon, 0.0, description=f"demo {stat} {column}")
+        entry = ledger.charge(DEMO_PRINCIPAL, epsilon, 0.0, description=f"demo {stat} {column}")
         result = _release(frame, stat, column, opts, epsilon, rng)
         result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee, stat,
                                                                        column))
@@ -111,20 +187,23 @@ def demo_cmd(
                          "remaining_epsilon": entry.remaining_epsilon})
 
     assessment, result = _assessment(frame, out)
-    remaining = ledger.remaining("demo-analyst")[0]
+    remaining = ledger.remaining(DEMO_PRINCIPAL)[0]
+    ledger.close()
     if not as_json:  # show what exists now; the epsilon step takes a while
         _print_assessment(assessment)
         _print_releases(releases, budget, remaining)
     chosen = None
     if epsilons.strip().lower() != "none":
         chosen = _choose_epsilon_step(frame, epsilons, out, seed, show=not as_json)
+    _drop_stale_outputs(out, chosen, pdf)
     report = out / "report.html"
     _write_report(report, result, releases, budget, remaining, chosen)
     assessment["report"] = str(report)
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
-               "ledger": {"principal": "demo-analyst", "budget": budget,
-                          "remaining_epsilon": remaining},
+               "ledger": {"principal": DEMO_PRINCIPAL, "budget": budget,
+                          "remaining_epsilon": remaining, "path": str(out / DEMO_LEDGER),
+                          "fresh": True, "replaced_previous": replaced},
                "not_protected": DEMO_NOT_PROTECTED}
     if chosen is not None:
         summary["choose_epsilon"] = chosen

@@ -24,9 +24,11 @@ spread (stability). Torch is imported only here, lazily.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -514,11 +516,62 @@ class ChooseResult:
         return result_dict(self)
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return max(1, os.cpu_count() or 1)
+
+
+def torch_threads_for_machine(cores: int | None = None, load: float | None = None) -> int:
+    """Torch intra-op threads for the machine as found: the usable cores that the other
+    work (the 1-minute load average) leaves idle, at least 1. The models are small, so
+    OpenMP workers that must share a busy core spin instead of working: issue 23 measured
+    a choose-epsilon run at 15 s CPU with one thread and 35-38 s with torch's default."""
+    cores = usable_cores() if cores is None else max(1, int(cores))
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # pragma: no cover - no load average here
+            load = 0.0
+    return max(1, min(cores, int(cores - max(0.0, load))))
+
+
+@contextlib.contextmanager
+def machine_threads() -> Iterator[int]:
+    """Run a block with `torch_threads_for_machine()` intra-op threads (restored after) and
+    one inter-op thread; yields the count, 0 without torch."""
+    try:
+        import torch
+    except ImportError:
+        yield 0
+        return
+    threads = torch_threads_for_machine()
+    with contextlib.suppress(RuntimeError):  # allowed only before any inter-op work ran
+        torch.set_num_interop_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
+
+
 def choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
                    config: PipelineConfig | None = None,
                    utility: UtilityConfig | None = None, relative_utility: bool = False,
                    progress: Progress | None = None) -> ChooseResult:
-    """Train, attack, fit the risk model and pick eps* (see the module docstring)."""
+    """Train, attack, fit the risk model and pick eps* (see the module docstring), with
+    torch's thread count set for the machine it finds (`machine_threads`)."""
+    with machine_threads():
+        return _choose_epsilon(frame, target, policy, config, utility, relative_utility,
+                               progress)
+
+
+def _choose_epsilon(frame: pd.DataFrame, target: str, policy: Policy,
+                    config: PipelineConfig | None, utility: UtilityConfig | None,
+                    relative_utility: bool, progress: Progress | None) -> ChooseResult:
     cfg = config or PipelineConfig()
     cfg.check()
     started = time.perf_counter()
