@@ -584,9 +584,21 @@ def claim(doc: Any) -> str | None:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
+#: Verdicts printed from values that are noised (DP post-processing) or named in
+#: `not_covered` (a NOT-DP output): like those values, they may differ between neighbours.
+_VERDICTS = re.compile(r"the model is no better than always predicting '[^']*': it learnt "
+                       r"nothing useful \(more epochs, more rows or a larger epsilon may help\)")
+
+_MAJORITY = re.compile(r"always predicting '[^']*'")
+
+
 def mask_numbers(text: str) -> str:
-    """Human output: numbers may be noised values; the words around them may not move."""
-    return _NUMBER.sub("#", text)
+    """Human output: numbers may be noised values, and verdicts drawn from them may come and
+    go; the other words around them may not move."""
+    kept = _VERDICTS.sub("", " ".join(text.split()))
+    # the majority class is read from noisy class counts (DP) or is itself not covered
+    kept = _MAJORITY.sub("always predicting '?'", kept)
+    return _NUMBER.sub("#", " ".join(kept.split()))
 
 
 def check_runs(case: Case, a: Run, b: Run) -> str:
