@@ -444,7 +444,8 @@ def adult_split(test_size: float = 0.2, seed: int = 0, n: int | None = None) -> 
                        "preprocessing": "public categories and ranges (data-independent)"})
 
 
-def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int = 0) -> Split:
+def classification_benchmark_split(setting: str = "loss", random_state: int = 42,
+                                   split_seed: int = 0) -> Split:
     """Kobylianska's (2025) make_classification setup (100 features, 20 informative, 10 redundant,
     5 repeated, 2 classes, 3 clusters per class).
 
@@ -468,7 +469,7 @@ def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int
     if setting == "shadow":
         extra.update(X_shadow=x[idx[3]], y_shadow=y[idx[3]])
     return Split(x[idx[0]], y[idx[0]], x[idx[2]], y[idx[2]], extra=extra,
-                 info={"dataset": "seed004-" + setting, "sizes": parts,
+                 info={"dataset": "classification-benchmark-" + setting, "sizes": parts,
                        "random_state": random_state, "split_seed": split_seed})
 
 
