@@ -222,6 +222,31 @@ class Domain:
     def to_dict(self) -> dict[str, Any]:
         return {"columns": [c.to_dict() for c in self.columns]}
 
+    def to_schema(self, name: str = "synthetic") -> Schema:
+        """The public schema of the synthetic table: declared categories and bounds as
+        declared, DP-estimated ones as estimated (post-processing of a DP release, so
+        public), `<other>` as the schema's other bucket. One declaration format for what
+        follows (`privlab train --schema`, `privlab release --schema` on the synthetic rows).
+        Refused when a column was observed without noise (the non-private baseline)."""
+        observed = [c.name for c in self.columns if c.source.startswith("observed")]
+        if observed:
+            raise InvalidInputError(f"the domain of {observed} was read from the data without "
+                                    "noise (non-private mode): it is not a public schema")
+        cols = []
+        for c in self.columns:
+            if c.kind == "categorical":
+                cols.append(ColumnSchema(c.name, "categorical", tuple(c.categories),
+                                         other=c.other, missing=c.missing))
+                continue
+            lo, hi = c.edges[0], c.edges[-1] - (1 if c.integer else 0)
+            bounds = (int(lo), int(hi)) if c.integer else (float(lo), float(hi))
+            cols.append(ColumnSchema(c.name, "integer" if c.integer else "numeric",
+                                     bounds=bounds, missing=c.missing,
+                                     point_masses=tuple(c.points)))
+        sources = sorted({c.source for c in self.columns})
+        return Schema(tuple(cols), name=name, source="privlab synth domain: "
+                      + "; ".join(sources))
+
 
 def numeric_values(series: pd.Series, name: str) -> np.ndarray:
     """Float values of a numeric column, or a one-line error naming it."""
