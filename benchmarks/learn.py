@@ -153,12 +153,12 @@ def bench_epoch(epochs: int, repeats: int) -> dict:
 def bench_multi(repeats: int, models: int = 16, epochs: int = 1,
                 batches: tuple[int, ...] = (64, 32, 16)) -> dict:
     """Kobylianska (2025) trains shadow models with batch 32 and the loss-attack target with 16."""
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import shadow_subsets, train_many, train_one
 
-    split = seed004_split("shadow")
+    split = classification_benchmark_split("shadow")
     x, y = split.extra["X_shadow"], split.extra["y_shadow"]
     subsets = shadow_subsets(len(y), models, 1000, seed=1)
     seeds = list(range(models))

@@ -49,7 +49,7 @@ def sample() -> dict:
     spec.loader.exec_module(bl)
     import privlab
     from privlab.core.accounting import calibrate_noise_multiplier
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import shadow_subsets, train_many
@@ -60,7 +60,7 @@ def sample() -> dict:
     c0 = time.process_time()
     sec, acc = bl.run_privlab(split, 2, 0, "dpsgd", sigma)
     cpu_epoch = (time.process_time() - c0) / 2
-    shadow = seed004_split("shadow")
+    shadow = classification_benchmark_split("shadow")
     x, y = shadow.extra["X_shadow"], shadow.extra["y_shadow"]
     subsets = shadow_subsets(len(y), 16, 1000, seed=1)
     cfg = TrainConfig(method="dpsgd", epsilon=4.0, delta=1e-5, epochs=1, batch_size=32,

@@ -2,10 +2,10 @@
 (tables in docs/audit.md).
 
 Setup (Kobylianska 2025, section 2.1, our reading): make_classification(100 features,
-20 informative,
-10 redundant, 5 repeated, 2 classes, n_clusters_per_class=3, random_state=42), a seeded split
-(`privlab.learn.data.seed004_split`), StandardScaler fitted on the TARGET's training rows,
-the MLP 100-128-64-2 (LayerNorm, ReLU, Dropout 0.2). Losses in float64 (float32 softmax
+20 informative, 10 redundant, 5 repeated, 2 classes, n_clusters_per_class=3, random_state=42),
+a seeded split (`privlab.learn.data.classification_benchmark_split`), StandardScaler fitted on
+the TARGET's training rows, the MLP 100-128-64-2 (LayerNorm, ReLU, Dropout 0.2). Losses in
+float64 (float32 softmax
 cross-entropy rounds many member losses to exactly 0; the float32 AUC is printed too).
 
 --part loss:   train 1,000 / test 3,000, 150 epochs, batch 16, Adam lr 0.01 (overfit), one
@@ -77,12 +77,12 @@ def _attack_row(res, delta: float, fprs=(0.001, 0.01, 0.1)) -> dict:
 
 def part_loss(args, out: dict) -> None:
     from privlab.audit import threshold_attack
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import train_many
 
-    split = seed004_split("loss", random_state=42, split_seed=args.split_seed)
+    split = classification_benchmark_split("loss", random_state=42, split_seed=args.split_seed)
     f = _scale(split)
     xtr, xte = f(split.X_train), f(split.X_test)
     mem, non = (xtr, split.y_train), (xte, split.y_test)
@@ -130,12 +130,12 @@ def part_loss(args, out: dict) -> None:
 
 def part_shadow(args, out: dict) -> None:
     from privlab.audit import TorchTrainer, lira, shadow_attack, threshold_attack
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import train_one
 
-    split = seed004_split("shadow", random_state=42, split_seed=args.split_seed)
+    split = classification_benchmark_split("shadow", random_state=42, split_seed=args.split_seed)
     f = _scale(split)
     xtr, xte = f(split.X_train), f(split.X_test)
     xsh, ysh = f(split.extra["X_shadow"]), split.extra["y_shadow"]
@@ -185,12 +185,12 @@ def part_dpsweep(args, out: dict) -> None:
     """DP-SGD at eps 1 on the loss setting over (expected batch, epochs, lr, dropout): the
     best accuracy we could reach honestly (each config accounted to eps 1 on its own)."""
     from privlab.audit import threshold_attack
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import train_many
 
-    split = seed004_split("loss", random_state=42, split_seed=args.split_seed)
+    split = classification_benchmark_split("loss", random_state=42, split_seed=args.split_seed)
     f = _scale(split)
     xtr, xte = f(split.X_train), f(split.X_test)
     seeds = list(range(args.seeds))

@@ -56,7 +56,7 @@ def main() -> None:
     logging.getLogger("absl").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
 
-    from privlab.learn.data import seed004_split
+    from privlab.learn.data import classification_benchmark_split
     from privlab.learn.dpsgd import TrainConfig, accuracy
     from privlab.learn.models import SeedMLP
     from privlab.learn.multi import train_many, train_one
@@ -69,7 +69,7 @@ def main() -> None:
     started = time.perf_counter()
 
     def prepared(setting: str):
-        split = seed004_split(setting)
+        split = classification_benchmark_split(setting)
         if not args.scale:
             return split
         from dataclasses import replace

@@ -13,7 +13,7 @@ from privlab.learn.data import (
     TablePreprocessor,
     adult_features,
     adult_preprocessor,
-    seed004_split,
+    classification_benchmark_split,
     split_target,
 )
 
@@ -48,11 +48,11 @@ def test_split_target_errors():
         split_target(frame, "z")
 
 
-def test_seed004_splits():
-    loss = seed004_split("loss")
+def test_classification_benchmark_splits():
+    loss = classification_benchmark_split("loss")
     assert len(loss.y_train) == 1000 and len(loss.extra["y_val"]) == 2100
     assert len(loss.y_test) == 3000 and loss.X_train.shape[1] == 100
-    shadow = seed004_split("shadow")
+    shadow = classification_benchmark_split("shadow")
     assert (len(shadow.y_train), len(shadow.extra["y_val"]), len(shadow.y_test),
             len(shadow.extra["y_shadow"])) == (2000, 3250, 4500, 5250)
 

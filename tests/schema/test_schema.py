@@ -200,8 +200,9 @@ def test_cli_draft_show_check(tmp_path, capsys):
 
 
 def test_older_adult_declarations_agree_with_the_bundled_schema():
-    """The synth `--domain adult` and the learn Adult preprocessor predate the schema; they
-    must state the same public categories and no wider bounds than it (no drift)."""
+    """The synth `--domain adult` declaration and the learn Adult preprocessor are read from
+    the bundled schema; they must state its categories and no wider bounds (no drift, e.g.
+    if someone writes a list back in by hand)."""
     from privlab.learn.data import ADULT_BOUNDS, ADULT_CATEGORIES
     from privlab.synth.domain import ADULT_DOMAIN
 

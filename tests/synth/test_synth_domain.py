@@ -188,3 +188,28 @@ def test_coerce_and_refuse_policies_in_the_library(adult_small: pd.DataFrame) ->
     s = MSTSynthesizer(schema="adult", rng=0).fit(frame, 8.0)
     assert len(s.conform(frame)) == len(frame) - 1
     assert str(s.sample(20)["age"].dtype) == "int64"
+
+
+def test_an_estimated_domain_is_published_as_a_schema(adult_small) -> None:
+    """DP-estimated categories and bounds come out as a `Schema` (the one declaration
+    format): the synthetic rows conform to it under `refuse`, estimated columns keep their
+    DP values, and a domain read without noise is refused as a schema."""
+    from privlab.schema import conform
+
+    s = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, 2.0, 1e-6)
+    schema = s.domain.to_schema("adult-synthetic")
+    spec = {c.name: c for c in s.domain.columns}
+    assert [c.name for c in schema.columns] == s.domain.names
+    for col in schema.columns:
+        assert col.missing == spec[col.name].missing
+        if col.type == "categorical":
+            assert col.categories == spec[col.name].categories and col.other
+        else:
+            assert col.type == "integer"
+            assert col.bounds == (spec[col.name].edges[0], spec[col.name].edges[-1] - 1)
+    assert "estimated" in schema.source and schema.privacy_unit == "row"
+    out = s.sample(400)
+    assert conform(out, schema, "refuse").shape == out.shape
+    baseline = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, None)
+    with pytest.raises(InvalidInputError, match="without noise"):
+        baseline.domain.to_schema()

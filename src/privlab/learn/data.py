@@ -363,40 +363,41 @@ def row_test_mask(frame: pd.DataFrame, test_size: float, key: int) -> np.ndarray
     return uniform < test_size
 
 
-# Public category lists of UCI Adult (from the dataset's documentation, adult.names) and
-# public value ranges (census coding: capital gains top-coded at 99,999; ages 17-90 by the
-# survey's design; hours per week 1-99). fnlwgt is a sampling weight, dropped.
+def _adult_schema() -> Schema:
+    from privlab.schema.bundled import bundled_schema
+
+    return bundled_schema("adult")
+
+
+#: Features of the Adult pipeline: the bundled public schema's categorical and numeric
+#: columns, less fnlwgt (a sampling weight) and the target.
+_ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation",
+                      "relationship", "race", "sex", "native-country")
+_ADULT_NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+_ADULT_LOG = ("capital-gain", "capital-loss")
+
+
+def _adult_bounds(schema: Schema) -> dict[str, tuple[float, float]]:
+    """Public value ranges from the bundled schema; the capital columns are scaled after
+    log1p over [0, log1p(capital-gain's top-code 99,999)], one scale for both (as measured in
+    docs/learn.md; capital-loss's declared bound 10,000 lies inside it)."""
+    top = float(schema.column("capital-gain").bounds[1])  # type: ignore[index]
+    out: dict[str, tuple[float, float]] = {}
+    for name in _ADULT_NUMERIC:
+        if name in _ADULT_LOG:
+            out[name] = (0.0, math.log1p(top))
+        else:
+            lo, hi = schema.column(name).bounds  # type: ignore[misc]
+            out[name] = (float(lo), float(hi))
+    return out
+
+
+# Public category lists and value ranges of UCI Adult, read from the bundled schema
+# (`privlab schema show adult`: adult.names and the survey's public top-codes).
 ADULT_CATEGORIES: dict[str, list[str]] = {
-    "workclass": ["Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
-                  "State-gov", "Without-pay", "Never-worked"],
-    "education": ["Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
-                  "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th",
-                  "Doctorate", "5th-6th", "Preschool"],
-    "marital-status": ["Married-civ-spouse", "Divorced", "Never-married", "Separated",
-                       "Widowed", "Married-spouse-absent", "Married-AF-spouse"],
-    "occupation": ["Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
-                   "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
-                   "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
-                   "Armed-Forces"],
-    "relationship": ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative",
-                     "Unmarried"],
-    "race": ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"],
-    "sex": ["Female", "Male"],
-    "native-country": [
-        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
-        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
-        "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico",
-        "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan",
-        "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand",
-        "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"],
-}
-ADULT_BOUNDS: dict[str, tuple[float, float]] = {
-    "age": (17.0, 90.0),
-    "education-num": (1.0, 16.0),
-    "capital-gain": (0.0, math.log1p(99999.0)),   # after log1p
-    "capital-loss": (0.0, math.log1p(99999.0)),   # after log1p
-    "hours-per-week": (1.0, 99.0),
-}
+    name: [str(v) for v in _adult_schema().column(name).categories]
+    for name in _ADULT_CATEGORICAL}
+ADULT_BOUNDS: dict[str, tuple[float, float]] = _adult_bounds(_adult_schema())
 
 
 def adult_preprocessor() -> TablePreprocessor:
@@ -444,7 +445,8 @@ def adult_split(test_size: float = 0.2, seed: int = 0, n: int | None = None) -> 
                        "preprocessing": "public categories and ranges (data-independent)"})
 
 
-def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int = 0) -> Split:
+def classification_benchmark_split(setting: str = "loss", random_state: int = 42,
+                                   split_seed: int = 0) -> Split:
     """Kobylianska's (2025) make_classification setup (100 features, 20 informative, 10 redundant,
     5 repeated, 2 classes, 3 clusters per class).
 
@@ -468,7 +470,7 @@ def seed004_split(setting: str = "loss", random_state: int = 42, split_seed: int
     if setting == "shadow":
         extra.update(X_shadow=x[idx[3]], y_shadow=y[idx[3]])
     return Split(x[idx[0]], y[idx[0]], x[idx[2]], y[idx[2]], extra=extra,
-                 info={"dataset": "seed004-" + setting, "sizes": parts,
+                 info={"dataset": "classification-benchmark-" + setting, "sizes": parts,
                        "random_state": random_state, "split_seed": split_seed})
 
 

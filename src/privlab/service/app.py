@@ -384,22 +384,179 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
                gateway: Gateway | None = None, reconcile: bool = True) -> Any:
-    """Build the ASGI app from a config (object or YAML path) or a ready `Gateway`."""
-    from fastapi import FastAPI, Path, Query, Request
-    from fastapi.concurrency import run_in_threadpool
+    """Build the ASGI app from a config (object or YAML path) or a ready `Gateway`.
+
+    The steps, each checkable alone: the gateway, the FastAPI app with its error handlers,
+    the service and metadata routes, the query routes, the corrected OpenAPI document, and
+    the front door (size limit, authentication, rate limit, body deadline) wrapped around it.
+    """
+    from fastapi import FastAPI
+
+    gw = _gateway_for(config, gateway, reconcile)
+    app = FastAPI(title="privlab DP query gateway", version=__version__,
+                  description="Aggregate SQL answered with differential privacy and "
+                              "per-analyst budgets. Every error is JSON "
+                              "{\"error\", \"reason\"}.")
+    app.state.gateway = gw
+    front = FrontDoor(app, gw)
+    _add_error_handlers(app)
+    _add_metadata_routes(app, gw)
+    _add_query_routes(app, gw, front)
+    _install_openapi(app, _query_request_model(gw.config.limits))
+    front.fastapi = app  # type: ignore[attr-defined]
+    return front
+
+
+def _gateway_for(config: GatewayConfig | str | os.PathLike[str] | None,
+                 gateway: Gateway | None, reconcile: bool) -> Gateway:
+    """The ready gateway, or one built from the config (object or YAML path)."""
+    if gateway is not None:
+        return gateway
+    if config is None:
+        raise InvalidInputError("create_app needs a config or a gateway")
+    cfg = config if isinstance(config, GatewayConfig) else load_config(config)
+    return Gateway(cfg, reconcile=reconcile)
+
+
+def _error(code: str, reason: str) -> Any:
+    """The JSON error response `{"error", "reason"}` with the code's status."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": code, "reason": reason}, status_code=STATUS[code])
+
+
+def _analyst_of(request: Any) -> AnalystSpec:
+    """The analyst the front door authenticated for this request."""
+    return request.scope["state"]["analyst"]
+
+
+def _add_error_handlers(app: Any) -> None:
+    """Every error answers JSON: a bug (500, or 503 when the audit log is broken) without a
+    traceback or database text, a validation error as 400, routing errors as 404 / 405."""
+    from fastapi import Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.openapi.utils import get_openapi
-    from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, ConfigDict, Field
+    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    if gateway is None:
-        if config is None:
-            raise InvalidInputError("create_app needs a config or a gateway")
-        cfg = config if isinstance(config, GatewayConfig) else load_config(config)
-        gateway = Gateway(cfg, reconcile=reconcile)
-    gw = gateway
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        # a bug must still answer JSON, without a traceback or database text
+        log.error("unexpected %s in a request", type(exc).__name__, exc_info=exc)
+        if isinstance(exc, AuditLogBroken):
+            return _error("unavailable", UNAVAILABLE)
+        return _error("failed", "the gateway could not process the request")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query",
+                                                                            "path"))
+            problems.append(f"{where or 'request'}: {e.get('msg', 'invalid')}")
+        return _error("refused", "invalid request: " + "; ".join(sorted(problems)[:3]))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "refused"}.get(exc.status_code, "refused")
+        return JSONResponse({"error": code, "reason": str(exc.detail)},
+                            status_code=exc.status_code)
+
+
+_V1 = (400, 401, 429)  # what every /v1 route may answer (front door)
+
+
+def _add_metadata_routes(app: Any, gw: Gateway) -> None:
+    """GET /healthz, /v1/tables and /v1/budget (the caller's own budget only: 403)."""
+    from fastapi import Query, Request
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/v1/tables", tags=["metadata"], responses=_responses(*_V1))
+    def tables(request: Request) -> dict[str, Any]:
+        return gw.tables(_analyst_of(request))
+
+    @app.get("/v1/budget", tags=["budget"], responses=_responses(*_V1, 403))
+    def budget(request: Request, analyst: str | None = Query(
+            None, max_length=200, description="must be the caller (403 otherwise)")) -> Any:
+        me = _analyst_of(request)
+        if analyst is not None and analyst != me.name:
+            return _error("forbidden", "you may only read your own budget")
+        return gw.budget(me)
+
+
+def _answer(gw: Gateway, me: AnalystSpec, body: dict[str, Any]) -> Any:
+    """One query through the gateway; each refusal maps to its JSON error code."""
+    from fastapi.responses import Response
+
+    try:
+        # serialised by the gateway (inside its failure guard): sent as is
+        return Response(gw.query_json(me, body["sql"], body["epsilon"], body["delta"],
+                                      body["mechanism"]), media_type="application/json")
+    except QueryRefused as exc:
+        return _error("refused", str(exc))
+    except AccessDenied as exc:
+        return _error("forbidden", str(exc))
+    except BudgetExceededError as exc:
+        return _error("budget_exceeded", str(exc))
+    except AuditLogBroken:
+        return _error("unavailable", UNAVAILABLE)
+    except QueryFailed as exc:
+        return _error("failed", str(exc))
+    except PrivlabError:
+        return _error("failed", "the gateway could not process the query")
+
+
+def _add_query_routes(app: Any, gw: Gateway, front: FrontDoor) -> None:
+    """POST /v1/queries (body parsed strictly; a bad body is audited like a refusal),
+    GET /v1/queries (own history) and GET /v1/queries/{id} (own queries only: 404)."""
+    from fastapi import Path, Query, Request
+    from fastapi.concurrency import run_in_threadpool
+    from fastapi.responses import Response
+
     limits = gw.config.limits
+
+    @app.post("/v1/queries", tags=["queries"],
+              responses=_responses(*_V1, 402, 408, 411, 413, 500, 503),
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": {
+                      "$ref": "#/components/schemas/QueryRequest"}}}}})
+    async def post_query(request: Request) -> Response:
+        me = _analyst_of(request)
+        try:
+            body = parse_query_body(await request.body(), limits.max_sql_chars)
+        except BadRequest as exc:  # audited like a refused query (capped: not a flood)
+            await front._audit(front._client(request.scope), "refused", str(exc)[:250],
+                               request.scope, analyst=me.name, kind=f"body:{me.name}")
+            return _error("refused", str(exc))
+        return await run_in_threadpool(_answer, gw, me, body)
+
+    @app.get("/v1/queries", tags=["queries"], responses=_responses(*_V1))
+    def list_queries(request: Request,
+                     limit: int = Query(100, ge=1, le=1000, description="rows, newest first"),
+                     before: int | None = Query(None, ge=1, le=2**63 - 1,
+                                                description="only rows with seq < before")
+                     ) -> Any:
+        me = _analyst_of(request)
+        return {"analyst": me.name, "queries": gw.history(me, limit, before)}
+
+    @app.get("/v1/queries/{query_id}", tags=["queries"], responses=_responses(*_V1, 404))
+    def get_query(request: Request, query_id: str = Path(..., max_length=200)) -> Any:
+        me = _analyst_of(request)
+        if len(query_id) > 64 or not query_id.isalnum() or not query_id.isascii():
+            return _error("not_found", "no such query")
+        rows = gw.audit.get(query_id)
+        if not rows or any(r.analyst != me.name for r in rows):
+            # one answer for "missing" and "someone else's": ids of others are not confirmed
+            return _error("not_found", "no such query")
+        return {"query_id": query_id, "events": [r.to_analyst_dict() for r in rows]}
+
+
+def _query_request_model(limits: Any) -> Any:
+    """The documented body of POST /v1/queries, with the configured limits (for the OpenAPI
+    document only: the body itself is parsed strictly by `parse_query_body`)."""
+    from pydantic import BaseModel, ConfigDict, Field
 
     class QueryRequest(BaseModel):
         """The documented body of POST /v1/queries (parsed strictly: `parse_query_body`)."""
@@ -416,116 +573,15 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
                                          "mechanism (a JSON number)")
         mechanism: str | None = Field(None, description="laplace (default) or gaussian")
 
-    app = FastAPI(title="privlab DP query gateway", version=__version__,
-                  description="Aggregate SQL answered with differential privacy and "
-                              "per-analyst budgets. Every error is JSON "
-                              "{\"error\", \"reason\"}.")
-    app.state.gateway = gw
-    front = FrontDoor(app, gw)
+    return QueryRequest
 
-    def error(code: str, reason: str) -> JSONResponse:
-        return JSONResponse({"error": code, "reason": reason}, status_code=STATUS[code])
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        # a bug must still answer JSON, without a traceback or database text
-        log.error("unexpected %s in a request", type(exc).__name__, exc_info=exc)
-        if isinstance(exc, AuditLogBroken):
-            return error("unavailable", UNAVAILABLE)
-        return error("failed", "the gateway could not process the request")
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = []
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query",
-                                                                            "path"))
-            problems.append(f"{where or 'request'}: {e.get('msg', 'invalid')}")
-        return error("refused", "invalid request: " + "; ".join(sorted(problems)[:3]))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "refused"}.get(exc.status_code, "refused")
-        return JSONResponse({"error": code, "reason": str(exc.detail)},
-                            status_code=exc.status_code)
-
-    def analyst_of(request: Request) -> AnalystSpec:
-        return request.scope["state"]["analyst"]
-
-    v1 = (400, 401, 429)
-
-    @app.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__}
-
-    @app.get("/v1/tables", tags=["metadata"], responses=_responses(*v1))
-    def tables(request: Request) -> dict[str, Any]:
-        return gw.tables(analyst_of(request))
-
-    @app.get("/v1/budget", tags=["budget"], responses=_responses(*v1, 403))
-    def budget(request: Request, analyst: str | None = Query(
-            None, max_length=200, description="must be the caller (403 otherwise)")) -> Any:
-        me = analyst_of(request)
-        if analyst is not None and analyst != me.name:
-            return error("forbidden", "you may only read your own budget")
-        return gw.budget(me)
-
-    def answer(me: AnalystSpec, body: dict[str, Any]) -> Response:
-        try:
-            # serialised by the gateway (inside its failure guard): sent as is
-            return Response(gw.query_json(me, body["sql"], body["epsilon"], body["delta"],
-                                          body["mechanism"]), media_type="application/json")
-        except QueryRefused as exc:
-            return error("refused", str(exc))
-        except AccessDenied as exc:
-            return error("forbidden", str(exc))
-        except BudgetExceededError as exc:
-            return error("budget_exceeded", str(exc))
-        except AuditLogBroken:
-            return error("unavailable", UNAVAILABLE)
-        except QueryFailed as exc:
-            return error("failed", str(exc))
-        except PrivlabError:
-            return error("failed", "the gateway could not process the query")
-
-    @app.post("/v1/queries", tags=["queries"],
-              responses=_responses(*v1, 402, 408, 411, 413, 500, 503),
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": {
-                      "$ref": "#/components/schemas/QueryRequest"}}}}})
-    async def post_query(request: Request) -> Response:
-        me = analyst_of(request)
-        try:
-            body = parse_query_body(await request.body(), limits.max_sql_chars)
-        except BadRequest as exc:  # audited like a refused query (capped: not a flood)
-            await front._audit(front._client(request.scope), "refused", str(exc)[:250],
-                               request.scope, analyst=me.name, kind=f"body:{me.name}")
-            return error("refused", str(exc))
-        return await run_in_threadpool(answer, me, body)
-
-    @app.get("/v1/queries", tags=["queries"], responses=_responses(*v1))
-    def list_queries(request: Request,
-                     limit: int = Query(100, ge=1, le=1000, description="rows, newest first"),
-                     before: int | None = Query(None, ge=1, le=2**63 - 1,
-                                                description="only rows with seq < before")
-                     ) -> Any:
-        me = analyst_of(request)
-        return {"analyst": me.name, "queries": gw.history(me, limit, before)}
-
-    @app.get("/v1/queries/{query_id}", tags=["queries"], responses=_responses(*v1, 404))
-    def get_query(request: Request, query_id: str = Path(..., max_length=200)) -> Any:
-        me = analyst_of(request)
-        if len(query_id) > 64 or not query_id.isalnum() or not query_id.isascii():
-            return error("not_found", "no such query")
-        rows = gw.audit.get(query_id)
-        if not rows or any(r.analyst != me.name for r in rows):
-            # one answer for "missing" and "someone else's": ids of others are not confirmed
-            return error("not_found", "no such query")
-        return {"query_id": query_id, "events": [r.to_analyst_dict() for r in rows]}
+def _install_openapi(app: Any, query_model: Any) -> None:
+    """FastAPI's document, corrected: the API-key security schemes, the request body
+    schema, the JSON error schema, and no 422 (validation errors are 400 here)."""
+    from fastapi.openapi.utils import get_openapi
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, corrected: the API-key security schemes, the request body
-        schema, the JSON error schema, and no 422 (validation errors are 400 here)."""
         if app.openapi_schema:
             return app.openapi_schema
         doc = get_openapi(title=app.title, version=app.version, description=app.description,
@@ -533,7 +589,7 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
         comps = doc.setdefault("components", {})
         schemas = comps.setdefault("schemas", {})
         schemas["Error"] = _error_schema()
-        schemas["QueryRequest"] = QueryRequest.model_json_schema()
+        schemas["QueryRequest"] = query_model.model_json_schema()
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
         comps["securitySchemes"] = {
@@ -549,9 +605,6 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
         return doc
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-    front.fastapi = app  # type: ignore[attr-defined]
-    return front
 
 
 def app_from_env() -> Any:

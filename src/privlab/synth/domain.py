@@ -222,6 +222,31 @@ class Domain:
     def to_dict(self) -> dict[str, Any]:
         return {"columns": [c.to_dict() for c in self.columns]}
 
+    def to_schema(self, name: str = "synthetic") -> Schema:
+        """The public schema of the synthetic table: declared categories and bounds as
+        declared, DP-estimated ones as estimated (post-processing of a DP release, so
+        public), `<other>` as the schema's other bucket. One declaration format for what
+        follows (`privlab train --schema`, `privlab release --schema` on the synthetic rows).
+        Refused when a column was observed without noise (the non-private baseline)."""
+        observed = [c.name for c in self.columns if c.source.startswith("observed")]
+        if observed:
+            raise InvalidInputError(f"the domain of {observed} was read from the data without "
+                                    "noise (non-private mode): it is not a public schema")
+        cols = []
+        for c in self.columns:
+            if c.kind == "categorical":
+                cols.append(ColumnSchema(c.name, "categorical", tuple(c.categories),
+                                         other=c.other, missing=c.missing))
+                continue
+            lo, hi = c.edges[0], c.edges[-1] - (1 if c.integer else 0)
+            bounds = (int(lo), int(hi)) if c.integer else (float(lo), float(hi))
+            cols.append(ColumnSchema(c.name, "integer" if c.integer else "numeric",
+                                     bounds=bounds, missing=c.missing,
+                                     point_masses=tuple(c.points)))
+        sources = sorted({c.source for c in self.columns})
+        return Schema(tuple(cols), name=name, source="privlab synth domain: "
+                      + "; ".join(sources))
+
 
 def numeric_values(series: pd.Series, name: str) -> np.ndarray:
     """Float values of a numeric column, or a one-line error naming it."""
@@ -369,54 +394,55 @@ def _check_bounds(value: Any, col: str) -> tuple[float, float]:
     return lo, hi
 
 
-#: Public schema of UCI Adult. Categories are the lists in the dataset's documentation
-#: (`adult.names`); numeric ranges come from the extraction rule stated there (age > 16,
-#: hours > 0, fnlwgt > 1) and the Current Population Survey's public top-codes (age 90,
-#: hours 99, capital gain 99999); fnlwgt and capital-loss get generous round upper limits.
-#: Nothing here was read from the bundled data.
-ADULT_DOMAIN: dict[str, Any] = {
-    "name": "adult (public schema from adult.names)",
-    "columns": {
-        "age": {"type": "numeric", "bounds": [17, 90], "integer": True},
-        "workclass": {"categories": [
-            "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
-            "State-gov", "Without-pay", "Never-worked"]},
-        "fnlwgt": {"type": "numeric", "bounds": [1, 2000000], "integer": True},
-        "education": {"categories": [
-            "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
-            "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate",
-            "5th-6th", "Preschool"]},
-        "education-num": {"type": "numeric", "bounds": [1, 16], "integer": True},
-        "marital-status": {"categories": [
-            "Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
-            "Married-spouse-absent", "Married-AF-spouse"]},
-        "occupation": {"categories": [
-            "Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
-            "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
-            "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
-            "Armed-Forces"]},
-        "relationship": {"categories": [
-            "Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"]},
-        "race": {"categories": [
-            "White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]},
-        "sex": {"categories": ["Female", "Male"]},
-        "capital-gain": {"type": "numeric", "bounds": [0, 99999], "integer": True,
-                         "scale": "log"},
-        "capital-loss": {"type": "numeric", "bounds": [0, 10000], "integer": True,
-                         "scale": "log"},
-        "hours-per-week": {"type": "numeric", "bounds": [1, 99], "integer": True},
-        "native-country": {"categories": [
-            "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
-            "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
-            "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam",
-            "Mexico", "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador",
-            "Taiwan", "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland",
-            "Thailand", "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong",
-            "Holand-Netherlands"]},
-        "salary": {"categories": [">50K", "<=50K"]},
-    },
-}
+def declaration_spec(schema: Schema, name: str, *, missing: bool | None = None
+                     ) -> dict[str, Any]:
+    """A public `Schema` written in the domain-declaration format (`--domain FILE`), so that
+    the declarations privlab ships are read from the one place public facts live, the
+    schema: categorical -> categories (+ `other`), integer / numeric -> bounds, integer flag,
+    scale, bins and point masses. `missing` overrides every column's missing flag (None:
+    the schema's). Identifier, text and datetime columns are dropped (never synthesized)."""
+    cols: dict[str, Any] = {}
+    drop: list[str] = []
+    for c in schema.columns:
+        if c.type == "categorical":
+            col: dict[str, Any] = {"categories": [str(v) for v in c.categories]}
+            if c.other:
+                col["other"] = True
+        elif c.type in ("integer", "numeric"):
+            lo, hi = c.bounds  # type: ignore[misc]
+            col = {"type": "numeric", "bounds": [lo, hi]}
+            if c.type == "integer":
+                col["integer"] = True
+            if c.scale != "linear":
+                col["scale"] = c.scale
+            if c.bins is not None:
+                col["bins"] = c.bins
+            if c.point_masses:
+                col["point_masses"] = list(c.point_masses)
+        else:
+            drop.append(c.name)
+            continue
+        if not (c.missing if missing is None else missing):
+            col["missing"] = False  # the declaration format's default is True
+        cols[c.name] = col
+    spec: dict[str, Any] = {"name": name, "columns": cols}
+    if drop:
+        spec["drop"] = drop
+    return spec
 
+
+def _bundled_adult() -> Schema:
+    from privlab.schema.bundled import bundled_schema
+
+    return bundled_schema("adult")
+
+
+#: `--domain adult`: the bundled public schema of UCI Adult (`privlab schema show adult`:
+#: categories from adult.names, ranges from its extraction rule and the survey's public
+#: top-codes) in the declaration format. Every column may be missing, as this declaration
+#: always allowed (`--schema adult` follows the schema's own missing flags).
+ADULT_DOMAIN: dict[str, Any] = declaration_spec(
+    _bundled_adult(), "adult (public schema from adult.names)", missing=True)
 
 
 def types_only(spec: Mapping[str, Any], name: str) -> dict[str, Any]:

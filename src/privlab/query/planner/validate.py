@@ -22,6 +22,7 @@ from privlab.query.planner.plan import (
     PlanState,
     Primitive,
     QueryPlan,
+    QueryRefused,
     TableUse,
     refuse,
 )
@@ -365,88 +366,128 @@ class Validator:
         kind, value = self._literal(node)
         return st.param(value), kind, None
 
+    @staticmethod
+    def _comparison_ops() -> dict[type, str]:
+        from sqlglot import exp
+
+        return {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
+                exp.LTE: "<="}
+
     def _predicate(self, st: PlanState, node: Any) -> str:
+        """A WHERE node as SQL: each accepted node type has its own step below; anything
+        else is refused with the list of what is accepted."""
         from sqlglot import exp
 
         t = type(node)
         if t is exp.Paren:
             return f"({self._predicate(st, node.this)})"
-        if t in (exp.And, exp.Or):
-            op = "AND" if t is exp.And else "OR"
-            return f"({self._predicate(st, node.this)} {op} {self._predicate(st, node.expression)})"
-        if t is exp.Not:
-            return f"(NOT {self._predicate(st, node.this)})"
+        if t in (exp.And, exp.Or, exp.Not):
+            return self._logical(st, node)
         if t is exp.Boolean:
             return "TRUE" if node.this else "FALSE"
         if t is exp.Column:
-            tbl, col = self._column(st, node)
-            if col.type != "bool":
-                raise refuse(f"column {col.name!r} is {col.type}, not bool; compare it with a "
-                             "value")
-            return f"{tbl.alias}.{quote_ident(col.name)}"
-        comparisons = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
-                       exp.LTE: "<="}
-        if t in comparisons:
-            self._plain(node, {"this", "expression"})
-            left, lk, lcol = self._operand(st, node.this)
-            right, rk, rcol = self._operand(st, node.expression)
-            if lcol is None and rcol is None:
-                raise refuse("a comparison needs at least one column")
-            if lk != rk:
-                what = (lcol or rcol).name  # type: ignore[union-attr]
-                raise refuse(f"type mismatch in a comparison with column {what!r}: compare "
-                             "numbers with numbers, text with quoted strings, bools with "
-                             "TRUE/FALSE")
-            return f"({left} {comparisons[t]} {right})"
+            return self._bool_column(st, node)
+        ops = self._comparison_ops()
+        if t in ops:
+            return self._comparison(st, node, ops[t])
         if t is exp.Is:
-            self._plain(node, {"this", "expression", "negate"})
-            tbl, col = self._column_only(st, node.this, "IS")
-            target = node.expression
-            ref = f"{tbl.alias}.{quote_ident(col.name)}"
-            neg = " NOT" if node.args.get("negate") else ""
-            if type(target) is exp.Null:
-                return f"({ref} IS{neg} NULL)"
-            if type(target) is exp.Boolean and col.type == "bool":
-                return f"({ref} IS{neg} {'TRUE' if target.this else 'FALSE'})"
-            raise refuse("IS accepts NULL (or TRUE/FALSE for bool columns)")
+            return self._is(st, node)
         if t is exp.In:
-            if node.args.get("query") is not None or node.args.get("unnest") is not None:
-                raise refuse("sub-queries are not accepted; IN takes a list of literals")
-            self._plain(node, {"this", "expressions"})
-            tbl, col = self._column_only(st, node.this, "IN")
-            values = node.expressions
-            if not values:
-                raise refuse("IN needs a list of literals (sub-queries are refused)")
-            if len(values) > MAX_IN_LIST:
-                raise refuse(f"IN lists are limited to {MAX_IN_LIST} values")
-            items = []
-            for v in values:
-                kind, value = self._literal(v)
-                if kind != self._kind(col):
-                    raise refuse(f"IN list values must match the type of column {col.name!r}")
-                items.append(st.param(value))
-            return f"({value_ref(tbl.alias, col)} IN ({', '.join(items)}))"
+            return self._in(st, node)
         if t is exp.Between:
-            self._plain(node, {"this", "low", "high"})
-            tbl, col = self._column_only(st, node.this, "BETWEEN")
-            lo_kind, lo = self._literal(node.args["low"])
-            hi_kind, hi = self._literal(node.args["high"])
-            if not (lo_kind == hi_kind == self._kind(col)):
-                raise refuse(f"BETWEEN bounds must match the type of column {col.name!r}")
-            return (f"({value_ref(tbl.alias, col)} BETWEEN {st.param(lo)} AND "
-                    f"{st.param(hi)})")
+            return self._between(st, node)
         if t is exp.Escape and type(node.this) in (exp.Like, exp.ILike):
-            self._plain(node, {"this", "expression"})
-            kind, escape = self._literal(node.expression)
-            if kind != "text" or len(escape) != 1:
-                raise refuse("ESCAPE takes one character in quotes, e.g. ESCAPE '!'")
-            return self._like(st, node.this, escape)
+            return self._like_escape(st, node)
         if t in (exp.Like, exp.ILike):
             return self._like(st, node, "\\")
         if t in (exp.Subquery, exp.Select, exp.Exists, exp.Union):
             raise refuse("sub-queries are not accepted")
         raise refuse(f"{node.key.upper()} is not supported in WHERE: use comparisons, IN, "
                      "BETWEEN, IS NULL, LIKE, AND, OR, NOT")
+
+    def _logical(self, st: PlanState, node: Any) -> str:
+        """AND / OR / NOT over predicates (parenthesised, so precedence is explicit)."""
+        from sqlglot import exp
+
+        if type(node) is exp.Not:
+            return f"(NOT {self._predicate(st, node.this)})"
+        op = "AND" if type(node) is exp.And else "OR"
+        return f"({self._predicate(st, node.this)} {op} {self._predicate(st, node.expression)})"
+
+    def _bool_column(self, st: PlanState, node: Any) -> str:
+        """A bare column as a predicate: only a bool column."""
+        tbl, col = self._column(st, node)
+        if col.type != "bool":
+            raise refuse(f"column {col.name!r} is {col.type}, not bool; compare it with a "
+                         "value")
+        return f"{tbl.alias}.{quote_ident(col.name)}"
+
+    def _comparison(self, st: PlanState, node: Any, op: str) -> str:
+        """`a <op> b` with at least one column and both sides of one type."""
+        self._plain(node, {"this", "expression"})
+        left, lk, lcol = self._operand(st, node.this)
+        right, rk, rcol = self._operand(st, node.expression)
+        if lcol is None and rcol is None:
+            raise refuse("a comparison needs at least one column")
+        if lk != rk:
+            what = (lcol or rcol).name  # type: ignore[union-attr]
+            raise refuse(f"type mismatch in a comparison with column {what!r}: compare "
+                         "numbers with numbers, text with quoted strings, bools with "
+                         "TRUE/FALSE")
+        return f"({left} {op} {right})"
+
+    def _is(self, st: PlanState, node: Any) -> str:
+        """`col IS [NOT] NULL`, or `IS [NOT] TRUE/FALSE` on a bool column."""
+        from sqlglot import exp
+
+        self._plain(node, {"this", "expression", "negate"})
+        tbl, col = self._column_only(st, node.this, "IS")
+        target = node.expression
+        ref = f"{tbl.alias}.{quote_ident(col.name)}"
+        neg = " NOT" if node.args.get("negate") else ""
+        if type(target) is exp.Null:
+            return f"({ref} IS{neg} NULL)"
+        if type(target) is exp.Boolean and col.type == "bool":
+            return f"({ref} IS{neg} {'TRUE' if target.this else 'FALSE'})"
+        raise refuse("IS accepts NULL (or TRUE/FALSE for bool columns)")
+
+    def _in(self, st: PlanState, node: Any) -> str:
+        """`col IN (literals...)`: a bounded list of literals of the column's type."""
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            raise refuse("sub-queries are not accepted; IN takes a list of literals")
+        self._plain(node, {"this", "expressions"})
+        tbl, col = self._column_only(st, node.this, "IN")
+        values = node.expressions
+        if not values:
+            raise refuse("IN needs a list of literals (sub-queries are refused)")
+        if len(values) > MAX_IN_LIST:
+            raise refuse(f"IN lists are limited to {MAX_IN_LIST} values")
+        items = []
+        for v in values:
+            kind, value = self._literal(v)
+            if kind != self._kind(col):
+                raise refuse(f"IN list values must match the type of column {col.name!r}")
+            items.append(st.param(value))
+        return f"({value_ref(tbl.alias, col)} IN ({', '.join(items)}))"
+
+    def _between(self, st: PlanState, node: Any) -> str:
+        """`col BETWEEN lo AND hi` with literal bounds of the column's type."""
+        self._plain(node, {"this", "low", "high"})
+        tbl, col = self._column_only(st, node.this, "BETWEEN")
+        lo_kind, lo = self._literal(node.args["low"])
+        hi_kind, hi = self._literal(node.args["high"])
+        if not (lo_kind == hi_kind == self._kind(col)):
+            raise refuse(f"BETWEEN bounds must match the type of column {col.name!r}")
+        return (f"({value_ref(tbl.alias, col)} BETWEEN {st.param(lo)} AND "
+                f"{st.param(hi)})")
+
+    def _like_escape(self, st: PlanState, node: Any) -> str:
+        """`col LIKE pattern ESCAPE 'c'`: one quoted escape character."""
+        self._plain(node, {"this", "expression"})
+        kind, escape = self._literal(node.expression)
+        if kind != "text" or len(escape) != 1:
+            raise refuse("ESCAPE takes one character in quotes, e.g. ESCAPE '!'")
+        return self._like(st, node.this, escape)
 
     def _like(self, st: PlanState, node: Any, escape: str) -> str:
         """`col [NOT] [I]LIKE pattern`, with the pattern rewritten into a canonical form.
@@ -519,83 +560,123 @@ class Validator:
             raise refuse("a quantile must be a number in [0, 1]")
         return float(value)
 
+    _QUANTILE_FUNCTIONS = ("quantile_cont", "quantile_disc", "quantile", "percentile_cont")
+
     def _output(self, st: PlanState, node: Any) -> Output:
+        """A SELECT item as an Output: each accepted node type has its own step below;
+        anything else is refused (`_refuse_output` says why)."""
         from sqlglot import exp
 
         t = type(node)
         if t is exp.Column:
-            tbl, col = self._column(st, node)
-            for g in st.groups:
-                if g.table.alias == tbl.alias and g.column.name == col.name:
-                    return Output("", "key", group=g.index)
-            raise refuse(f"column {col.name!r} is selected without an aggregate and is not in "
-                         "GROUP BY: row-level values are never returned")
+            return self._group_key(st, node)
         if t is exp.Count:
-            self._plain(node, {"this", "big_int"})
-            arg = node.this
-            if type(arg) is exp.Star or (type(arg) is exp.Literal and not arg.is_string
-                                         and arg.this == "1"):
-                return Output("", "count")
-            if type(arg) is exp.Distinct:
-                self._plain(arg, {"expressions"})
-                if len(arg.expressions) != 1 or type(arg.expressions[0]) is not exp.Column:
-                    raise refuse("COUNT(DISTINCT ...) takes one column")
-                tbl, col = self._column(st, arg.expressions[0])
-                if tbl.spec.privacy_unit != col.name:
-                    raise refuse("COUNT(DISTINCT ...) is supported on the privacy unit column "
-                                 "only (other distinct counts have unbounded sensitivity)")
-                return Output("", "units")
-            m = self._measure(st, arg, False, "COUNT")
-            if not st.measures[m].column.nullable:
-                return Output("", "count")
-            return Output("", "count", measure=m)
+            return self._count(st, node)
         if t in (exp.Sum, exp.Avg):
-            self._plain(node, {"this"})
-            what = "SUM" if t is exp.Sum else "AVG"
-            if type(node.this) is exp.Distinct:
-                raise refuse(f"{what}(DISTINCT ...) is not supported")
-            m = self._measure(st, node.this, True, what)
-            return Output("", "sum" if t is exp.Sum else "avg", measure=m)
+            return self._sum_avg(st, node)
         if t is exp.Median:
             self._plain(node, {"this"})
             return Output("", "quantile", measure=self._measure(st, node.this, True, "MEDIAN"),
                           q=0.5)
         if t is exp.WithinGroup:
-            inner, order = node.this, node.expression
-            if type(inner) not in (exp.PercentileCont, exp.PercentileDisc) or \
-                    type(order) is not exp.Order or len(order.expressions) != 1:
-                raise refuse("WITHIN GROUP is supported for PERCENTILE_CONT / PERCENTILE_DISC "
-                             "(q) WITHIN GROUP (ORDER BY column)")
-            self._plain(inner, {"this"})
-            ordered = order.expressions[0]
-            if ordered.args.get("desc"):
-                raise refuse("use ORDER BY column ASC in WITHIN GROUP")
-            q = self._quantile_q(inner.this)
-            return Output("", "quantile", measure=self._measure(st, ordered.this, True,
-                                                                 "PERCENTILE"), q=q)
-        if t is exp.Quantile or (t is exp.Anonymous and str(node.this).lower() in (
-                "quantile_cont", "quantile_disc", "quantile", "percentile_cont")):
-            args = [node.this, node.args.get("quantile")] if t is exp.Quantile \
-                else list(node.expressions)
-            if len(args) != 2 or args[1] is None:
-                raise refuse("QUANTILE_CONT(column, q) takes a column and a number in [0, 1]")
-            return Output("", "quantile", measure=self._measure(st, args[0], True, "QUANTILE"),
-                          q=self._quantile_q(args[1]))
-        if t in (exp.Window,):
-            raise refuse("window functions (OVER) are not supported")
+            return self._within_group(st, node)
+        if t is exp.Quantile or (t is exp.Anonymous
+                                 and str(node.this).lower() in self._QUANTILE_FUNCTIONS):
+            return self._quantile_call(st, node)
+        raise self._refuse_output(node)
+
+    def _group_key(self, st: PlanState, node: Any) -> Output:
+        """A bare column: only a GROUP BY key (row-level values are never returned)."""
+        tbl, col = self._column(st, node)
+        for g in st.groups:
+            if g.table.alias == tbl.alias and g.column.name == col.name:
+                return Output("", "key", group=g.index)
+        raise refuse(f"column {col.name!r} is selected without an aggregate and is not in "
+                     "GROUP BY: row-level values are never returned")
+
+    def _count(self, st: PlanState, node: Any) -> Output:
+        """COUNT(*), COUNT(1), COUNT(DISTINCT privacy unit) or COUNT(column)."""
+        from sqlglot import exp
+
+        self._plain(node, {"this", "big_int"})
+        arg = node.this
+        if type(arg) is exp.Star or (type(arg) is exp.Literal and not arg.is_string
+                                     and arg.this == "1"):
+            return Output("", "count")
+        if type(arg) is exp.Distinct:
+            self._plain(arg, {"expressions"})
+            if len(arg.expressions) != 1 or type(arg.expressions[0]) is not exp.Column:
+                raise refuse("COUNT(DISTINCT ...) takes one column")
+            tbl, col = self._column(st, arg.expressions[0])
+            if tbl.spec.privacy_unit != col.name:
+                raise refuse("COUNT(DISTINCT ...) is supported on the privacy unit column "
+                             "only (other distinct counts have unbounded sensitivity)")
+            return Output("", "units")
+        m = self._measure(st, arg, False, "COUNT")
+        if not st.measures[m].column.nullable:
+            return Output("", "count")
+        return Output("", "count", measure=m)
+
+    def _sum_avg(self, st: PlanState, node: Any) -> Output:
+        """SUM / AVG of a column with declared bounds (no DISTINCT)."""
+        from sqlglot import exp
+
+        self._plain(node, {"this"})
+        is_sum = type(node) is exp.Sum
+        what = "SUM" if is_sum else "AVG"
+        if type(node.this) is exp.Distinct:
+            raise refuse(f"{what}(DISTINCT ...) is not supported")
+        m = self._measure(st, node.this, True, what)
+        return Output("", "sum" if is_sum else "avg", measure=m)
+
+    def _within_group(self, st: PlanState, node: Any) -> Output:
+        """PERCENTILE_CONT / PERCENTILE_DISC (q) WITHIN GROUP (ORDER BY column [ASC])."""
+        from sqlglot import exp
+
+        inner, order = node.this, node.expression
+        if type(inner) not in (exp.PercentileCont, exp.PercentileDisc) or \
+                type(order) is not exp.Order or len(order.expressions) != 1:
+            raise refuse("WITHIN GROUP is supported for PERCENTILE_CONT / PERCENTILE_DISC "
+                         "(q) WITHIN GROUP (ORDER BY column)")
+        self._plain(inner, {"this"})
+        ordered = order.expressions[0]
+        if ordered.args.get("desc"):
+            raise refuse("use ORDER BY column ASC in WITHIN GROUP")
+        q = self._quantile_q(inner.this)
+        return Output("", "quantile", measure=self._measure(st, ordered.this, True,
+                                                             "PERCENTILE"), q=q)
+
+    def _quantile_call(self, st: PlanState, node: Any) -> Output:
+        """QUANTILE_CONT(column, q) and its spellings."""
+        from sqlglot import exp
+
+        args = [node.this, node.args.get("quantile")] if type(node) is exp.Quantile \
+            else list(node.expressions)
+        if len(args) != 2 or args[1] is None:
+            raise refuse("QUANTILE_CONT(column, q) takes a column and a number in [0, 1]")
+        return Output("", "quantile", measure=self._measure(st, args[0], True, "QUANTILE"),
+                      q=self._quantile_q(args[1]))
+
+    def _refuse_output(self, node: Any) -> QueryRefused:
+        """The refusal for a SELECT item that is not an accepted aggregate, naming why."""
+        from sqlglot import exp
+
+        t = type(node)
+        if t is exp.Window:
+            return refuse("window functions (OVER) are not supported")
         if t is exp.Filter:
-            raise refuse("aggregate FILTER clauses are not supported; put the condition in "
-                         "WHERE")
+            return refuse("aggregate FILTER clauses are not supported; put the condition in "
+                          "WHERE")
         if t is exp.Star:
-            raise refuse("SELECT * returns row-level values and is refused; select aggregates")
+            return refuse("SELECT * returns row-level values and is refused; select aggregates")
         if t in (exp.Subquery, exp.Select):
-            raise refuse("sub-queries are not accepted")
+            return refuse("sub-queries are not accepted")
         if t in (exp.Max, exp.Min):
-            raise refuse(f"{node.key.upper()} reveals an extreme row value and is refused; use "
-                         "a quantile such as PERCENTILE_CONT(0.95)")
+            return refuse(f"{node.key.upper()} reveals an extreme row value and is refused; "
+                          "use a quantile such as PERCENTILE_CONT(0.95)")
         fname = node.key.upper() if t is not exp.Anonymous else str(node.this)[:40].upper()
-        raise refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG, MEDIAN or "
-                     "PERCENTILE_CONT over declared columns")
+        return refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG, MEDIAN or "
+                      "PERCENTILE_CONT over declared columns")
 
     def _default_name(self, st: PlanState, out: Output) -> str:
         if out.kind == "key":
