@@ -169,9 +169,20 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
     if public not in (None, "adult"):
         raise InvalidInputError(f"public: only 'adult' has public metadata, got {public!r}")
     features, y_raw = split_target(frame, target)
+    leaks: list[str] = []
     if public == "adult":
+        from privlab.schema import bundled_schema
+        from privlab.schema.facts import PublicFacts
+
         features = adult_features(features)
-    y, classes = encode_labels(y_raw)
+        # the class list is the bundled schema's declared target categories, never the
+        # labels: a replaced label must not add or remove a class (issue 21)
+        declared = PublicFacts.from_schema(bundled_schema("adult"), target=target).classes(
+            f"--target {target!r}: the bundled adult schema declares no classes for it")
+        y, classes = encode_labels(y_raw, declared)
+    else:
+        y, classes = encode_labels(y_raw)
+        leaks.append(f"classes of {target!r} read from the labels")
     gen = np.random.default_rng(seed)
     order = gen.permutation(len(y))
     if max_rows is not None:
@@ -181,7 +192,7 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
     pre = adult_preprocessor() if public == "adult" else TablePreprocessor(one_hot=True)
     x_enc = pre.fit_transform(features.iloc[order]).astype(np.float32)
     return _split_encoded(frame, target, x_enc, y, order, [str(c) for c in classes], fractions,
-                          features_in=int(features.shape[1]), leaks=list(pre.leaks),
+                          features_in=int(features.shape[1]), leaks=leaks + list(pre.leaks),
                           how="public Adult metadata" if public else "read from the data")
 
 
