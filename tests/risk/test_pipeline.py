@@ -212,6 +212,9 @@ def test_canary_evidence_feeds_the_risk_model(expected_choice):
         assert c["trials"] == 2 * max(1, round(0.5 * m / 2))
         det = doc["attack_details"][f"{r['epsilon']:g}"]["canary"]
         assert det["canaries"] == m and 0 <= det["epsilon_lower_bound"] <= r["epsilon"]
+        # regression (issue 21): the simulated target's rate uses the exact split size, so
+        # each per-epsilon guarantee names it (TrainConfig no longer reads len(x) itself)
+        assert any(n.startswith("sample_rate") for n in r["guarantee"]["not_covered"])
     assert "canary" in doc["attack_weights"]
     # two models per epsilon: the uncertainty analysis ran and names every candidate
     u = doc["uncertainty"]
