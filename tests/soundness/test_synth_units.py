@@ -130,3 +130,13 @@ def test_per_person_rho_is_m_squared_times_per_row() -> None:
         make_synthesizer("mst", schema=row, max_rows_per_unit=2, rng=0).fit(
             _visits().drop(columns="pid"), eps, delta)
     assert math.isfinite(sigmas[1])
+
+
+def test_spark_path_refuses_a_person_unit() -> None:
+    """The Spark MST path counts marginals without the per-person bound: refused (it would
+    have claimed record-level DP for a person schema), before any Spark session starts."""
+    from privlab.synth.spark import SparkMSTSynthesizer
+
+    s = SparkMSTSynthesizer(schema=UNIT, max_rows_per_unit=M, rng=0)
+    with pytest.raises(InvalidInputError, match="--max-rows-per-unit M"):
+        s.fit("table:visits", 2.0, 1e-6)
