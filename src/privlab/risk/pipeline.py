@@ -73,7 +73,7 @@ class PipelineConfig:
     batch_size: int = 64
     lr: float = 1e-3
     clip: float = 1.0
-    delta: float | None = None  # default: min(1e-5, 1 / (10 n_train))
+    delta: float | None = None  # default: min(1e-5, 1 / (10 n)), n: public_train_size
     shadow_models: int = 4
     lira_models: int = 8
     max_rows: int | None = None

@@ -196,7 +196,8 @@ class Synthesizer:
 
     def conform(self, data: pd.DataFrame) -> pd.DataFrame:
         """The rows fitted: `data` in the declared columns and dtypes, invalid values refused
-        or coerced (`on_invalid`). Reads no value to decide any column's kind."""
+        or coerced (`on_invalid`). Reads no value to decide any column's kind. With a person
+        privacy unit the unit column is kept too (fit bounds each person's rows with it)."""
         if not isinstance(data, pd.DataFrame):
             raise InvalidInputError("data must be a pandas DataFrame")
         return self._conform(data)[1]
