@@ -52,8 +52,9 @@ def main() -> None:
     if args.epsilon is None:
         cfg = TrainConfig(method="none", epochs=args.epochs, batch_size=64, lr=1e-3)
     else:
+        # public_size: the benchmark's own data, whose size is public
         cfg = TrainConfig(epsilon=args.epsilon, delta=1e-5, epochs=args.epochs, batch_size=64,
-                          lr=1e-3)
+                          lr=1e-3, public_size=len(data["y_mem"]))
     mem = (data["x_mem"], data["y_mem"])
     non = (data["x_non"], data["y_non"])
     pool = (data["x_pool"], data["y_pool"])

@@ -69,7 +69,9 @@ def audits(args, x, y, out):
         if eps is None:
             cfg = TrainConfig(method="none", epochs=8, batch_size=64, lr=5e-3)
         else:
-            cfg = TrainConfig(epsilon=eps, delta=1e-5, epochs=8, batch_size=64, lr=5e-3)
+            # public_size: the benchmark's own data, whose size is public
+            cfg = TrainConfig(epsilon=eps, delta=1e-5, epochs=8, batch_size=64, lr=5e-3,
+                              public_size=n)
         row = by_eps.get(eps) or {"accounted_epsilon": eps}
         if eps not in by_eps:
             rows.append(row)

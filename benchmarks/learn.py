@@ -107,8 +107,10 @@ def run_privlab(split, epochs: int, seed: int, method: str, sigma: float | None,
     from privlab.learn.dpsgd import TrainConfig, train_classifier
 
     model = _model(split.X_train.shape[1], seed)
+    # public_size: the benchmark's own data, whose size is public
     cfg = TrainConfig(method=method, noise_multiplier=sigma if method == "dpsgd" else None,
-                      epochs=epochs, batch_size=256, lr=1e-3, engine=engine)
+                      epochs=epochs, batch_size=256, lr=1e-3, engine=engine,
+                      public_size=len(split.y_train) if method == "dpsgd" else None)
     res = train_classifier(model, split.X_train, split.y_train, cfg, rng=seed)
     return res.loop_seconds / epochs, _acc(model, split.X_test, split.y_test)
 
@@ -173,8 +175,10 @@ def bench_multi(repeats: int, models: int = 16, epochs: int = 1,
                  "repeats": repeats, "runs": []}
     for batch in batches:
         for method in ("none", "dpsgd"):
+            # public_size: the benchmark's own data, whose size is public
             cfg = TrainConfig(method=method, epsilon=4.0 if method == "dpsgd" else None,
-                              delta=1e-5, epochs=epochs, batch_size=batch, lr=1e-3)
+                              delta=1e-5, epochs=epochs, batch_size=batch, lr=1e-3,
+                              public_size=1000 if method == "dpsgd" else None)
             together, apart, diff = [], [], 0.0
             for _ in range(repeats):  # alternate, so load changes hit both sides
                 many = train_many(model_fn, x, y, config=cfg, subsets=subsets, seeds=seeds)

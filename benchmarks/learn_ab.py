@@ -63,8 +63,9 @@ def sample() -> dict:
     shadow = classification_benchmark_split("shadow")
     x, y = shadow.extra["X_shadow"], shadow.extra["y_shadow"]
     subsets = shadow_subsets(len(y), 16, 1000, seed=1)
+    # public_size: the benchmark's own data, whose size is public
     cfg = TrainConfig(method="dpsgd", epsilon=4.0, delta=1e-5, epochs=1, batch_size=32,
-                      lr=1e-3)
+                      lr=1e-3, public_size=1000)
     c0 = time.process_time()
     many = train_many(lambda: SeedMLP(100, (128, 64), 2, dropout=0.0), x, y, config=cfg,
                       subsets=subsets, seeds=list(range(16)))

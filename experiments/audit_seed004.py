@@ -110,8 +110,10 @@ def part_loss(args, out: dict) -> None:
     configs, tags = [], []
     for eps in eps_list:
         for s in seeds:
+            # public_size: the benchmark's own data, whose size is public
             configs.append(TrainConfig(epsilon=eps, delta=1e-5, clip=1.0, epochs=args.dp_epochs,
-                                       batch_size=64, lr=1e-3))
+                                       batch_size=64, lr=1e-3,
+                                       public_size=len(split.y_train)))
             tags.append((eps, s))
     t = time.perf_counter()
     many = train_many(mlp, xtr, split.y_train, config=configs, seeds=[s for _, s in tags])
@@ -148,8 +150,9 @@ def part_shadow(args, out: dict) -> None:
         if kind == "none":
             cfg = TrainConfig(method="none", epochs=50, batch_size=32, lr=1e-3)
         else:
+            # public_size: the benchmark's own data, whose size is public
             cfg = TrainConfig(epsilon=eps, delta=1e-5, clip=1.0, epochs=args.dp_epochs,
-                              batch_size=64, lr=1e-3)
+                              batch_size=64, lr=1e-3, public_size=len(split.y_train))
         t = time.perf_counter()
         target, res = train_one(mlp, xtr, split.y_train, cfg, seed=100)
         g = res.guarantee
@@ -196,7 +199,9 @@ def part_dpsweep(args, out: dict) -> None:
     seeds = list(range(args.seeds))
     rows = []
     for batch, epochs, lr, drop in SWEEP:
-        cfg = TrainConfig(epsilon=1.0, delta=1e-5, epochs=epochs, batch_size=batch, lr=lr)
+        # public_size: the benchmark's own data, whose size is public
+        cfg = TrainConfig(epsilon=1.0, delta=1e-5, epochs=epochs, batch_size=batch, lr=lr,
+                          public_size=len(split.y_train))
         many = train_many(lambda d=drop: SeedMLP(100, (128, 64), 2, dropout=d), xtr,
                           split.y_train, config=[cfg] * len(seeds), seeds=seeds)
         accs = [_acc(m, xte, split.y_test) for m in many.models]

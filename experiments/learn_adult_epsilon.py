@@ -86,8 +86,9 @@ def main() -> None:
                 for key in list(cells)[1:]:
                     cells[key].append(plain)
                 continue
+            # public_size: the benchmark's own data, whose size is public
             cfg = TrainConfig(epsilon=eps, delta=1e-5, clip=1.0, epochs=args.epochs,
-                              batch_size=256, lr=1e-3)
+                              batch_size=256, lr=1e-3, public_size=len(split.y_train))
             acc, info = mlp_acc(cfg, seed)
             cells["dpsgd_mlp"].append(acc)
             row["dpsgd"] = {k: info[k] for k in ("noise_multiplier", "sample_rate", "steps",

@@ -114,8 +114,10 @@ def main() -> None:
     configs, tags = [], []
     for eps in epsilons:
         for seed in seeds:
+            # public_size: the benchmark's own data, whose size is public
             configs.append(TrainConfig(epsilon=eps, delta=1e-5, clip=1.0, epochs=args.dp_epochs,
-                                       batch_size=64, lr=1e-3))
+                                       batch_size=64, lr=1e-3,
+                                       public_size=len(loss.y_train)))
             tags.append((eps, seed))
     t = time.perf_counter()
     many = train_many(seed_mlp, loss.X_train, loss.y_train, config=configs,

@@ -113,6 +113,9 @@ def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys
     g = doc["guarantee"]
     assert g["is_dp"] and g["epsilon"] <= 1.0 * 1.001 and g["delta"] == 1e-5
     assert g["not_covered"] == [] and "target model weights" in g["covers"]
+    # regression (issue 21): the rate is batch / --members (public), not the rows passed
+    assert any("batch_size / public_size 150" in n for n in g["notes"])
+    assert not any("number of rows passed" in n for n in g["notes"])
     s = doc["summary"]
     assert s["accounted_epsilon"] == g["epsilon"]
     assert s["consistent"] is True and s["empirical_epsilon_lower"] <= g["epsilon"]

@@ -29,7 +29,7 @@ def test_empirical_epsilon_below_accounted_and_the_check_has_power():
     x, y = make_classification(600, 20, n_informative=10, flip_y=0.3, random_state=0)
     x = x.astype(np.float32)
     mem, non = (x[:300], y[:300]), (x[300:], y[300:])
-    common = dict(delta=1e-3, epochs=30, batch_size=100, lr=2e-2, clip=10.0)
+    common = dict(delta=1e-3, epochs=30, batch_size=100, lr=2e-2, clip=10.0, public_size=300)
     configs = [TrainConfig(epsilon=1.0, **common),
                TrainConfig(noise_multiplier=0.02, **common)]
     with warnings.catch_warnings():

@@ -4,6 +4,7 @@ clip factor and noise laws are tested with the DP-SGD core, tests/learn/test_dps
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ from privlab.learn.models import LogisticModel, SeedMLP
 
 
 def test_calibrated_sigma_reproduces_target_epsilon():
-    cfg = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32, epochs=3)
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32, epochs=3, public_size=300)
     plan = plan_dpsgd(300, cfg)
     assert plan.sample_rate == pytest.approx(32 / 300)
     assert plan.steps == 3 * math.ceil(300 / 32)
@@ -45,7 +46,7 @@ def test_one_step_is_exactly_clipped_sum_plus_calibrated_noise(blobs):
     before = [p.detach().clone() for p in model.parameters()]
     sigma, clip, lr = 0.8, 0.5, 0.1
     cfg = TrainConfig(noise_multiplier=sigma, delta=1e-3, clip=clip, epochs=1, batch_size=40,
-                      lr=lr, optimizer="sgd")
+                      lr=lr, optimizer="sgd", public_size=40)
     res = train_classifier(model, x, y, cfg, rng=5)
     assert res.plan.steps == 1 and res.plan.sample_rate == 1.0
     # replay: same generator, same draws (Poisson batch, then noise)
@@ -69,7 +70,9 @@ def test_dp_training_learns_and_states_its_guarantee(blobs):
     x, y = blobs
     torch.manual_seed(0)
     model = SeedMLP(6, (16,), 2, dropout=0.0)
-    cfg = TrainConfig(epsilon=4.0, delta=1e-4, batch_size=50, epochs=4, lr=1e-2)
+    # the test's own synthetic rows: their count is public here
+    cfg = TrainConfig(epsilon=4.0, delta=1e-4, batch_size=50, epochs=4, lr=1e-2,
+                      public_size=len(x))
     res = train_classifier(model, x, y, cfg, rng=3)
     assert accuracy(model, x, y) > 0.8
     g = res.guarantee
@@ -96,13 +99,14 @@ def test_epsilon_too_small_is_refused_before_any_training(blobs):
     forwards: list[int] = []
     model.register_forward_hook(lambda *_: forwards.append(1))
     with pytest.raises(InvalidInputError, match="too small for useful training"):
-        train_classifier(model, x, y, TrainConfig(epsilon=1e-4, batch_size=16, epochs=5), rng=0)
+        train_classifier(model, x, y, TrainConfig(epsilon=1e-4, batch_size=16, epochs=5,
+                                                       public_size=len(x)), rng=0)
     assert forwards == []  # refused from the accounting alone, no batch was run
 
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(batch_size=301), "larger than the training set"),
-    (dict(delta=0.01), "not below 1/n"),
+    (dict(delta=0.01), "not below 1/public_size"),
     (dict(delta=0.0), "delta must be > 0"),
     (dict(epochs=0), "epochs"),
     (dict(clip=-1.0), "clip"),
@@ -110,7 +114,8 @@ def test_epsilon_too_small_is_refused_before_any_training(blobs):
 ])
 def test_bad_configuration(blobs, kwargs, match):
     x, y = blobs
-    cfg = TrainConfig(**{**dict(epsilon=1.0, batch_size=32, epochs=1), **kwargs})
+    cfg = TrainConfig(**{**dict(epsilon=1.0, batch_size=32, epochs=1, public_size=len(x)),
+                         **kwargs})
     with pytest.raises(InvalidInputError, match=match):
         train_classifier(SeedMLP(6, (8,), 2), x, y, cfg, rng=0)
 
@@ -121,13 +126,31 @@ def test_public_sample_rate_plan_does_not_read_n():
     plans = [plan_dpsgd(n, cfg) for n in (900, 1000, 1001, 5000)]
     assert {(p.noise_multiplier, p.sample_rate, p.steps, p.expected_batch_size)
             for p in plans} == {(plans[0].noise_multiplier, 0.05, 3 * 20, 50.0)}
-    # the default reads n: q = batch / n
-    assert plan_dpsgd(1000, TrainConfig(epsilon=2.0, epochs=3, batch_size=50)).sample_rate \
-        == 0.05
-    assert plan_dpsgd(1001, TrainConfig(epsilon=2.0, epochs=3, batch_size=50)).sample_rate \
-        != 0.05
+    # a public size: q = batch / public_size whatever the rows passed
+    sized = TrainConfig(epsilon=2.0, epochs=3, batch_size=50, public_size=1000)
+    keep = [replace(plan_dpsgd(n, sized), calibration_seconds=0.0) for n in (1000, 1001)]
+    assert keep[0] == keep[1]
+    assert plan_dpsgd(1001, sized).sample_rate == 0.05
     with pytest.raises(InvalidInputError, match="sample_rate must be in"):
         TrainConfig(epsilon=1.0, sample_rate=1.5).validate(100)
     # delta is checked against the public size batch / q, not n
     with pytest.raises(InvalidInputError, match="batch size / sample rate"):
         TrainConfig(epsilon=1.0, delta=0.01, batch_size=50, sample_rate=0.05).validate(10**6)
+
+
+def test_private_config_without_a_public_rate_is_refused(blobs):
+    """Regression (issue 21): without sample_rate the trainers set q = batch / len(x), the exact
+    n of the rows passed (n=1000 vs 1001 gave different rates under one guarantee). Now a
+    private TrainConfig needs sample_rate or public_size; refused before any training."""
+    x, y = blobs
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, epochs=1, batch_size=32)
+    for call in (lambda: plan_dpsgd(1000, cfg),
+                 lambda: train_classifier(SeedMLP(6, (8,), 2), x, y, cfg, rng=0)):
+        with pytest.raises(InvalidInputError, match="pass sample_rate=q or public_size=N"):
+            call()
+    with pytest.raises(InvalidInputError, match="not both"):
+        TrainConfig(epsilon=1.0, sample_rate=0.1, public_size=10).validate(10)
+    with pytest.raises(InvalidInputError, match="public_size must be a whole number"):
+        TrainConfig(epsilon=1.0, public_size=0).validate(10)
+    # a plain (non-private) run needs no rate
+    TrainConfig(method="none", batch_size=32).validate(len(x))

@@ -28,7 +28,8 @@ def test_many_equals_one_at_a_time(blobs, method, engine):
     subsets = shadow_subsets(len(y), 3, 150, seed=4)
     seeds = [10, 11, 12]
     cfg = TrainConfig(method=method, epsilon=3.0 if method == "dpsgd" else None, delta=1e-4,
-                      epochs=2, batch_size=25, lr=1e-2, engine=engine)
+                      epochs=2, batch_size=25, lr=1e-2, engine=engine,
+                      public_size=150 if method == "dpsgd" else None)
     many = train_many(_mlp, x, y, config=cfg, subsets=subsets, seeds=seeds)
     assert len(many.models) == 3
     for i, seed in enumerate(seeds):
@@ -41,7 +42,8 @@ def test_many_equals_one_at_a_time(blobs, method, engine):
 
 def test_epsilon_sweep_in_one_run(blobs):
     x, y = blobs
-    configs = [TrainConfig(epsilon=e, delta=1e-4, epochs=1, batch_size=30, lr=1e-2)
+    configs = [TrainConfig(epsilon=e, delta=1e-4, epochs=1, batch_size=30, lr=1e-2,
+                           public_size=len(y))
                for e in (1.0, 8.0)]
     many = train_many(_mlp, x, y, config=configs, seeds=[5, 5])
     assert many.plans[0].noise_multiplier > many.plans[1].noise_multiplier
@@ -58,7 +60,8 @@ def test_many_cnns_dp(blobs):
     def cnn():
         return SmallCNN(1, 3, channels=(4, 4, 4, 4), image_size=8)
 
-    cfg = TrainConfig(epsilon=8.0, delta=1e-3, epochs=1, batch_size=10, lr=1e-2)
+    cfg = TrainConfig(epsilon=8.0, delta=1e-3, epochs=1, batch_size=10, lr=1e-2,
+                      public_size=40)
     many = train_many(cnn, x, y, config=cfg, seeds=[1, 2])
     alone, _ = train_one(cnn, x, y, cfg, seed=2)
     assert many.engine == "multi-fast"
@@ -94,3 +97,11 @@ def test_stacked_chain_only_when_it_is_the_model():
     assert as_chain(SeedMLP(4, (3,), 2), (4,)) is not None
     assert as_chain(Doubling(), (4,)) is None
     assert as_chain(SmallCNN(1, 2, channels=(2, 2, 2, 2), image_size=4), (1, 4, 4)) is None
+
+
+def test_train_many_refuses_a_private_config_without_a_public_rate(blobs):
+    """Regression (issue 21): train_many set q from the subset size (the rows passed)."""
+    x, y = blobs
+    cfg = TrainConfig(epsilon=3.0, delta=1e-4, epochs=1, batch_size=25)
+    with pytest.raises(InvalidInputError, match="sample_rate=q or public_size=N"):
+        train_many(_mlp, x, y, config=cfg, subsets=[np.arange(100)], seeds=[1])

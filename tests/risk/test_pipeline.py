@@ -162,10 +162,33 @@ def test_public_adult_preprocessing_reads_nothing_from_the_data():
     frame = load_adult(drop_missing=True).head(600)
     prep = P.prepare(frame, "salary", public="adult")
     assert prep.info["preprocessing_leaks"] == []
-    assert prep.x_train.shape[1] == 104 and prep.classes == ["<=50K", ">50K"]
+    # the classes are the bundled schema's declared categories, in its order
+    assert prep.x_train.shape[1] == 104 and prep.classes == [">50K", "<=50K"]
     assert P.prepare(frame, "salary").info["preprocessing_leaks"]  # data-read ranges are listed
     with pytest.raises(InvalidInputError, match="public"):
         P.prepare(frame, "salary", public="census")
+
+
+def test_public_adult_classes_come_from_the_schema_not_the_labels():
+    """Regression (issue 21): choose-epsilon's Adult path read the class list from the labels
+    (`encode_labels(y)`): one replaced label added a class. Now the classes are the bundled
+    schema's target categories, read through PublicFacts; an undeclared label is refused."""
+    from privlab.data.datasets import load_adult
+    from privlab.schema.facts import watch_facts
+
+    frame = load_adult(drop_missing=True).head(600)
+    with watch_facts() as reads:
+        prep = P.prepare(frame, "salary", public="adult")
+    assert ("classes", "schema") in {(r.name, r.origin) for r in reads}
+    odd = frame.copy()
+    odd["salary"] = odd["salary"].astype(object)
+    odd.at[odd.index[0], "salary"] = "unknown"
+    with pytest.raises(InvalidInputError, match="outside the declared classes"):
+        P.prepare(odd, "salary", public="adult")
+    assert prep.n_classes == 2
+    # without any declaration the class list is read from the labels, and said so
+    assert any("classes of 'salary'" in leak
+               for leak in P.prepare(frame, "salary").info["preprocessing_leaks"])
 
 
 def test_duplicate_rows_cannot_be_member_and_nonmember():
@@ -189,6 +212,9 @@ def test_canary_evidence_feeds_the_risk_model(expected_choice):
         assert c["trials"] == 2 * max(1, round(0.5 * m / 2))
         det = doc["attack_details"][f"{r['epsilon']:g}"]["canary"]
         assert det["canaries"] == m and 0 <= det["epsilon_lower_bound"] <= r["epsilon"]
+        # regression (issue 21): the simulated target's rate uses the exact split size, so
+        # each per-epsilon guarantee names it (TrainConfig no longer reads len(x) itself)
+        assert any(n.startswith("sample_rate") for n in r["guarantee"]["not_covered"])
     assert "canary" in doc["attack_weights"]
     # two models per epsilon: the uncertainty analysis ran and names every candidate
     u = doc["uncertainty"]

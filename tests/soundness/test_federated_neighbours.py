@@ -140,3 +140,24 @@ def test_rating_range_comes_from_the_schema(files, tmp_path, capsys) -> None:
     assert doc["config"]["rating_range"] == [0.0, 10.0] and doc["guarantee"]["is_dp"]
     code, err = _run(files, path, "refuse", capsys=capsys)  # movielens-ratings: [0.5, 5]
     assert code == 2 and "rating" in err
+
+
+def test_the_user_is_the_schemas_privacy_unit(files, tmp_path, capsys) -> None:
+    """Issue 21: federated is user-level by construction; its guarantee names the user column,
+    and a schema whose privacy unit is another column (one person, several userIds) is refused
+    (it used to be accepted and a person-level claim made for a per-userId bound)."""
+    code, doc = _run(files, files["ratings"], "refuse", "--no-eval", capsys=capsys)
+    assert code == 0, doc
+    g = doc["guarantee"]
+    assert g["neighbouring"] == "user" and g["is_dp"]
+    assert any("same userId" in n for n in g["notes"])
+    schema = tmp_path / "hh.yaml"
+    schema.write_text("name: hh\nprivacy_unit: household\ncolumns:\n"
+                      "  household: {type: identifier, missing: false}\n"
+                      "  userId: {type: identifier, missing: false}\n"
+                      "  movieId: {type: integer, bounds: [1, 193609], missing: false}\n"
+                      "  rating: {type: numeric, bounds: [0.5, 5], missing: false}\n"
+                      "  timestamp: {type: integer, bounds: [0, 2000000000]}\n")
+    code, err = _run(files, files["ratings"], "refuse", "--schema", str(schema), "--no-eval",
+                     capsys=capsys)
+    assert code == 2 and "privacy_unit 'household'" in err and "userId" in err

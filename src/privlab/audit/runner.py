@@ -246,8 +246,11 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         tcfg = TrainConfig(method="none", epochs=config.epochs, batch_size=config.batch_size,
                            lr=config.lr)
     else:
+        # --members is the public size (the split takes exactly that many members); without
+        # it the members are a quarter of the distinct rows, named in not_covered below
         tcfg = TrainConfig(epsilon=config.epsilon, delta=config.delta, clip=config.clip,
-                           epochs=config.epochs, batch_size=config.batch_size, lr=config.lr)
+                           epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
+                           public_size=m if config.members is None else int(config.members))
     tcfg.validate(m)
     model_fn = _model_fn(config.model, data["features"], k, tuple(config.hidden),
                          config.dropout)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -94,15 +94,22 @@ class TorchTrainer:
 
         rows = _check_subsets(len(x), subsets)
         seeds = [seed * 1000 + m for m in range(len(rows))]
+        config = self.config
+        if config.method == "dpsgd" and config.sample_rate is None:
+            # shadow models train on the attacker's own rows, which are not private: their
+            # count is public to the attacker, so each subset's size is its public size
+            config = replace(config, public_size=int(rows[0].size))
         started = time.perf_counter()
         equal = len({r.size for r in rows}) == 1
         if self.at_once and equal:
-            res = train_many(self.model_fn, x, y, config=self.config, subsets=rows, seeds=seeds)
+            res = train_many(self.model_fn, x, y, config=config, subsets=rows, seeds=seeds)
             models, self.guarantees = res.models, res.guarantees
         else:
             models, self.guarantees = [], []
             for idx, s in zip(rows, seeds, strict=True):
-                model, res1 = train_one(self.model_fn, x[idx], y[idx], self.config, seed=s)
+                one = config if config is self.config else replace(
+                    config, public_size=int(idx.size))
+                model, res1 = train_one(self.model_fn, x[idx], y[idx], one, seed=s)
                 models.append(model)
                 self.guarantees.append(res1.guarantee)
         self.seconds = time.perf_counter() - started

@@ -57,6 +57,10 @@ def synth_cmd(
                                     "categories and bounds are estimated with part of the "
                                     "budget."),
     drop: str = typer.Option(None, "--drop", help="Columns to leave out A,B (identifiers)."),
+    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
+                                          help="With a schema whose privacy_unit is a person "
+                                               "column (aim, mst): keep each person's first M "
+                                               "rows; the guarantee is per person."),
     bins: int = typer.Option(32, "--bins", help="Bins per numeric column (default 32)."),
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
@@ -107,7 +111,8 @@ def synth_cmd(
         raise InvalidInputError("--schema and --domain are alternatives: pass one")
     options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
                                "drop": parse_list(drop, "--drop") or [],
-                               "bins": bins, "missing": missing, "rng": seed}
+                               "bins": bins, "missing": missing, "rng": seed,
+                               "max_rows_per_unit": max_rows_per_unit}
     if epochs is not None and method == "dpvae":
         options["epochs"] = epochs
     elif epochs is not None and method in ("mst", "aim"):
@@ -134,13 +139,19 @@ def synth_cmd(
                          size_hint="a --schema that declares public_size", require_size=False)
     # schema's columns and dtypes; refused (exit 2, nothing written) or coerced here
     frame = synth.conform(frame)
+    unit, _ = synth.person_bound()
+    if unit is not None and unit not in synth.declaration.columns:
+        # the person column only bounds rows in fit; the (non-private) evaluation ignores it
+        frame_eval = frame.drop(columns=[unit])
+    else:
+        frame_eval = frame
     train, hold = frame, None
     if holdout > 0:
         order = make_rng(seed).permutation(len(frame))
         cut = int(round(len(frame) * holdout))
         if cut < 10 or len(frame) - cut < 10:
             raise InvalidInputError("--holdout leaves fewer than 10 rows on one side")
-        hold = frame.iloc[order[:cut]].reset_index(drop=True)
+        hold = frame_eval.iloc[order[:cut]].reset_index(drop=True)
         train = frame.iloc[order[cut:]].reset_index(drop=True)
 
     show = not as_json and sys.stderr.isatty()
@@ -162,7 +173,8 @@ def synth_cmd(
             from privlab.synth.evaluate import evaluate as run_evaluation
 
             progress("evaluating", 0, 1)
-            evaluation = run_evaluation(train, table, holdout=hold, target=target,
+            evaluation = run_evaluation(train[list(frame_eval.columns)], table, holdout=hold,
+                                        target=target,
                                         seed=seed or 0)
         if report is not None:
             from privlab.synth.report import write_synth_report

@@ -196,6 +196,8 @@ class RunAccountant:
                 "trusted aggregator clips each user's contribution, sums and adds Gaussian "
                 "noise; user embeddings stay on the device (billboard model) and are not "
                 "released",
+                "one user = every rating row with the same userId (the privacy unit): "
+                "neighbouring datasets add or remove all of one userId's ratings",
                 *notes,
             ),
         )

@@ -294,6 +294,12 @@ def ratings_schema(schema: str | None = None,
     sch = load_schema(schema or "movielens-ratings")
     for name in ("userId", "movieId", "rating"):
         sch.column(name)
+    if sch.privacy_unit not in ("userId", "row"):
+        # one person spanning several userIds would be several "users" to the accountant
+        raise InvalidInputError(
+            f"schema {sch.name!r}: privacy_unit {sch.privacy_unit!r}: federated training "
+            "protects one user = every rating with the same userId; declare privacy_unit: "
+            "userId")
     col = sch.column("rating")
     if not col.is_numeric:
         raise InvalidInputError(f"schema {sch.name!r}: column 'rating' must be numeric with "

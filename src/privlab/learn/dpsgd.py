@@ -43,8 +43,10 @@ FLOAT_NOTE = ("noise is continuous Gaussian in float32 (standard DP-SGD practice
               "floating-point caveat of Mironov 2012 is not addressed for model weights")
 
 
-ROWS_NOTE = ("sample rate = batch_size / the number of rows passed: the caller treats that "
-             "count as public (pass sample_rate for a rate that does not read it)")
+#: The one-line refusal of a private TrainConfig without a public rate (issue 21): the rate
+#: must never be read from the rows passed.
+RATE_REQUIRED = ("TrainConfig: DP-SGD needs a public sampling rate: pass sample_rate=q or "
+                 "public_size=N (a declared or DP-estimated row count, never len(x))")
 
 
 @dataclass
@@ -58,7 +60,9 @@ class TrainConfig:
     or a DP estimate of n). The accountant assumes q does not depend on the data; the default
     q = batch_size / n reads the exact n. With `sample_rate` set, steps per epoch are
     ceil(1 / q) and `batch_size` is the public expected batch size that normalises the noisy
-    sum, so nothing in the plan depends on the exact row count.
+    sum, so nothing in the plan depends on the exact row count. `public_size`: a PUBLIC row
+    count N instead (q = batch_size / N). A private run needs one of the two (issue 21: the
+    rate is never read from the rows passed; `RATE_REQUIRED`).
     """
 
     method: str = "dpsgd"
@@ -74,6 +78,15 @@ class TrainConfig:
     accountant: str = "pld"
     engine: str = "auto"
     sample_rate: float | None = None
+    public_size: int | None = None
+
+    def public_rate(self) -> float | None:
+        """The public Poisson rate: `sample_rate`, else batch_size / `public_size`, else None."""
+        if self.sample_rate is not None:
+            return float(self.sample_rate)
+        if self.public_size is not None:
+            return min(1.0, self.batch_size / self.public_size)
+        return None
 
     def validate(self, n: int) -> None:
         if self.method not in ("dpsgd", "none"):
@@ -81,8 +94,19 @@ class TrainConfig:
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, (int, np.integer)) \
                 or self.epochs < 1:
             raise InvalidInputError(f"epochs must be a whole number >= 1, got {self.epochs!r}")
-        if self.sample_rate is None:
+        if self.public_size is not None and (
+                isinstance(self.public_size, bool)
+                or not isinstance(self.public_size, (int, np.integer)) or self.public_size < 1):
+            raise InvalidInputError(f"public_size must be a whole number >= 1, got "
+                                    f"{self.public_size!r}")
+        if self.public_size is not None and self.sample_rate is not None:
+            raise InvalidInputError("TrainConfig: pass sample_rate or public_size, not both")
+        if self.sample_rate is None and self.public_size is None:
+            if self.method == "dpsgd":
+                raise InvalidInputError(RATE_REQUIRED)
             check_batch_size(self.batch_size, n)
+        elif self.sample_rate is None:
+            check_batch_size(self.batch_size, int(self.public_size))  # type: ignore[arg-type]
         else:
             check_batch_size(self.batch_size, self.batch_size)
             q = self.sample_rate
@@ -102,9 +126,11 @@ class TrainConfig:
         check_delta(self.delta)
         if self.delta <= 0:
             raise InvalidInputError("delta must be > 0 for DP-SGD (e.g. 1e-5, below 1/n)")
-        size = n if self.sample_rate is None else self.batch_size / self.sample_rate
-        if self.delta >= 1.0 / size:
-            what = "1/n" if self.sample_rate is None else "1/(batch size / sample rate)"
+        size = (self.public_size if self.sample_rate is None
+                else self.batch_size / self.sample_rate)
+        if self.delta >= 1.0 / size:  # type: ignore[operator]
+            what = ("1/public_size" if self.sample_rate is None
+                    else "1/(batch size / sample rate)")
             raise InvalidInputError(f"delta={self.delta:g} is not below {what} = "
                                     f"{1 / size:.3g}; such a delta allows releasing a record "
                                     "outright")
@@ -141,15 +167,17 @@ def plan_dpsgd(n: int, config: TrainConfig) -> DPSGDPlan:
     from privlab.core import accounting
 
     config.validate(n)
-    if config.sample_rate is None:
-        q = config.batch_size / n
-        per_epoch = math.ceil(n / config.batch_size)
-        expected = q * n
+    q = config.public_rate()
+    if q is None:
+        raise InvalidInputError(RATE_REQUIRED)
+    if config.sample_rate is None:  # public size N: as batch/n would on N rows
+        size = int(config.public_size)  # type: ignore[arg-type]
+        per_epoch = math.ceil(size / config.batch_size)
+        expected = q * size
     else:  # public rate: the plan does not read n
-        q = float(config.sample_rate)
         per_epoch = math.ceil(1.0 / q - 1e-9)
         expected = float(config.batch_size)
-    rows = f"on {n} rows" if config.sample_rate is None else f"at sample rate {q:.4g}"
+    rows = f"at sample rate {q:.4g}"
     steps = per_epoch * int(config.epochs)
     started = time.perf_counter()
     if config.noise_multiplier is None:
@@ -237,6 +265,14 @@ class TrainResult:
         return out
 
 
+def rate_note(config: TrainConfig) -> tuple[str, ...]:
+    """Guarantee note naming where the public rate came from."""
+    if config.sample_rate is not None:
+        return ()
+    return (f"sample rate = batch_size / public_size {config.public_size} (a public count the "
+            "caller passed, never the rows' count)",)
+
+
 def make_optimizer(params: list[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
     # fused: one kernel per step instead of ~7 per tensor (elementwise, so one optimizer over
     # M stacked models is M independent optimizers)
@@ -282,7 +318,7 @@ def train_classifier(model: nn.Module, x: np.ndarray | torch.Tensor,
     loop = time.perf_counter() - loop_start
     guarantee = dpsgd_guarantee(plan, config.accountant, engine=clipper.engine,
                                 seeded=is_seeded(rng),
-                                extra=(ROWS_NOTE,) if config.sample_rate is None else ())
+                                extra=rate_note(config))
     model.eval()
     return TrainResult(guarantee, plan, history, time.perf_counter() - started, clipper.engine,
                        loop)

@@ -40,7 +40,6 @@ from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.rng import is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.learn.dpsgd import (
-    ROWS_NOTE,
     DPSGDPlan,
     Progress,
     TrainConfig,
@@ -48,6 +47,7 @@ from privlab.learn.dpsgd import (
     dpsgd_guarantee,
     make_optimizer,
     plan_dpsgd,
+    rate_note,
     train_classifier,
 )
 from privlab.learn.engine import (
@@ -418,7 +418,7 @@ def train_many(model_fn: ModelFn, x: np.ndarray, y: np.ndarray, *,
     else:
         engine_used = "multi-" + trainer.engine
         guarantees = [dpsgd_guarantee(p, c.accountant, engine=engine_used, seeded=is_seeded(s),
-                                      extra=(ROWS_NOTE,) if c.sample_rate is None else ())
+                                      extra=rate_note(c))
                       for p, c, s in zip(plans, configs, seeds, strict=True)]
     return ManyResult(trainer.export(model_fn), guarantees, plans, history,
                       time.perf_counter() - started, loop, engine_used)

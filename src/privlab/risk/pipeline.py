@@ -75,7 +75,7 @@ class PipelineConfig:
     batch_size: int = 64
     lr: float = 1e-3
     clip: float = 1.0
-    delta: float | None = None  # default: min(1e-5, 1 / (10 n_train))
+    delta: float | None = None  # default: min(1e-5, 1 / (10 n)), n: public_train_size
     shadow_models: int = 4
     lira_models: int = 8
     max_rows: int | None = None
@@ -171,9 +171,20 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
     if public not in (None, "adult"):
         raise InvalidInputError(f"public: only 'adult' has public metadata, got {public!r}")
     features, y_raw = split_target(frame, target)
+    leaks: list[str] = []
     if public == "adult":
+        from privlab.schema import bundled_schema
+        from privlab.schema.facts import PublicFacts
+
         features = adult_features(features)
-    y, classes = encode_labels(y_raw)
+        # the class list is the bundled schema's declared target categories, never the
+        # labels: a replaced label must not add or remove a class (issue 21)
+        declared = PublicFacts.from_schema(bundled_schema("adult"), target=target).classes(
+            f"--target {target!r}: the bundled adult schema declares no classes for it")
+        y, classes = encode_labels(y_raw, declared)
+    else:
+        y, classes = encode_labels(y_raw)
+        leaks.append(f"classes of {target!r} read from the labels")
     gen = np.random.default_rng(seed)
     order = gen.permutation(len(y))
     if max_rows is not None:
@@ -183,7 +194,7 @@ def prepare(frame: pd.DataFrame, target: str, *, seed: int = 0, max_rows: int | 
     pre = adult_preprocessor() if public == "adult" else TablePreprocessor(one_hot=True)
     x_enc = pre.fit_transform(features.iloc[order]).astype(np.float32)
     return _split_encoded(frame, target, x_enc, y, order, [str(c) for c in classes], fractions,
-                          features_in=int(features.shape[1]), leaks=list(pre.leaks),
+                          features_in=int(features.shape[1]), leaks=leaks + list(pre.leaks),
                           how="public Adult metadata" if public else "read from the data")
 
 
@@ -266,16 +277,38 @@ def _model_fn(prep: Prepared, cfg: PipelineConfig) -> Callable[[], Any]:
     return lambda: SeedMLP(d, cfg.hidden, k, dropout=cfg.dropout)
 
 
+#: What choose-epsilon's per-epsilon guarantees leave out when no public size is known.
+RATE_NOT_COVERED = ("sample_rate, batch size and default delta (from the exact size of the "
+                    "target-train part: pass --max-rows or a schema with public_size)")
+#: The target-train share of the split (`prepare`'s default fractions).
+TRAIN_SHARE = 0.3
+
+
+def public_train_size(cfg: PipelineConfig) -> int | None:
+    """A public size for the simulated target's training part: the target-train share of
+    `max_rows` (an option) or of the schema's `public_size`; None when neither is known. Any
+    data-independent size keeps DP-SGD's accounting valid (the rate need not be batch/n)."""
+    total = cfg.max_rows
+    if total is None and cfg.schema is not None:
+        from privlab.schema.facts import PublicFacts
+
+        total = PublicFacts.from_schema(cfg.schema).optional("size")
+    return None if total is None else max(2, round(TRAIN_SHARE * int(total)))
+
+
 def _train_config(prep: Prepared, cfg: PipelineConfig, epsilon: float | None) -> Any:
     from privlab.learn.dpsgd import TrainConfig
 
-    n = len(prep.y_train)
+    public = public_train_size(cfg)
+    # without a public size the exact split size sets the rate (named in not_covered,
+    # RATE_NOT_COVERED); TrainConfig needs the size passed explicitly either way
+    n = len(prep.y_train) if public is None else public
     delta = cfg.delta if cfg.delta is not None else min(1e-5, 1.0 / (10 * n))
     bs = min(cfg.batch_size, max(1, n // 2))
     if epsilon is None:
         return TrainConfig(method="none", epochs=cfg.epochs, batch_size=bs, lr=cfg.lr)
     return TrainConfig(method="dpsgd", epsilon=float(epsilon), delta=delta, clip=cfg.clip,
-                       epochs=cfg.epochs, batch_size=bs, lr=cfg.lr)
+                       epochs=cfg.epochs, batch_size=bs, lr=cfg.lr, public_size=n)
 
 
 def feasible_epsilons(prep: Prepared, cfg: PipelineConfig,
@@ -417,6 +450,8 @@ def evaluate_epsilons(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[fl
             aucs["canary"] = c["auc"]
             det["canary"] = c
         g = res.guarantees[j * cfg.seeds]
+        if g.is_dp and public_train_size(cfg) is None:
+            g = g.with_not_covered(RATE_NOT_COVERED)
         evs.append(Evaluation(float(e), counts, accs, per_model * cfg.seeds, aucs))
         details[float(e)] = {"guarantee": g.to_dict(), "guarantee_text": g.describe(),
                              "plan": res.plans[j * cfg.seeds].to_dict(), "attacks": det,

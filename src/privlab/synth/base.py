@@ -97,11 +97,15 @@ class Synthesizer:
                  drop: Sequence[str] = (), bins: int = DEFAULT_BINS,
                  missing: str = "value", bounds_share: float = 0.1,
                  categories_share: float = 0.1, rng: RngLike = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None,
+                 max_rows_per_unit: int | None = None) -> None:
         """`schema`: the public schema (a bundled name, a YAML/JSON path, a mapping or a
         `Schema`); or `domain`: a declaration typing every column (categories / bounds may be
         left to DP estimation). `on_invalid`: "coerce" (clamp, round, map to `<other>` /
-        missing, drop rows with no place) or "refuse" (raise naming the column)."""
+        missing, drop rows with no place) or "refuse" (raise naming the column).
+        `max_rows_per_unit`: with a schema whose privacy unit is a person column, each
+        person's first M rows are kept and the guarantee is per person (group privacy; aim
+        and mst only); else such a schema is refused naming the option."""
         if missing not in ("value", "drop"):
             raise InvalidInputError(f"missing must be \"value\" (a code of its own) or \"drop\" "
                                     f"(drop rows with a missing value), got {missing!r}")
@@ -113,6 +117,7 @@ class Synthesizer:
             raise InvalidInputError("pass a schema or a domain declaration, not both")
         self.on_invalid = check_policy(on_invalid)
         self.drop = list(drop)
+        self.max_rows_per_unit = max_rows_per_unit
         self.schema: Schema | None = None
         self.declaration = (domain if isinstance(domain, DomainDeclaration)
                             else load_declaration(domain))
@@ -135,7 +140,28 @@ class Synthesizer:
 
     def _set_schema(self, schema: SchemaLike) -> None:
         self.schema = load_schema(schema)
-        self.declaration = declaration_from_schema(self.schema, self.drop)
+        self.declaration = declaration_from_schema(self.schema, self.drop, allow_unit=True)
+
+    def person_bound(self) -> tuple[str | None, int]:
+        """(privacy-unit column or None, rows kept per person) from the schema and
+        `max_rows_per_unit` through `PublicFacts` (never from the rows): a person unit
+        without a bound is refused naming --max-rows-per-unit, as `privlab release` does."""
+        from privlab.schema.facts import PublicFacts
+
+        if self.schema is None:
+            if self.max_rows_per_unit is not None:
+                raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy "
+                                        "unit column")
+            return None, 1
+        facts = PublicFacts.from_schema(self.schema).with_argument(
+            "max_rows_per_unit", self.max_rows_per_unit, "--max-rows-per-unit")
+        unit, per_unit = facts.person_bound("--max-rows-per-unit")
+        if unit is not None and self.method not in ("aim", "mst"):
+            raise InvalidInputError(
+                f"schema {self.schema.name!r} has privacy unit {unit!r}: --method "
+                f"{self.method} protects one row; use --method aim or mst with "
+                "--max-rows-per-unit M (per-person accounting)")
+        return unit, per_unit
 
     # ---------------------------------------------------------------- public interface
     def fit(self, data: pd.DataFrame, epsilon: float | None, delta: float = DEFAULT_DELTA,
@@ -170,7 +196,8 @@ class Synthesizer:
 
     def conform(self, data: pd.DataFrame) -> pd.DataFrame:
         """The rows fitted: `data` in the declared columns and dtypes, invalid values refused
-        or coerced (`on_invalid`). Reads no value to decide any column's kind."""
+        or coerced (`on_invalid`). Reads no value to decide any column's kind. With a person
+        privacy unit the unit column is kept too (fit bounds each person's rows with it)."""
         if not isinstance(data, pd.DataFrame):
             raise InvalidInputError("data must be a pandas DataFrame")
         return self._conform(data)[1]
@@ -182,8 +209,13 @@ class Synthesizer:
             # declared ones (not synthesized); conforming twice (CLI, then fit) is a no-op
             kept = [c.name for c in self.schema.columns if c.name not in self.declaration.drop]
             plans = plan_columns(kept, self.declaration)
-            frame = conform(data.drop(columns=[c for c in self.drop if c in names]),
-                            self.schema, self.on_invalid, columns=kept)
+            # the privacy-unit column travels along (not synthesized) so that fit can bound
+            # each person's rows; conforming twice stays a no-op
+            unit, _ = self.person_bound()
+            keep = kept + ([unit] if unit is not None and unit not in kept else [])
+            frame = conform(data.drop(columns=[c for c in self.drop
+                                               if c in names and c != unit]),
+                            self.schema, self.on_invalid, columns=keep)
         else:
             plans = plan_columns(names, self.declaration, self.drop)
             frame = conform(data[[p.name for p in plans]], declared_schema(plans),
@@ -236,6 +268,17 @@ class Synthesizer:
             raise InvalidInputError("data must be a pandas DataFrame")
         private, epsilon, delta = check_privacy(epsilon, delta)
         plans, frame = self._conform(data)
+        unit, per_unit = self.person_bound()
+        if unit is not None:
+            if private and any(p.needs_bounds or p.needs_categories for p in plans):
+                raise InvalidInputError("a privacy unit needs every column's domain declared "
+                                        "in the schema (no estimated bounds or categories)")
+            # each person's first M rows (the file's order): removing one person removes at
+            # most M rows and changes no one else's (docs/synth.md)
+            frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
+            frame = frame[[p.name for p in plans]]
+        self.account = ZCDPAccount(group=per_unit if private else 1,
+                                   unit=unit if private else None)
         if self.missing == "drop":
             frame = frame.dropna()
         frame = frame.reset_index(drop=True)
@@ -248,7 +291,8 @@ class Synthesizer:
     def _private_budget(self, prep: Prepared) -> tuple[float, float, float]:
         """Split a private fit's (epsilon, delta): the threshold share of delta and the
         bounds/categories shares of rho pay for the domain estimate (built here); returns
-        (rho left for the model, rho in all, delta of the zCDP conversion)."""
+        (rho left for the model per row, rho in all per person, delta of the zCDP
+        conversion). With M rows per person the model's rho per row is 1/M^2 of its share."""
         from privlab.core.calibration import rho_for_target
 
         delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
@@ -257,7 +301,8 @@ class Synthesizer:
         rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
         rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0
         self._build_domain(prep, rho_b, rho_c, delta_thr)
-        return rho_total - rho_b - rho_c, rho_total, delta_z
+        # per row: a person's M rows make the per-person rho M^2 x the per-row rho
+        return (rho_total - rho_b - rho_c) / self.account.group ** 2, rho_total, delta_z
 
     def _build_domain(self, prep: Prepared, rho_bounds: float, rho_categories: float,
                       delta_threshold: float) -> None:

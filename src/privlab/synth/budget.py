@@ -44,11 +44,20 @@ class ZCDPAccount:
     """The running list of measurements of one synthesizer fit."""
 
     steps: list[Step] = field(default_factory=list)
+    #: rows one person may contribute (1: each row is a person). A measurement that is
+    #: rho-zCDP for one row is (group^2 rho)-zCDP for `group` rows (Bun & Steinke 2016,
+    #: Prop. 1.9), so `spend` records the per-person rho: group^2 x the per-row rho.
+    group: int = 1
+    unit: str | None = None
 
     def spend(self, name: str, rho: float, delta: float = 0.0, detail: str = "") -> None:
+        """Record one measurement that is `rho`-zCDP per row (per person: group^2 rho)."""
         if not (rho >= 0 and math.isfinite(rho)) or not (0 <= delta < 1):
             raise ValueError(f"bad budget step {name}: rho={rho}, delta={delta}")
-        self.steps.append(Step(name, float(rho), float(delta), detail))
+        if self.group != 1 and delta != 0:
+            raise ValueError(f"budget step {name}: an approximate-zCDP step has no group "
+                             "bound here")
+        self.steps.append(Step(name, float(rho) * self.group ** 2, float(delta), detail))
 
     @property
     def rho(self) -> float:
@@ -67,9 +76,17 @@ class ZCDPAccount:
         eps = self.epsilon(delta_z)
         lines = tuple(f"{s.name}: rho={s.rho:.4g}" + (f", delta={s.delta:.3g}" if s.delta else "")
                       for s in self.steps)
+        if self.unit is not None:
+            notes = (f"privacy unit {self.unit!r}: each person's rows are bounded to their "
+                     f"first {self.group}; every measurement is rho/{self.group}^2-zCDP per "
+                     f"row, so rho-zCDP per person (group privacy); the rho above are per "
+                     "person",) + notes
         return PrivacyGuarantee(
-            epsilon=eps, delta=delta_z + self.delta, neighbouring="add_remove_record",
-            model="central", mechanism=mechanism, accountant=ZCDP_ACCOUNTANT,
+            epsilon=eps, delta=delta_z + self.delta,
+            neighbouring="user" if self.unit is not None else "add_remove_record",
+            model="central", mechanism=mechanism,
+            accountant=(ZCDP_ACCOUNTANT if self.unit is None else
+                        f"group privacy over {self.group} rows per person ({ZCDP_ACCOUNTANT})"),
             notes=(f"total rho={self.rho:.6g}; zCDP part converted at delta={delta_z:.3g}",)
             + lines + notes)
 

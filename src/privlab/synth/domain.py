@@ -542,17 +542,20 @@ def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
     return plans
 
 
-def declaration_from_schema(schema: Schema, drop: Sequence[str] = ()) -> DomainDeclaration:
+def declaration_from_schema(schema: Schema, drop: Sequence[str] = (), *,
+                            allow_unit: bool = False) -> DomainDeclaration:
     """The synthesizer's declaration of a public `Schema`: categorical -> categories (+
     `<other>` if declared), integer -> integer numeric over its bounds, numeric -> bounds;
     scale and bins hints kept. Identifier and text columns are dropped by declaration (no
     synthesizer releases them); datetime columns are refused (not synthesized) unless
-    dropped. The schema's privacy unit must be the row: the synthesizers' guarantees are for
-    add/remove one record."""
-    if schema.privacy_unit != "row":
+    dropped. A person privacy unit needs `allow_unit` (the caller bounds each person's rows
+    and accounts per person, `Synthesizer.person_bound`); else it is refused naming the
+    option."""
+    if schema.privacy_unit != "row" and not allow_unit:
         raise InvalidInputError(
             f"schema {schema.name!r} has privacy unit {schema.privacy_unit!r} (several rows per "
-            "person): privlab synth protects one row; aggregate to one row per person first")
+            "person): pass --max-rows-per-unit M (aim or mst) to keep each person's first M "
+            "rows and account per person")
     out = DomainDeclaration(name=f"schema {schema.name}")
     for c in schema.columns:
         if not c.is_released or c.name in drop:

@@ -139,6 +139,12 @@ class SparkMSTSynthesizer(MSTSynthesizer):
 
         from privlab.engines.spark import get_spark, read_source
 
+        unit, _ = self.person_bound()
+        if unit is not None:  # refused before any Spark work: no per-person bound on Spark
+            raise InvalidInputError(
+                f"privacy unit {unit!r}: the Spark path has no per-person row bound; run "
+                "privlab synth in memory with --max-rows-per-unit M (aim or mst)")
+
         spark = self._spark or get_spark(self._master)
         df = read_source(spark, data, what="DATA")
         private, epsilon, delta = check_privacy(epsilon, delta)
