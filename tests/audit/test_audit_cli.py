@@ -154,7 +154,7 @@ def test_missing_target_and_duplicates(tmp_path, capsys):
     assert code == 2 and "privlab schema draft" in out.err
     code, out = _run(capsys, [str(path), "--target", "y", "--no-dp", "--json",
                               "--unsafe-encoding"])
-    assert code == 2 and "only 2 distinct rows" in out.err
+    assert code == 2 and "too few distinct rows" in out.err and "2" not in out.err
 
 
 def test_unsafe_encoding_and_data_sized_members_are_not_covered(table, capsys):
@@ -237,3 +237,23 @@ def test_audit_steps_match_the_stage_calls(table):
                     progress=lambda e, n, row, seen=epochs: seen.append(e))
         assert len(stages) == audit_steps(cfg), (attacks, stages)
         assert epochs == [1]
+
+
+@pytest.mark.parametrize("members", [None, "20"])
+def test_refusals_carry_no_row_count(tmp_path, capsys, members):
+    """Regression (issue 21): the audit's size refusals printed the exact number of distinct
+    rows ("only 19 distinct rows", "2..14 for 48 distinct rows"), so a one-row neighbour
+    changed the error text. Now D and D' (one row fewer) get the same line."""
+    rng = np.random.default_rng(0)
+    rows = 48 if members else 20
+    frame = pd.DataFrame({"a": np.arange(rows), "b": rng.normal(size=rows),
+                          "y": ["p", "q"] * (rows // 2)})
+    errors = []
+    for name, part in (("d.csv", frame), ("d1.csv", frame.iloc[:-1])):
+        path = tmp_path / name
+        part.to_csv(path, index=False)
+        argv = [str(path), "--target", "y", "--no-dp", "--json", "--unsafe-encoding"]
+        code, out = _run(capsys, argv + (["--members", members] if members else []))
+        assert code == 2
+        errors.append(out.err)
+    assert errors[0] == errors[1], errors

@@ -169,12 +169,15 @@ def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed:
     features, y = features[~dup.to_numpy()], y[~dup.to_numpy()]
     n = len(y)
     if n < 40:
-        raise InvalidInputError(f"only {n} distinct rows: a membership audit needs at least 40 "
+        # no count in the text: the number of distinct rows is private (issue 21)
+        raise InvalidInputError("too few distinct rows: a membership audit needs at least 40 "
                                 "(members, non-members and an attacker pool)")
     m = n // 4 if members is None else int(members)
     if not (2 <= m <= (n - 4) // 3):
-        raise InvalidInputError(f"--members must be in 2..{(n - 4) // 3} for {n} distinct rows "
-                                "(members, as many non-members, and a pool of at least as many)")
+        raise InvalidInputError(f"--members {m} is too large for this table (or below 2): "
+                                "it needs as many non-members and a pool of at least as many "
+                                "distinct rows (at most about a third of them); pass a smaller "
+                                "--members")
     codes, classes = encode_labels(y.to_numpy(), declared)
     order = np.random.default_rng(seed).permutation(n)
     mi, ni, pi = order[:m], order[m:2 * m], order[2 * m:]
