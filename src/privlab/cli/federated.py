@@ -115,6 +115,8 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
     if not non_private and epsilon is None:
         raise InvalidInputError("--epsilon is required (or --non-private for a NOT private "
                                 "baseline)")
+    if max_users is not None and max_users < 1:
+        raise InvalidInputError(f"--max-users must be >= 1, got {max_users}")
     if max_users is not None and ratings is not None and users is None:
         # an option check, before any row is read: the same refusal on every table
         raise InvalidInputError("--max-users with --ratings needs --users U (the public "
