@@ -73,7 +73,7 @@ def synth_cmd(
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
-    target: str = typer.Option(None, "--target",
+    target: str = typer.Option(None, "--target", "-t",
                                help="Evaluation: class column for train-on-synthetic accuracy."),
     evaluate: bool = typer.Option(False, "--evaluate",
                                   help="Evaluate utility and privacy (not private: for the "
