@@ -86,3 +86,13 @@ def test_help_shows_a_default(capsys) -> None:
 def test_docs_table_is_generated_from_the_grammar() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     assert grammar.markdown_table() in doc
+
+
+def test_deprecated_spellings_are_hidden_aliases_only() -> None:
+    """`--drop` (old) may only survive as a hidden option next to its new spelling."""
+    for name, cmd in _commands().items():
+        opts = {o: p for p in _options(cmd) for o in p.opts}
+        for old, new in grammar.DEPRECATED.items():
+            if old in opts:
+                assert opts[old].hidden, f"{name}: {old} is shown in --help"
+                assert new in opts, f"{name}: {old} without {new}"

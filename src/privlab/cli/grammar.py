@@ -25,7 +25,11 @@ SPELLINGS: dict[str, tuple[str, str | None, str]] = {
     "quasi-identifiers": ("--quasi-identifiers", "-q", "Columns that identify in combination"),
     "sensitive": ("--sensitive", "-s", "Sensitive columns"),
     "rows": ("--rows", "-n", "Number of rows to generate"),
+    "columns to leave out": ("--exclude", None, "Columns not used (--drop: deprecated alias)"),
 }
+
+# deprecated spellings: hidden from --help, still accepted with one warning line
+DEPRECATED: dict[str, str] = {"--drop": "--exclude"}
 
 # short flags that name a different concept per command (documented, not a conflict):
 # -m is the one "which algorithm" flag (--model / --method / --mechanism), -c the one

@@ -21,7 +21,7 @@ from privlab.cli.common import (
     console,
     emit_json,
     err_console,
-    parse_list,
+    exclude_columns,
 )
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
@@ -56,7 +56,9 @@ def synth_cmd(
                                     "file {\"columns\": {...}} typing every column; undeclared "
                                     "categories and bounds are estimated with part of the "
                                     "budget."),
-    drop: str = typer.Option(None, "--drop", help="Columns to leave out A,B (identifiers)."),
+    exclude: str = typer.Option(None, "--exclude", help="Columns to leave out A,B "
+                                "(identifiers)."),
+    drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
     bins: int = typer.Option(32, "--bins", help="Bins per numeric column (default 32)."),
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
@@ -106,7 +108,7 @@ def synth_cmd(
     if schema is not None and domain is not None:
         raise InvalidInputError("--schema and --domain are alternatives: pass one")
     options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
-                               "drop": parse_list(drop, "--drop") or [],
+                               "drop": exclude_columns(exclude, drop),
                                "bins": bins, "missing": missing, "rng": seed}
     if epochs is not None and method == "dpvae":
         options["epochs"] = epochs
@@ -224,11 +226,11 @@ def _check_column_options(frame: Any, file: Path, drop: list[str], target: str |
     """Every option that names columns names columns of DATA (one-line error, exit 2)."""
     from privlab.data.io import require_columns
 
-    require_columns(frame, drop, "--drop column")
+    require_columns(frame, drop, "--exclude column")
     if target is not None and target not in frame.columns:
         raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
     if target is not None and target in drop:
-        raise InvalidInputError(f"--target {target!r} is also in --drop; keep the class column")
+        raise InvalidInputError(f"--target {target!r} is also in --exclude; keep the class column")
 
 
 def _tvds(f: dict[str, Any]) -> str:
