@@ -253,7 +253,7 @@ def half_width_text(width: float | None, noise: dict, details: dict | None = Non
     if noise.get("distribution") == "ratio":
         hw = ratio_half_width(noise, details or {}, gaussian)
         if hw is not None:
-            return (f"about {hw['mean']:.4g} (mean = noisy sum / noisy count: noisy sum "
+            return (f"about {hw['mean']:.4g} (a ratio of a noisy sum and a noisy count: noisy sum "
                     f"\u00b1 {hw['sum']:.4g}, noisy count \u00b1 {hw['count']:.4g}; the mean's "
                     f"half-width divides by the noisy count)")
         return ("none in closed form (a ratio of a noisy sum and a noisy count; see the noise "
