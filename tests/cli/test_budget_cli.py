@@ -121,3 +121,15 @@ def test_release_unknown_principal_is_exit_2(tmp_path, data_file, capsys):
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert "privlab budget set" in captured.err
+
+
+@pytest.mark.parametrize("args", [["--epsilon", "-1"], ["--epsilon", "1", "--delta", "1"],
+                                  ["--epsilon", "abc"]])
+def test_refused_budget_set_leaves_no_ledger_or_lock(tmp_path, args) -> None:
+    """Issue 23: nothing written on refusal (was: new.db and new.db-writer.lock left behind)."""
+    from privlab.cli.main import main
+
+    rc = main(["budget", "set", "--ledger", str(tmp_path / "new.db"), "--principal", "ana",
+               *args])
+    assert rc == 2
+    assert list(tmp_path.iterdir()) == []

@@ -226,3 +226,36 @@ def test_delta_uses_the_schema_public_size(tmp_path: Path,
                  "--mechanism", "gaussian", "--delta", "1e-4", "--schema", str(schema)])
     err = capsys.readouterr().err
     assert code == 4 and "public size n = 100000" in err
+
+
+def test_mean_prints_its_half_width(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: `release mean` printed "none in closed form" for its 95% half-width."""
+    payload = run_json(capsys, "mean", str(table), "--column", "age", "--bounds", "0,100",
+                       "--epsilon", "1")
+    # Laplace: sum scale 100 (sensitivity 50 at eps 0.5), count scale 2; z = ln 20
+    import math
+
+    z = math.log(20)
+    want = (z * 100 + 50 * z * 2) / max(payload["details"]["noisy_count"], 1.0)
+    # rel 1e-3: the sum sensitivity carries a float-rounding margin above 50
+    assert payload["mean_half_width_95_approx"] == pytest.approx(want, rel=1e-3)
+    assert main(["release", "mean", str(table), "--column", "age", "--bounds", "0,100", "-e",
+                 "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "none in closed form" not in out
+    assert "95% noise half-width: about " in out
+
+
+@pytest.mark.parametrize("cats", ["A0,A1", "a0,a1"])
+def test_category_histogram_says_matching_is_exact(table: Path, cats: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: categories matching no row (wrong case) gave pure noise with no note. The note
+    is the same whether or not rows matched: saying "nothing matched" would reveal the data."""
+    payload = run_json(capsys, "histogram", str(table), "--column", "city", "--categories",
+                       cats, "-e", "1")
+    assert "case-sensitive" in payload["category_matching"]
+    assert main(["release", "histogram", str(table), "--column", "city", "--categories",
+                 cats, "-e", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "match exactly and case-sensitively" in out
+    assert "not counted" in out

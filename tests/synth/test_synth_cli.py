@@ -96,9 +96,10 @@ NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
     (["--method", "mst", "--domain", "nope.json"], "neither a built-in"),
     # issue 23: a column-naming option naming no column was accepted silently
-    (["--method", "mst", "--schema", "adult", "--drop", "foo"], "unknown --drop column 'foo'"),
+    (["--method", "mst", "--schema", "adult", "--exclude", "foo"],
+     "unknown --exclude column 'foo'"),
     (["--method", "mst", "--schema", "adult", "--holdout", "0.2", "--target", "salary",
-      "--drop", "salary"], "also in --drop"),
+      "--exclude", "salary"], "also in --exclude"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -> None:
     base = ["synth", str(adult_csv), "--rows", "10", "--out", str(tmp_path / "o.csv"),
@@ -186,7 +187,7 @@ def test_identifier_columns_are_dropped_by_declaration(tmp_path, adult_small, ca
     assert main(base + ["--schema", "adult"]) == 2
     err = capsys.readouterr().err
     assert "column 'tckno' is not in schema 'adult'" in err and not out.exists()
-    assert main(base + ["--schema", "adult", "--drop", "tckno"]) == 0
+    assert main(base + ["--schema", "adult", "--exclude", "tckno"]) == 0
 
 
 def test_synth_report_opens_with_plain_words_and_no_generalising(tmp_path, adult_csv,
@@ -230,3 +231,19 @@ def test_weak_delta_refused_like_release(tmp_path, adult_csv, capsys) -> None:
     code = main(["release", "count", str(adult_csv), "--column", "age", "--epsilon", "1",
                  "--delta", "0.5", "--mechanism", "gaussian"])
     assert code == 4  # the same policy as release
+
+
+def test_drop_is_a_deprecated_alias_of_exclude(tmp_path, capsys) -> None:
+    """Issue 23: one spelling (`--exclude`); `--drop` still works, with one warning line."""
+    from privlab.cli.main import main as cli
+
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n" + "".join(f"x{i % 2},y{i % 3}\n" for i in range(40)))
+    out = tmp_path / "s.csv"
+    args = ["synth", str(data), "--method", "mst", "--epsilon", "1", "--rows", "5",
+            "--domain", "nope.json", "--out", str(out)]
+    assert cli(args + ["--exclude", "zzz", "--drop", "zzz"]) == 2
+    assert "pass only --exclude" in capsys.readouterr().err
+    assert cli(args + ["--drop", "zzz"]) == 2  # still parsed (then refused on the domain)
+    err = capsys.readouterr().err
+    assert err.count("--drop is deprecated: use --exclude") == 1

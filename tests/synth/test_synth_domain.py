@@ -150,7 +150,7 @@ def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> 
     with pytest.raises(InvalidInputError, match="not in the data"):
         MSTSynthesizer(domain={"columns": {"nope": {"categories": ["a"]}}}).fit(
             adult_small, 1.0)
-    with pytest.raises(InvalidInputError, match="--drop"):
+    with pytest.raises(InvalidInputError, match="--exclude"):
         MSTSynthesizer(drop=["nope"]).fit(adult_small, 1.0)
     assert ADULT_DOMAIN["columns"]["sex"]["categories"] == ["Female", "Male"]
 
@@ -164,7 +164,7 @@ def test_schema_translation_and_what_synth_refuses_to_synthesize() -> None:
         "x": {"type": "numeric", "bounds": [-1.5, 2.5], "missing": False},
         "c": {"type": "categorical", "categories": ["a", "b"], "other": True},
         "when": {"type": "datetime", "bounds": ["2020-01-01", "2021-01-01"]}}}
-    with pytest.raises(InvalidInputError, match="does not synthesize it; --drop when"):
+    with pytest.raises(InvalidInputError, match="does not synthesize it; --exclude when"):
         declaration_from_schema(load_schema(spec))
     decl = declaration_from_schema(load_schema(spec), drop=["when"])
     assert decl.drop == ["id", "memo", "when"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_list
+from privlab.cli.common import console, emit_json, err_console, exclude_columns, parse_list
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
@@ -21,7 +21,9 @@ def anonymize_cmd(
     sensitive: str = typer.Option(None, "--sensitive", "-s",
                                   help="Sensitive attribute (needed with --l)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output: .csv, .csv.gz or .parquet."),
-    drop: str = typer.Option(None, "--drop", help="Columns to leave out (direct identifiers)."),
+    exclude: str = typer.Option(None, "--exclude", help="Columns to leave out (direct "
+                                "identifiers)."),
+    drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -37,7 +39,7 @@ def anonymize_cmd(
     qis = parse_list(quasi_identifiers, "--quasi-identifiers") or []
     frame = read_table(file, delimiter=delimiter)
     result = mondrian(frame, qis, k, l_div=l_div, sensitive=sensitive,
-                      drop=parse_list(drop, "--drop") or [])
+                      drop=exclude_columns(exclude, drop))
     atomic_write_frame(result.frame, out)
     payload = {"input": str(file), "out": str(out), **result.to_dict()}
     if as_json:

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json
-from privlab.core.ledger import ACCOUNTANT, BudgetLedger
+from privlab.core.ledger import ACCOUNTANT, BudgetLedger, check_budget
 from privlab.errors import PrivlabError
 
 budget_app = typer.Typer(
@@ -37,7 +37,9 @@ def set_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Create a principal with a total budget, or change its total (never below spent)."""
-    # Taken as text so '0.1' is exactly one tenth, not the nearest binary float.
+    # Taken as text so '0.1' is exactly one tenth, not the nearest binary float. Checked before
+    # the ledger is opened: a refused `budget set` leaves no database or lock file behind.
+    check_budget(principal, epsilon, delta)
     book = BudgetLedger(ledger)
     status = book.set_budget(principal, epsilon, delta)
     if as_json:

@@ -44,7 +44,7 @@ def load_data(data: str, delimiter: str | None = None) -> tuple[Any, str]:
 
 def choose_epsilon_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file or bundled dataset name."),
-    target: str = typer.Option(None, "--target", help="Label column (default for bundled)."),
+    target: str = typer.Option(None, "--target", "-t", help="Label column (default for bundled)."),
     model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
     policy: str = typer.Option(None, "--policy", help="medical | finance | recommender."),
     w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom); "

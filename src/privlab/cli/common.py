@@ -117,6 +117,17 @@ def one_line_warnings() -> Iterator[None]:
         warnings.showwarning = previous
 
 
+def exclude_columns(exclude: str | None, drop: str | None) -> list[str]:
+    """`--exclude A,B`, the one spelling of "columns to leave out" (docs/cli.md); `--drop` is
+    its hidden deprecated alias, still accepted with one warning line."""
+    if exclude is not None and drop is not None:
+        raise InvalidInputError("--drop is the old spelling of --exclude: pass only --exclude")
+    if drop is not None:
+        warn("--drop is deprecated: use --exclude (same meaning)")
+        return parse_list(drop, "--drop") or []
+    return parse_list(exclude, "--exclude") or []
+
+
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
     if epsilon > WEAK_EPSILON:

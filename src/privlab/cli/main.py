@@ -34,6 +34,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # every option shows its default in --help (issue 23: one grammar); inherited by sub-apps
+    context_settings={"show_default": True},
 )
 
 

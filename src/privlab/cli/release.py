@@ -20,6 +20,7 @@ as missing in every numeric statistic (the guarantee's notes say so).
 from __future__ import annotations
 
 import dataclasses
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,14 @@ def release_cmd(
                                                              epsilon, per_unit, unit, schema,
                                                              coerced=coerced))
     payload = {"statistic": stat, "column": column, **result.to_dict()}
+    gaussian = "gaussian" in result.guarantee.mechanism
+    ratio_hw = ratio_half_width(result.noise, result.details or {}, gaussian)
+    if stat == "mean" and ratio_hw is not None:
+        payload["mean_half_width_95_approx"] = ratio_hw["mean"]
+    if stat == "histogram" and cats:
+        # public wording, the same whatever the rows hold: saying "nothing matched" would
+        # reveal the data (issue 23)
+        payload["category_matching"] = CATEGORY_MATCHING_NOTE
     if charge is not None:
         payload["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
                              "remaining_epsilon": charge.remaining_epsilon,
@@ -201,21 +210,52 @@ def release_cmd(
     console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     _print_bin_labels(payload)
-    console.print(f"  grid: {result.granularity}   95% noise half-width: "
-                  f"{half_width_text(payload['confidence_interval_95'], result.noise)}")
+    hw_text = half_width_text(payload["confidence_interval_95"], result.noise, result.details,
+                              gaussian)
+    console.print(f"  grid: {result.granularity}   95% noise half-width: {hw_text}")
     console.print(f"  guarantee: {result.guarantee.describe()}")
     for note in result.guarantee.notes:
         console.print(f"  note: {note}")
+    if payload.get("category_matching"):
+        console.print(f"  note: {payload['category_matching']}", highlight=False)
     if charge is not None:
         console.print(f"  ledger: charged {principal}; remaining epsilon "
                       f"{charge.remaining_epsilon:g}")
 
 
-def half_width_text(width: float | None, noise: dict) -> str:
+CATEGORY_MATCHING_NOTE = (
+    "categories match exactly and case-sensitively ('male' does not count 'Male'); rows whose "
+    "value is not a listed category are not counted (with --schema, a declared <other> "
+    "category collects them)")
+
+
+def ratio_half_width(noise: dict, details: dict, gaussian: bool) -> dict[str, float] | None:
+    """95% half-widths of a mean's noisy sum and noisy count, and of the mean itself.
+
+    The mean's is approximate, (sum hw + (hi - lo)/2 count hw) / noisy count: it uses only the
+    released noisy count and the public bounds (post-processing, nothing more is read).
+    """
+    lo_hi = details.get("clamped_to")
+    count = details.get("noisy_count")
+    if "sum_scale" not in noise or not lo_hi or count is None:
+        return None
+    z = 1.959964 if gaussian else math.log(20)  # N(0,1) / Laplace two-sided 95% quantile
+    sum_hw, count_hw = z * float(noise["sum_scale"]), z * float(noise["count_scale"])
+    mean_hw = (sum_hw + (lo_hi[1] - lo_hi[0]) / 2 * count_hw) / max(float(count), 1.0)
+    return {"sum": sum_hw, "count": count_hw, "mean": mean_hw}
+
+
+def half_width_text(width: float | None, noise: dict, details: dict | None = None,
+                    gaussian: bool = False) -> str:
     """The 95% noise half-width, or in words why a mechanism has none."""
     if width is not None:
         return f"{width:.4g}"
     if noise.get("distribution") == "ratio":
+        hw = ratio_half_width(noise, details or {}, gaussian)
+        if hw is not None:
+            return (f"about {hw['mean']:.4g} (a ratio of a noisy sum and a noisy count: noisy sum "
+                    f"\u00b1 {hw['sum']:.4g}, noisy count \u00b1 {hw['count']:.4g}; the mean's "
+                    f"half-width divides by the noisy count)")
         return ("none in closed form (a ratio of a noisy sum and a noisy count; see the noise "
                 "scales in --json)")
     return "none (the exponential mechanism picks a value; it adds no additive noise)"

@@ -21,7 +21,7 @@ from privlab.cli.common import (
     console,
     emit_json,
     err_console,
-    parse_list,
+    exclude_columns,
 )
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
@@ -56,7 +56,9 @@ def synth_cmd(
                                     "file {\"columns\": {...}} typing every column; undeclared "
                                     "categories and bounds are estimated with part of the "
                                     "budget."),
-    drop: str = typer.Option(None, "--drop", help="Columns to leave out A,B (identifiers)."),
+    exclude: str = typer.Option(None, "--exclude", help="Columns to leave out A,B "
+                                "(identifiers)."),
+    drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a schema whose privacy_unit is a person "
                                                "column (aim, mst): keep each person's first M "
@@ -77,7 +79,7 @@ def synth_cmd(
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
-    target: str = typer.Option(None, "--target",
+    target: str = typer.Option(None, "--target", "-t",
                                help="Evaluation: class column for train-on-synthetic accuracy."),
     evaluate: bool = typer.Option(False, "--evaluate",
                                   help="Evaluate utility and privacy (not private: for the "
@@ -110,7 +112,7 @@ def synth_cmd(
     if schema is not None and domain is not None:
         raise InvalidInputError("--schema and --domain are alternatives: pass one")
     options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
-                               "drop": parse_list(drop, "--drop") or [],
+                               "drop": exclude_columns(exclude, drop),
                                "bins": bins, "missing": missing, "rng": seed,
                                "max_rows_per_unit": max_rows_per_unit}
     if epochs is not None and method == "dpvae":
@@ -236,11 +238,11 @@ def _check_column_options(frame: Any, file: Path, drop: list[str], target: str |
     """Every option that names columns names columns of DATA (one-line error, exit 2)."""
     from privlab.data.io import require_columns
 
-    require_columns(frame, drop, "--drop column")
+    require_columns(frame, drop, "--exclude column")
     if target is not None and target not in frame.columns:
         raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
     if target is not None and target in drop:
-        raise InvalidInputError(f"--target {target!r} is also in --drop; keep the class column")
+        raise InvalidInputError(f"--target {target!r} is also in --exclude; keep the class column")
 
 
 def _tvds(f: dict[str, Any]) -> str:

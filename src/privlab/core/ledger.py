@@ -481,6 +481,16 @@ def _charge_sql(dialect: str) -> _ChargeSQL:
     )
 
 
+def check_budget(principal: str, epsilon: Any, delta: Any = 0.0) -> tuple[str, Decimal, Decimal]:
+    """Validate a budget before any ledger is opened (a refused `budget set` creates no file)."""
+    name = _check_principal(principal)
+    eps = _amount(epsilon, "epsilon", rounding=ROUND_FLOOR, upper=MAX_EPSILON,
+                  upper_inclusive=True, allow_zero=False)
+    dlt = _amount(delta, "delta", rounding=ROUND_FLOOR, upper=Decimal(1),
+                  upper_inclusive=False, allow_zero=True)
+    return name, eps, dlt
+
+
 class BudgetLedger:
     """Persistent privacy budgets with charge-before-release, safe across processes.
 
@@ -646,11 +656,7 @@ class BudgetLedger:
 
         A new total below what the principal already spent is refused: spending is history.
         """
-        name = _check_principal(principal)
-        eps = _amount(epsilon, "epsilon", rounding=ROUND_FLOOR, upper=MAX_EPSILON,
-                      upper_inclusive=True, allow_zero=False)
-        dlt = _amount(delta, "delta", rounding=ROUND_FLOOR, upper=Decimal(1),
-                      upper_inclusive=False, allow_zero=True)
+        name, eps, dlt = check_budget(principal, epsilon, delta)
         for attempt in range(2):
             try:
                 return self._set_budget_once(name, eps, dlt)

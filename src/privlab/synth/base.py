@@ -205,7 +205,7 @@ class Synthesizer:
     def _conform(self, data: pd.DataFrame) -> tuple[list[ColumnPlan], pd.DataFrame]:
         names = [str(c) for c in data.columns]
         if self.schema is not None:
-            # --drop may name undeclared columns of the data (conform refuses any left) and
+            # --exclude may name undeclared columns of the data (conform refuses any left) and
             # declared ones (not synthesized); conforming twice (CLI, then fit) is a no-op
             kept = [c.name for c in self.schema.columns if c.name not in self.declaration.drop]
             plans = plan_columns(kept, self.declaration)

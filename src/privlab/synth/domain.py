@@ -520,7 +520,7 @@ def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
     dropping = list(dict.fromkeys(list(drop) + decl.drop))
     missing = [c for c in drop if c not in names]
     if missing:
-        raise InvalidInputError(f"--drop names columns that are not in the data: {missing}")
+        raise InvalidInputError(f"--exclude names columns that are not in the data: {missing}")
     absent = [c for c in decl.columns if c not in names and c not in dropping]
     if absent:
         raise InvalidInputError(f"the domain declares columns that are not in the data: "
@@ -534,7 +534,7 @@ def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
             if decl.name == "none":
                 raise InvalidInputError(NO_SCHEMA)
             raise InvalidInputError(f"column {name!r} has no declared type in domain "
-                                    f"{decl.name!r}: declare its \"type\" there, --drop it, "
+                                    f"{decl.name!r}: declare its \"type\" there, --exclude it, "
                                     "or pass --schema (`privlab schema draft DATA` drafts one)")
         plans.append(ColumnPlan(name, d.kind, d, bool(d.integer) and d.kind == "numeric"))
     if not plans:
@@ -573,7 +573,7 @@ def declaration_from_schema(schema: Schema, drop: Sequence[str] = (), *,
         else:
             raise InvalidInputError(f"column {c.name!r} is a {c.type} column in schema "
                                     f"{schema.name!r}: privlab synth does not synthesize it; "
-                                    f"--drop {c.name}")
+                                    f"--exclude {c.name}")
     return out
 
 

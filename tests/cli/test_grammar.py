@@ -1,0 +1,98 @@
+"""Issue 23, one CLI grammar: walk the Typer app and hold every command to privlab.cli.grammar."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import click
+import typer
+
+from privlab.cli import grammar
+from privlab.cli.main import app
+
+
+def _commands() -> dict[str, click.Command]:
+    out: dict[str, click.Command] = {}
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+        else:
+            out[" ".join(path)] = cmd
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def _options(cmd: click.Command) -> list[click.Option]:
+    return [p for p in cmd.params if isinstance(p, click.Option)]
+
+
+def test_each_concept_has_its_one_spelling_and_short_flag() -> None:
+    by_long = {long: short for long, short, _ in grammar.SPELLINGS.values()}
+    problems = []
+    for name, cmd in _commands().items():
+        for opt in _options(cmd):
+            longs = [o for o in opt.opts if o.startswith("--")]
+            shorts = [o for o in opt.opts if not o.startswith("--")]
+            for long in longs:
+                if long in by_long:
+                    want = by_long[long]
+                    if shorts and shorts != [want]:
+                        problems.append(f"{name}: {long} has {shorts}, grammar says {want}")
+                    if long in grammar.REQUIRED_SHORT and want not in shorts:
+                        problems.append(f"{name}: {long} lacks {want}")
+            for short in shorts:
+                owner = [lg for lg, sh in by_long.items() if sh == short]
+                allowed = set(owner) | grammar.SHARED_SHORT.get(short, set())
+                if not set(longs) & allowed:
+                    problems.append(f"{name}: {short} means {longs}, grammar says {allowed}")
+    assert problems == []
+
+
+def test_choose_epsilon_takes_dash_t() -> None:
+    opts = {o for p in _options(_commands()["choose-epsilon"]) for o in p.opts}
+    assert {"--target", "-t"} <= opts
+
+
+def test_every_command_reading_rows_takes_schema() -> None:
+    cmds = _commands()
+    assert set(cmds) >= grammar.READS_ROWS
+    for name in grammar.READS_ROWS:
+        has = any("--schema" in p.opts for p in _options(cmds[name]))
+        # the known gaps are listed by name; one that gains --schema must leave the list
+        assert has is (name not in grammar.SCHEMA_GAPS), name
+
+
+def test_every_default_is_shown_in_help() -> None:
+    root = typer.main.get_command(app)
+    assert root.context_settings.get("show_default") is True  # inherited by every sub-command
+    for name, cmd in _commands().items():
+        for opt in _options(cmd):
+            if opt.show_default is False:
+                raise AssertionError(f"{name}: {opt.opts} hides its default")
+
+
+def test_help_shows_a_default(capsys) -> None:
+    from privlab.cli.main import main
+
+    with contextlib.suppress(SystemExit):
+        main(["choose-epsilon", "--help"])
+    assert "[default: 0.5,1,2,4,8,16]" in " ".join(capsys.readouterr().out.split())
+
+
+def test_docs_table_is_generated_from_the_grammar() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert grammar.markdown_table() in doc
+
+
+def test_deprecated_spellings_are_hidden_aliases_only() -> None:
+    """`--drop` (old) may only survive as a hidden option next to its new spelling."""
+    for name, cmd in _commands().items():
+        opts = {o: p for p in _options(cmd) for o in p.opts}
+        for old, new in grammar.DEPRECATED.items():
+            if old in opts:
+                assert opts[old].hidden, f"{name}: {old} is shown in --help"
+                assert new in opts, f"{name}: {old} without {new}"
