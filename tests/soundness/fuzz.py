@@ -256,7 +256,8 @@ RELEASE = Command(
                 "tiny"),
     _release_options, _release_argv,
     # the noisy value; a mean's noisy sum and noisy count
-    noised=frozenset({"value", "noisy_sum", "noisy_count"}))
+    noised=frozenset({"value", "noisy_sum", "noisy_count",
+                     "mean_half_width_95_approx"}))
 
 
 def _target(ds: str) -> list[str]:

@@ -18,7 +18,8 @@ from neighbours import assert_same_structure, one_row_edits
 from privlab.cli.main import main
 from privlab.schema import bundled_schema
 
-NOISED = ("value", "noisy_sum", "noisy_count")
+#: mean_half_width_95_approx: computed from the noisy count (post-processing of a noised value)
+NOISED = ("value", "noisy_sum", "noisy_count", "mean_half_width_95_approx")
 STATS = [
     ["count", "--column", "age"],
     ["sum", "--column", "age"],
