@@ -5,7 +5,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
-from test_pipeline_schema import small_schema
+from risk_tables import small_frame, small_schema
 
 from privlab.cli.main import main
 from privlab.errors import InvalidInputError
@@ -20,16 +20,6 @@ FAST = ["--epochs", "1", "--shadow-models", "1", "--batch-size", "32", "--seed",
 def schema() -> dict:
     text = resources.files("privlab.risk").joinpath("schema/choose_epsilon.schema.json")
     return json.loads(text.read_text())
-
-
-def small_frame(n: int = 240, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 5))
-    y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(0, 0.5, n) > 0).astype(int)
-    f = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
-    f["colour"] = rng.choice(["red", "blue"], n)
-    f["label"] = np.where(y == 1, "yes", "no")
-    return f
 
 
 def test_cli_json_validates_and_report_has_key_elements(tmp_path, capsys, expected_choice):

@@ -3,8 +3,8 @@
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
+from risk_tables import small_frame, small_schema
 
 from privlab.cli.main import main
 from privlab.risk import pipeline as P
@@ -12,30 +12,6 @@ from privlab.risk import pipeline as P
 pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
 FAST = ["--epochs", "1", "--shadow-models", "1", "--batch-size", "32", "--seed", "3"]
-
-SMALL_SCHEMA = ("name: small\ncolumns:\n" + "".join(
-    f"  f{i}: {{type: numeric, bounds: [-5, 5], missing: false}}\n" for i in range(5))
-    + "  colour: {type: categorical, categories: [red, blue], missing: false}\n"
-    "  label: {type: categorical, categories: ['no', 'yes'], missing: false}\n")
-
-
-def small_schema(tmp_path) -> str:
-    """The declared public schema of `test_pipeline.small_frame` (bounds and categories by
-    declaration, not read from the rows)."""
-    path = tmp_path / "small.yaml"
-    path.write_text(SMALL_SCHEMA)
-    return str(path)
-
-
-def small_frame(n: int = 240, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 5))
-    y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(0, 0.5, n) > 0).astype(int)
-    f = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
-    f["colour"] = rng.choice(["red", "blue"], n)
-    f["label"] = np.where(y == 1, "yes", "no")
-    return f
-
 
 def test_cli_encodes_from_the_schema(tmp_path, capsys):
     data = tmp_path / "d.csv"

@@ -8,7 +8,6 @@ and refuses to serve on a broken one unless `--accept-broken-audit-log` (itself 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import uuid
 from pathlib import Path
@@ -17,15 +16,7 @@ import typer
 
 from privlab.cli.common import console, emit_json, err_console, require_extra
 from privlab.errors import InvalidInputError
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from privlab.utils.net import is_loopback
 
 
 def serve_cmd(
@@ -118,7 +109,7 @@ def serve_cmd(
                           "asked (recorded in the log)")
     # validates tables, syncs budgets, reconciles interrupted charges
     gateway = Gateway(cfg, audit=audit)
-    if not _loopback(host):
+    if not is_loopback(host):
         err_console.print("[yellow]warning:[/yellow] listening on a non-loopback address "
                           "without TLS; API keys travel in clear text. Put a TLS proxy in "
                           "front.")

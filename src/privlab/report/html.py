@@ -95,10 +95,11 @@ def pct(value: float, digits: int = 1) -> str:
     return f"{100 * value:.{digits}f}%"
 
 
-@functools.lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+def make_environment(package: str) -> jinja2.Environment:
+    """An autoescaping, strict Jinja2 environment over `package`'s templates folder, with the
+    report's number filters (shared by the reports and the studio's pages)."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("privlab.report", "templates"),
+        loader=jinja2.PackageLoader(package, "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -107,6 +108,11 @@ def environment() -> jinja2.Environment:
     env.filters["fmt"] = fmt
     env.filters["pct"] = pct
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return make_environment("privlab.report")
 
 
 def render_html(template: str, **context: Any) -> str:

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
+from privlab.utils.net import is_loopback
 
 #: Files the data picker offers and the readers accept.
 DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".parquet", ".txt")
@@ -18,14 +18,6 @@ DEFAULT_MAX_UPLOAD = 20 * 2**20
 STATE_DIR = ".privlab-studio"
 
 
-def is_loopback(host: str) -> bool:
-    """True for localhost / 127.0.0.0/8 / ::1: only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

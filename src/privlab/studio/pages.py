@@ -7,20 +7,12 @@ from typing import Any
 
 import jinja2
 
-from privlab.report.html import fmt, pct
+from privlab.report.html import make_environment
 
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("privlab.studio", "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["fmt"] = fmt
-    env.filters["pct"] = pct
+    env = make_environment("privlab.studio")
     env.filters["num"] = lambda v: "" if v is None else f"{v:.4g}"
     return env
 
