@@ -8,7 +8,7 @@ measurements (it only decides which grid points to train, so answering its reque
 sweep gives exactly the result of training them on demand) with a budget of half the grid.
 
     .venv/bin/python experiments/choose_epsilon_policies.py [--quick] [--out docs/figures]
-        [--only seed004|adult] [--attacks loss,shadow,lira] [--public-adult] [--tag NAME]
+        [--only classification|adult] [--attacks loss,shadow,lira] [--public-adult] [--tag NAME]
 
 `--attacks` (default loss,shadow) names the attacks behind the risk; `--public-adult` encodes
 Adult with its public preprocessing (nothing read from the data, as `privlab choose-epsilon
@@ -98,7 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer rows and epochs (smoke run)")
     ap.add_argument("--out", default="docs/figures")
-    ap.add_argument("--only", choices=["seed004", "adult"])
+    ap.add_argument("--only", choices=["classification", "adult"])
     ap.add_argument("--attacks", default="loss,shadow")
     ap.add_argument("--public-adult", action="store_true")
     ap.add_argument("--tag", default="", help="suffix of the results file and figures")
@@ -115,7 +115,7 @@ def main() -> None:
     cfgs = {
         # Kobylianska (2025): make_classification (100 features), MLP 100-128-64-2 with LayerNorm;
         # min-max scaled features stall Adam at lr 5e-3 without DP, so lr 1e-3 and more epochs
-        "seed004": (load_dataset("classification"), "target",
+        "classification": (load_dataset("classification"), "target",
                     PipelineConfig(epochs=3 if quick else 25, lr=1e-3, hidden=(128, 64),
                                    batch_size=64, shadow_models=2, max_rows=rows, seed=0,
                                    attacks=attacks)),

@@ -21,8 +21,8 @@ cross-entropy rounds many member losses to exactly 0; the float32 AUC is printed
 
 --part dpsweep: DP-SGD at eps 1 over a few (batch, epochs, lr, dropout): best honest accuracy.
 
-Usage: .venv/bin/python experiments/audit_seed004.py --part loss|shadow|dpsweep|all [--seeds 3]
-       [--epsilons 1] [--dp-epochs 30] [--lira-models 16] [--shadow-eps 1] [--json OUT]
+Usage: .venv/bin/python experiments/audit_classification.py --part loss|shadow|dpsweep|all
+       [--seeds 3] [--epsilons 1] [--dp-epochs 30] [--lira-models 16] [--shadow-eps 1] [--json OUT]
 """
 
 from __future__ import annotations

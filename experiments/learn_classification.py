@@ -19,7 +19,7 @@ rows, as docs/audit.md does to reproduce Kobylianska's 0.81; that scaler reads t
 training rows, so for the DP runs it is NOT covered by the DP guarantee (a deployment would
 use public or DP-estimated scales). Without it the raw make_classification features are used.
 
-Usage: .venv/bin/python experiments/learn_seed004.py [--seeds 3] [--epsilons 1,4,16]
+Usage: .venv/bin/python experiments/learn_classification.py [--seeds 3] [--epsilons 1,4,16]
        [--dp-epochs 50] [--skip-shadow] [--scale] [--json OUT.json]
 """
 
