@@ -77,8 +77,8 @@ def test_command_job_progress_and_failure_are_read_from_its_log(tmp_path: Path) 
     job = CommandJob("j1", tmp_path, "t", [("report.html", "the report")])
     assert job.status()["state"] == "starting"
     (tmp_path / "progress.log").write_text(
-        "[    5s] choose-epsilon 0/3: training the baseline\n"
-        "[   13s] choose-epsilon 2/3: attacking the eps=4 model (loss)\nnote: at chance\n")
+        "progress: choose-epsilon: training the baseline 0/3\n"
+        "progress: choose-epsilon: attacking the eps=4 model (loss) 2/3\nnote: at chance\n")
     job.process = subprocess.Popen([sys.executable, "-c", "pass"])
     job.process.wait()
     status = job.status()

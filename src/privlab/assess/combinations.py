@@ -104,23 +104,26 @@ class _Cube:
 
 def risky_combinations(table: EncodedTable, tiers: dict[str, str], bounds: TierBounds,
                        max_size: int = 2, candidate_tiers: Sequence[str] = ("none", "low"),
-                       max_sets: int = 20000) -> CombinationResult:
-    """Apriori over attributes in `candidate_tiers`, up to sets of `max_size` attributes."""
+                       max_sets: int = 20000,
+                       on_level: Callable[[int], None] | None = None) -> CombinationResult:
+    """Apriori over attributes in `candidate_tiers`, up to sets of `max_size` attributes
+    (`on_level(size)` is called as each size starts: for a progress display)."""
     candidates = [a for a in table.columns if tiers.get(a) in candidate_tiers]
     if max_size < 2 or len(candidates) < 2:
         return CombinationResult([], candidates, max_size)
     cube = _Cube(table, candidates)
     return apriori(candidates, tiers, bounds, max_size, max_sets,
                    lambda sets: {s: SetStats.from_counts(s, cube.counts(s), table.n)
-                                 for s in sets})
+                                 for s in sets}, on_level)
 
 
 def apriori(candidates: list[str], tiers: dict[str, str], bounds: TierBounds, max_size: int,
             max_sets: int, stats_for: Callable[[list[tuple[str, ...]]],
-                                               Mapping[tuple[str, ...], SetStats]]
-            ) -> CombinationResult:
+                                               Mapping[tuple[str, ...], SetStats]],
+            on_level: Callable[[int], None] | None = None) -> CombinationResult:
     """The Apriori search shared by every counting engine: `stats_for(sets)` returns the
-    statistics of each candidate set of one level (in memory, DuckDB or Spark)."""
+    statistics of each candidate set of one level (in memory, DuckDB or Spark);
+    `on_level(size)` is called before each level is counted."""
     result = CombinationResult([], candidates, max_size)
     if max_size < 2 or len(candidates) < 2:
         return result
@@ -136,6 +139,8 @@ def apriori(candidates: list[str], tiers: dict[str, str], bounds: TierBounds, ma
             result.warnings.append(f"stopped at {size - 1}-attribute sets: {len(proposals):,} "
                                    f"candidate {size}-sets exceed the limit of {max_sets:,}")
             break
+        if on_level is not None:
+            on_level(size)
         stats = stats_for(proposals)
         next_level = []
         for s in proposals:

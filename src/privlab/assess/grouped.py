@@ -29,7 +29,13 @@ import pandas as pd
 from privlab.assess.combinations import CombinationResult, SetStats, apriori
 from privlab.assess.encode import MISSING_LABEL, MissingPolicy
 from privlab.assess.models import SensitiveKind, evaluate_privacy
-from privlab.assess.pipeline import NOT_DP_REASON, Assessment, AttributeResult
+from privlab.assess.pipeline import (
+    NOT_DP_REASON,
+    Assessment,
+    AttributeResult,
+    assess_steps,
+    combination_progress,
+)
 from privlab.assess.recommend import recommend
 from privlab.assess.richness import Thresholds, parse_thresholds, resolve_bounds
 from privlab.errors import InvalidInputError
@@ -296,11 +302,12 @@ def set_stats(src: CountSource, prep: _Prepared,
 
 
 def _combinations(src: CountSource, prep: _Prepared, attrs: list[str], tiers: dict[str, str],
-                  bounds: Any, max_size: int, max_sets: int = 20000) -> CombinationResult:
+                  bounds: Any, max_size: int, max_sets: int = 20000,
+                  on_level: Callable[[int], None] | None = None) -> CombinationResult:
     """`privlab.assess.combinations.apriori` with one GROUPING SETS scan per level."""
     candidates = [a for a in attrs if tiers.get(a) in ("none", "low")]
     return apriori(candidates, tiers, bounds, max_size, max_sets,
-                   lambda sets: set_stats(src, prep, sets))
+                   lambda sets: set_stats(src, prep, sets), on_level)
 
 
 def _grouped_frame(src: CountSource, prep: _Prepared | None, cols: list[str]) -> pd.DataFrame:
@@ -331,9 +338,11 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
                    population: CountSource | None = None,
                    sensitive_kind: SensitiveKind = "auto", recursive_l: int | None = None,
                    risk_threshold: float = 0.2, target_k: int = 5, source: str = "<table>",
-                   progress: Callable[[str], None] | None = None) -> Assessment:
-    """`assess()` over an engine: same arguments (population as a CountSource), same result."""
-    say = progress or (lambda _msg: None)
+                   progress: Callable[[str, int, int], None] | None = None) -> Assessment:
+    """`assess()` over an engine: same arguments (population as a CountSource), same result
+    (and the same progress steps)."""
+    total = assess_steps(max_combination_size, quasi_identifiers is not None)
+    report = progress or (lambda _stage, _done, _total: None)
     if max_combination_size < 1:
         raise InvalidInputError(f"--max-combination-size must be >= 1, got "
                                 f"{max_combination_size}")
@@ -353,9 +362,9 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
             if c not in src.columns:
                 raise InvalidInputError(f"unknown {field_name} {c!r}; the table has: "
                                         f"{', '.join(have[:20])}")
-    say(f"counting on {src.name}")
+    report(f"counting on {src.name}", 0, total)
     prep = _prepare(src, attrs, missing, bins)
-    say("domain richness")
+    report("domain richness", 1, total)
     single = set_stats(src, prep, [(a,) for a in attrs])
     bounds = resolve_bounds([single[(a,)].richness for a in attrs], bounds_spec)
     results = []
@@ -365,9 +374,9 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
         results.append(AttributeResult(a, kind, s.distinct, s.richness, bounds.tier(s.richness),
                                        s.unique_share, s.k, prep.missing[a], prep.binned[a]))
     warnings: list[str] = [bounds.note] if bounds.note else []
-    say("risky combinations")
     tiers = {a.name: a.tier for a in results}
-    combos = _combinations(src, prep, attrs, tiers, bounds, max_combination_size)
+    combos = _combinations(src, prep, attrs, tiers, bounds, max_combination_size,
+                           on_level=combination_progress(report, total))
     warnings.extend(combos.warnings)
     if missing == "drop":
         statement = (f"rows with a missing value in any assessed attribute were dropped "
@@ -382,7 +391,7 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
                         attributes=results, bounds=bounds, combinations=combos,
                         warnings=warnings)
     if quasi_identifiers is not None:
-        say("privacy models")
+        report("privacy models", total - 1, total)
         qis = list(quasi_identifiers)
         cols = qis + ([sensitive] if sensitive and sensitive not in qis else [])
         frame = _grouped_frame(src, prep, cols)

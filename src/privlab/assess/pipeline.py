@@ -125,6 +125,19 @@ def attribute_results(table: EncodedTable, bounds: TierBounds | None = None,
     return out, bounds
 
 
+def assess_steps(max_combination_size: int, privacy_models: bool) -> int:
+    """How many steps `assess` reports: encoding, richness, one per combination size (2 to
+    the maximum; the search may stop earlier) and the privacy models. Fixed by the options."""
+    return 2 + max(max_combination_size - 1, 0) + int(privacy_models)
+
+
+def combination_progress(report: Callable[[str, int, int], None],
+                         total: int) -> Callable[[int], None]:
+    """Apriori's `on_level(size)` as a progress step: size s starts after s steps (encoding,
+    richness and the s - 2 smaller sizes)."""
+    return lambda size: report(f"risky combinations of {size} attributes", size, total)
+
+
 def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
            quasi_identifiers: Sequence[str] | None = None, sensitive: str | None = None,
            thresholds: str | Thresholds | None = "thirds", max_combination_size: int = 2,
@@ -133,9 +146,11 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
            population: pd.DataFrame | None = None, sensitive_kind: SensitiveKind = "auto",
            recursive_l: int | None = None, risk_threshold: float = 0.2, target_k: int = 5,
            source: str = "<frame>",
-           progress: Callable[[str], None] | None = None) -> Assessment:
-    """Assess a table: per-attribute richness and tiers, risky combinations, privacy models."""
-    say = progress or (lambda _msg: None)
+           progress: Callable[[str, int, int], None] | None = None) -> Assessment:
+    """Assess a table: per-attribute richness and tiers, risky combinations, privacy models.
+    `progress(stage, done, total)` follows the `assess_steps` stages."""
+    total = assess_steps(max_combination_size, quasi_identifiers is not None)
+    report = progress or (lambda _stage, _done, _total: None)
     if max_combination_size < 1:
         raise InvalidInputError(f"--max-combination-size must be >= 1, got "
                                 f"{max_combination_size}")
@@ -145,23 +160,23 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
                                 "measured in)")
     if attributes is not None:
         require_columns(frame, list(attributes), "attribute")
-    say("encoding attributes")
+    report("encoding attributes", 0, total)
     table = encode_table(frame, attributes, missing=missing, bins=bins)
-    say("domain richness")
+    report("domain richness", 1, total)
     attrs, bounds = attribute_results(table, thresholds=bounds_spec)
     warnings: list[str] = []
     if bounds.note:
         warnings.append(bounds.note)
-    say("risky combinations")
     combos = risky_combinations(table, {a.name: a.tier for a in attrs}, bounds,
-                                max_size=max_combination_size)
+                                max_size=max_combination_size,
+                                on_level=combination_progress(report, total))
     warnings.extend(combos.warnings)
     result = Assessment(source=source, rows_in=table.rows_in, rows_used=table.n,
                         missing_policy=missing, missing_statement=table.missing_statement(),
                         attributes=attrs, bounds=bounds, combinations=combos,
                         warnings=warnings)
     if quasi_identifiers is not None:
-        say("privacy models")
+        report("privacy models", total - 1, total)
         used = frame
         if table.kept is not None:
             used = frame.iloc[table.kept].reset_index(drop=True)

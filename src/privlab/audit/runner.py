@@ -257,7 +257,9 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
     tcfg.validate(m)
     model_fn = _model_fn(config.model, data["features"], k, tuple(config.hidden),
                          config.dropout)
-    say(f"training the target on {m} members")
+    # (no member count: without --members it is a quarter of the distinct rows, and progress
+    # goes to stderr, which must not depend on one row)
+    say("training the target")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # an initialisation seed no shadow model uses (TorchTrainer seeds seed*1000 + m)

@@ -4,8 +4,6 @@ docs/references.md), risky combinations, privacy models on quasi-identifiers, re
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 import typer
@@ -82,13 +80,11 @@ def assess_cmd(
     if sources is None:
         frame = read_table(file, delimiter=delimiter)
         pop = read_table(population, delimiter=delimiter) if population is not None else None
-    show_progress = not as_json and sys.stderr.isatty()
-    status = err_console.status("assessing", spinner="dots") if show_progress else nullcontext()
-    with status as live:
-        def progress(msg: str) -> None:
-            if live is not None:
-                live.update(f"assessing: {msg}")
+    from privlab.assess.pipeline import assess_steps
+    from privlab.cli.progress import reporter
 
+    steps = assess_steps(max_combination_size, qis is not None)
+    with reporter("assess", as_json) as progress:
         options = dict(attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
                        thresholds=thresholds, max_combination_size=max_combination_size,
                        missing="drop" if drop_missing else "value", bins=bin_numeric,
@@ -103,8 +99,10 @@ def assess_cmd(
             result = assess_grouped(sources[0], population=sources[1],
                                     **options)  # type: ignore[arg-type]
         if report is not None:
-            progress("writing the HTML report")
+            progress("writing the HTML report", steps, steps)
             write_assessment_report(result, report)
+        else:
+            progress("done", steps, steps)
     payload = result.to_dict()
     if report is not None:
         payload["report"] = str(report)

@@ -26,7 +26,6 @@ from rich.table import Table
 from privlab.cli.common import (
     console,
     emit_json,
-    err_console,
     parse_floats,
     parse_list,
     require_extra,
@@ -115,9 +114,8 @@ def audit_cmd(
         raise InvalidInputError(f"--delta must be in (0, 1), got {delta}")
     if report is not None and not report.parent.exists():
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
-    show = not as_json and err_console.is_terminal
     if data == "lm" and not Path(data).exists():
-        _audit_lm(epsilon, delta, seed, quick, as_json, show)
+        _audit_lm(epsilon, delta, seed, quick, as_json)
         return
     require_extra(("torch",), "ml", "privlab audit")  # the audited models are torch models
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
@@ -141,7 +139,7 @@ def audit_cmd(
         fprs=parse_floats(fprs, "--fprs"), level=level, eps_method=eps_method, seed=seed,
         schema=declared, on_invalid=on_invalid, exclude=drop, unsafe_encoding=unsafe_encoding,
         max_rows_per_unit=max_rows_per_unit)
-    with _audit_progress(config, show) as (stage, epochs_done):
+    with _audit_progress(config, as_json) as (stage, epochs_done):
         result = audit_table(frame, config, stage=stage, progress=epochs_done)
     result["data"]["source"] = source
     if epsilon is None:
@@ -156,31 +154,26 @@ def audit_cmd(
 
 
 @contextmanager
-def _audit_progress(config: Any, show: bool) -> Iterator[tuple[Callable[[str], None],
-                                                               Callable[[int, int, Any], None]]]:
-    """A live bar on stderr (off with --json or when stderr is not a terminal): one step per
-    audit stage, the target's epochs inside the first, and the elapsed time, so a minute-long
-    audit visibly moves."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+def _audit_progress(config: Any, as_json: bool) -> Iterator[tuple[Callable[[str], None],
+                                                                  Callable[[int, int, Any], None]]]:
+    """Progress on stderr (`privlab.cli.progress`): one step per audit stage, the target's
+    epochs inside the first, so a minute-long audit visibly moves."""
     from privlab.audit.runner import audit_steps
+    from privlab.cli.progress import reporter
 
     total = audit_steps(config)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("step {task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task("audit: starting", total=total)
+    with reporter("audit", as_json) as report:
         done = {"steps": 0}
 
         def stage(msg: str) -> None:
-            bar.update(task, description=f"audit: {msg}", completed=done["steps"])
+            report(msg, done["steps"], total)
             done["steps"] += 1
 
         def epochs(e: int, n: int, row: Any) -> None:
-            bar.update(task, description=f"audit: training the target, epoch {e}/{n}")
+            report(f"training the target, epoch {e}/{n}", max(done["steps"] - 1, 0), total)
 
         yield stage, epochs
-        bar.update(task, completed=total)
+        report("done", total, total)
 
 
 def _print_table(result: dict[str, Any]) -> None:
@@ -233,9 +226,9 @@ def _print_baseline(model: dict[str, Any]) -> None:
                       "releasing")
 
 
-def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_json: bool,
-              show: bool) -> None:
-    from rich.progress import Progress
+def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool,
+              as_json: bool) -> None:
+    from privlab.cli.progress import per_epoch, reporter
 
     require_extra(("torch",), "ml", "privlab audit lm")
     from privlab.audit.lm import LMAuditConfig, run_lm_audit
@@ -244,10 +237,10 @@ def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool, as_js
     cfg.train.delta = delta
     cfg.seed = seed
     epochs = cfg.train.epochs if epsilon is None else cfg.dp_epochs
-    with Progress(console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task("fine-tuning" + (" (DP-SGD)" if epsilon else ""), total=epochs)
-        result = run_lm_audit(epsilon, cfg, rng=seed,
-                              progress=lambda e, n, row: bar.update(task, completed=e))
+    with reporter("audit lm", as_json) as report:
+        report("fine-tuning" + (" (DP-SGD)" if epsilon else "") + " epoch", 0, epochs)
+        result = run_lm_audit(epsilon, cfg, rng=seed, progress=per_epoch(
+            report, "fine-tuning" + (" (DP-SGD)" if epsilon else "") + " epoch"))
     result["quick"] = quick
     if not result["guarantee"]["is_dp"]:
         warn("the language model was fine-tuned WITHOUT differential privacy (--no-dp)")

@@ -6,7 +6,6 @@ import contextlib
 import json
 import math
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -195,27 +194,9 @@ def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
 
 @contextlib.contextmanager
 def progress_reporter(name: str, show: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A progress callback (message, done, total): a live bar on a terminal, plain
-    timestamped lines on stderr when piped (so a log shows the job is alive), nothing when
-    `show` is False (--json)."""
-    if not show:
-        yield lambda msg, done, total: None
-        return
-    if err_console.is_terminal:
-        from rich.progress import Progress
+    """A progress callback (stage, done, total) for a long step: `privlab.cli.progress`
+    decides how it shows (`show` False is --json)."""
+    from privlab.cli.progress import reporter
 
-        with Progress(console=err_console, transient=True) as bar:
-            task = bar.add_task(name, total=None)
-
-            def update(msg: str, done: int, total: int) -> None:
-                bar.update(task, description=msg, completed=done, total=total)
-
-            yield update
-        return
-    start = time.monotonic()
-
-    def line(msg: str, done: int, total: int) -> None:
-        sys.stderr.write(f"[{time.monotonic() - start:5.0f}s] {name} {done}/{total}: {msg}\n")
-        sys.stderr.flush()
-
-    yield line
+    with reporter(name, as_json=not show) as update:
+        yield update

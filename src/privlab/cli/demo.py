@@ -175,29 +175,44 @@ def demo_cmd(
                       f"for {DEMO_PRINCIPAL})")
     ledger = BudgetLedger(str(out / DEMO_LEDGER))
 
-    releases = []
-    for stat, column, opts in DEMO_RELEASES:
-        entry = ledger.charge(DEMO_PRINCIPAL, epsilon, 0.0, description=f"demo {stat} {column}")
-        result = _release(frame, stat, column, opts, epsilon, rng)
-        result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee, stat,
-                                                                       column))
-        releases.append({"statistic": stat, "column": column,
-                         "true_value": _true_value(frame, stat, column, opts),
-                         **result.to_dict(),
-                         "remaining_epsilon": entry.remaining_epsilon})
+    from privlab.cli.progress import reporter
 
-    assessment, result = _assessment(frame, out)
+    # the demo's steps, fixed by the options: each release, the assessment, the epsilon step,
+    # the report and the PDFs (each phase has its own display: the tables print in between)
+    run_ce = epsilons.strip().lower() != "none"
+    total = len(DEMO_RELEASES) + 1 + int(run_ce) + 1 + int(pdf)
+    releases = []
+    with reporter("demo", as_json) as report:
+        for i, (stat, column, opts) in enumerate(DEMO_RELEASES):
+            report(f"DP release {stat} {column}", i, total)
+            entry = ledger.charge(DEMO_PRINCIPAL, epsilon, 0.0,
+                                  description=f"demo {stat} {column}")
+            result = _release(frame, stat, column, opts, epsilon, rng)
+            result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee,
+                                                                           stat, column))
+            releases.append({"statistic": stat, "column": column,
+                             "true_value": _true_value(frame, stat, column, opts),
+                             **result.to_dict(),
+                             "remaining_epsilon": entry.remaining_epsilon})
+        report("assessment", len(DEMO_RELEASES), total)
+        assessment, result = _assessment(frame, out)
     remaining = ledger.remaining(DEMO_PRINCIPAL)[0]
     ledger.close()
     if not as_json:  # show what exists now; the epsilon step takes a while
         _print_assessment(assessment)
         _print_releases(releases, budget, remaining)
     chosen = None
-    if epsilons.strip().lower() != "none":
+    if run_ce:
+        with reporter("demo", as_json) as step:
+            step("choose-epsilon", len(DEMO_RELEASES) + 1, total)
         chosen = _choose_epsilon_step(frame, epsilons, out, seed, show=not as_json)
     _drop_stale_outputs(out, chosen, pdf)
     report = out / "report.html"
-    _write_report(report, result, releases, budget, remaining, chosen)
+    with reporter("demo", as_json) as step:
+        step("writing the report", total - 1 - int(pdf), total)
+        _write_report(report, result, releases, budget, remaining, chosen)
+        if not pdf:
+            step("done", total, total)
     assessment["report"] = str(report)
     summary = {"dataset": "adult (rows with missing values dropped)", "rows": len(frame),
                "assessment": assessment, "releases": releases,
@@ -210,10 +225,13 @@ def demo_cmd(
     if pdf:
         from privlab.report.pdf import export_pdf
 
-        summary["pdf"] = [str(export_pdf(report, report.with_suffix(".pdf")))]
-        if chosen is not None and chosen.get("report"):
-            ce_html = Path(chosen["report"])
-            summary["pdf"].append(str(export_pdf(ce_html, ce_html.with_suffix(".pdf"))))
+        with reporter("demo", as_json) as step:
+            step("printing the PDFs", total - 1, total)
+            summary["pdf"] = [str(export_pdf(report, report.with_suffix(".pdf")))]
+            if chosen is not None and chosen.get("report"):
+                ce_html = Path(chosen["report"])
+                summary["pdf"].append(str(export_pdf(ce_html, ce_html.with_suffix(".pdf"))))
+            step("done", total, total)
     atomic_write_text(out / "summary.json", to_json(summary))
     if as_json:
         emit_json(summary)

@@ -155,21 +155,6 @@ def _summary(out: dict[str, Any]) -> None:
         err_console.print("[yellow]warning:[/yellow] " + "; ".join(g["notes"]))
 
 
-def _progress(enabled: bool) -> Any:
-    if not enabled:
-        return None, None
-    from rich.progress import Progress
-
-    bar = Progress(console=err_console, transient=True)
-    bar.start()
-    task = bar.add_task("rounds", total=None)
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return bar, update
-
-
 @federated_app.command("train")
 def train_cmd(
     dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
@@ -189,16 +174,14 @@ def train_cmd(
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
                      non_private, max_users, split_seed, sets, ratings, movies, rating_range,
                      schema, on_invalid, users)
-    bar, update = _progress(not as_json and err_console.is_terminal)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the non-private warning is printed below
-            # no wall-clock timings: they grow with the data (benchmarks/ time the library)
-            out = train(config, engine=engine, progress=update, evaluate=evaluate,
-                        timings=False)
-    finally:
-        if bar is not None:
-            bar.stop()
+    from privlab.cli.progress import reporter
+
+    with reporter("federated train", as_json) as report, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the non-private warning is printed below
+        # no wall-clock timings: they grow with the data (benchmarks/ time the library);
+        # progress per round (--rounds), never per client or user
+        out = train(config, engine=engine, evaluate=evaluate, timings=False,
+                    progress=lambda done, total: report("round", done, total))
     out.pop("_side", None)
     out["config"] = _public(config)
     if as_json:

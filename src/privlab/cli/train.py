@@ -195,14 +195,14 @@ def train_cmd(
         on_invalid=on_invalid, exclude=drop, max_rows_per_unit=max_rows_per_unit,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
     public = _parse_bounds(bounds)
-    show = not as_json and err_console.is_terminal
-    from rich.progress import Progress
+    from privlab.cli.progress import per_epoch, reporter
 
-    with Progress(console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task(f"training {kind} ({meth})", total=epochs)
+    # one step per epoch (fixed by --epochs), never per batch: a Poisson-sampled epoch's
+    # batch count follows the private row count
+    with reporter("train", as_json) as report:
         payload, est, enc, guarantee = train_table(
             frame, spec, schema=declared, unsafe_encoding=unsafe_encoding, one_hot=one_hot,
-            bounds=public, progress=lambda e, total, row: bar.update(task, completed=e))
+            bounds=public, progress=per_epoch(report, f"{kind} ({meth}) epoch"))
     payload = {"headline": payload.pop("headline"), "data": source, **payload}
     if save is not None:
         from privlab.learn.estimators import save_model

@@ -322,7 +322,6 @@ def experiment_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """RMSE table of Akin et al. 2021 (PB x epsilon) per setting, with each setting's guarantee."""
-    from rich.progress import Progress
     from rich.table import Table
 
     from privlab.trajectory.experiment import rmse_table
@@ -351,12 +350,16 @@ def experiment_cmd(
                                 "planar projection and the laplace-bbox sensitivity")
     p = prepare(frame, Filters(bbox=box))
     total = len(names) * len(pbs) * len(epss) * repeats
-    show = not as_json and err_console.is_terminal
-    with Progress(console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task("RMSE table", total=total)
+    from privlab.cli.progress import reporter
+
+    # one step per (setting, window, epsilon, repeat) cell: the total is fixed by the options
+    with reporter("trajectory experiment", as_json) as report:
+        cells = iter(range(1, total + 1))
+        report("RMSE table cell", 0, total)
         table = rmse_table(p, bbox=box, settings=names, windows=pbs, epsilons=epss,
                            radius=radius, stride=stride, gap_minutes=gap, repeats=repeats,
-                           rng=seed, progress=lambda: bar.advance(task))
+                           rng=seed,
+                           progress=lambda: report("RMSE table cell", next(cells), total))
     if out is not None:
         atomic_write_frame(table, out)
     if "laplace-paper" in names:

@@ -432,7 +432,14 @@ def evaluate_epsilons(prep: Prepared, cfg: PipelineConfig, epsilons: Sequence[fl
         which = ",".join(f"{e:g}" for e in epsilons)
         progress(f"training {len(configs)} DP model(s) at eps={which}", step[0], step[1])
     t0 = time.perf_counter()
-    res = train_many(fn, prep.x_train, prep.y_train, config=configs, seeds=seeds)
+    each_epoch = None
+    if progress:
+        def each_epoch(epoch: int, epochs: int, row: Any) -> None:
+            # epochs are fixed by the options; the metrics row is private and not shown
+            progress(f"training {len(configs)} DP model(s) at eps={which}, epoch "
+                     f"{epoch}/{epochs}", step[0], step[1])
+    res = train_many(fn, prep.x_train, prep.y_train, config=configs, seeds=seeds,
+                     progress=each_epoch)
     per_model = (time.perf_counter() - t0) / len(configs)
     canary = _canary_evidence(prep, cfg, epsilons) if "canary" in cfg.attacks else {}
     evs, details = [], {}

@@ -91,13 +91,14 @@ class Job:
                                  "total": 1})
 
 
-_PROGRESS = re.compile(r"^\[\s*\d+s\] \S+ (\d+)/(\d+): (.*)$")
+#: The plain progress line of `privlab.cli.progress` (PRIVLAB_PROGRESS=1, set for the child).
+_PROGRESS = re.compile(r"^progress: [^:]+: (?P<stage>.*) (?P<done>\d+)/(?P<total>\d+)$")
 
 
 @dataclass
 class CommandJob:
     """A privlab CLI command run as a job (choose-epsilon): progress from its stderr lines
-    (`[  5s] choose-epsilon 1/3: ...`), outputs in its folder."""
+    (`progress: choose-epsilon: STAGE 1/3`), outputs in its folder."""
 
     jid: str
     folder: Path
@@ -121,7 +122,7 @@ class CommandJob:
         for line in lines:
             m = _PROGRESS.match(line)
             if m:
-                done, total, stage = int(m.group(1)), max(int(m.group(2)), 1), m.group(3)
+                done, total, stage = (int(m["done"]), max(int(m["total"]), 1), m["stage"])
             if line.strip():
                 last = line.strip()
         rc = None if self.process is None else self.process.poll()
@@ -168,7 +169,8 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["COLUMNS"] = "200"  # one progress line per update
+    env["COLUMNS"] = "200"  # one warning line per warning
+    env["PRIVLAB_PROGRESS"] = "1"  # plain progress lines on the piped stderr (CommandJob)
     return env
 
 
