@@ -216,14 +216,14 @@ def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: 
     from privlab.schema.conform import check_policy
 
     policy = check_policy(on_invalid)
+    refuse_direct(schema, attributes, "--attributes")
+    refuse_direct(schema, qis, "--quasi-identifiers")
+    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
     rows_read = len(frame)
     frame = conform_rows(frame, schema, policy)
     if population is not None:
         population = conform_rows(population, schema, policy, "--population",
                                   columns=[str(c) for c in population.columns])
-    refuse_direct(schema, attributes, "--attributes")
-    refuse_direct(schema, qis, "--quasi-identifiers")
-    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
     names = [str(c) for c in frame.columns]
     direct = direct_identifiers(schema, names)
     if attributes is None:

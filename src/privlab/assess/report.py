@@ -173,6 +173,11 @@ def plain_section(result: Assessment) -> Section:
     risky = [c for c in escalated if identifies_alone(c.stats.k, tk)]
     broad = [c for c in escalated if not identifies_alone(c.stats.k, tk)]
     learn = "What an attacker could learn: "
+    if result.direct_identifiers:
+        learn += ("the declared schema marks these columns as direct identifiers, so they "
+                  "were not assessed: " + "; ".join(
+                      f"{d['name']} ({d['type']}, DO NOT PUBLISH)"
+                      for d in result.direct_identifiers) + ". ")
     if alone:
         learn += ("these attributes identify people on their own: "
                   + "; ".join(f"{a.name} (richness {a.richness:.2f}, "
