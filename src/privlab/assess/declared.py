@@ -97,13 +97,14 @@ def refuse_direct(schema: Schema, names: Sequence[str] | None, option: str,
                 f"a direct identifier is never published; leave it out ({what})")
 
 
-def conform_rows(frame: pd.DataFrame, schema: Schema, policy: Policy, what: str = "DATA",
-                 columns: list[str] | None = None) -> pd.DataFrame:
-    """The rows conformed to the schema (all its columns, or `columns`), with integer columns
-    without missing values back as int64 (so values print as 40, not 40.0). Refusals name
-    `what` (DATA or --population)."""
+def conform_rows(frame: pd.DataFrame, schema: Schema, policy: Policy,
+                 what: str = "DATA") -> pd.DataFrame:
+    """The rows' columns conformed to the schema, with integer columns without missing values
+    back as int64 (so values print as 40, not 40.0). Every column of the rows must be
+    declared; a declared column the rows lack is not needed (a curator may assess or
+    anonymize an extract). Refusals name `what` (DATA or --population)."""
     try:
-        out = conform(frame, schema, policy, columns=columns)
+        out = conform(frame, schema, policy, columns=[str(c) for c in frame.columns])
     except InvalidInputError as exc:
         raise InvalidInputError(f"{what}: {exc}") from None
     for col in schema.columns:

@@ -222,8 +222,7 @@ def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: 
     rows_read = len(frame)
     frame = conform_rows(frame, schema, policy)
     if population is not None:
-        population = conform_rows(population, schema, policy, "--population",
-                                  columns=[str(c) for c in population.columns])
+        population = conform_rows(population, schema, policy, "--population")
     names = [str(c) for c in frame.columns]
     direct = direct_identifiers(schema, names)
     if attributes is None:
