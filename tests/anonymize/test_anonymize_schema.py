@@ -161,3 +161,19 @@ def test_bundled_schema_name_on_bundled_adult(capsys, tmp_path):
     assert doc["schema"]["name"] == "adult" and doc["achieved"]["k"] >= 10
     ages = [_interval(t) for t in pd.read_csv(out, dtype=str)["age"]]
     assert min(lo for lo, _ in ages) == 17 and max(hi for _, hi in ages) == 90
+
+
+def test_datetime_qi_is_cut_over_its_declared_bounds():
+    schema = parse_schema({"name": "visits", "columns": {
+        "day": {"type": "datetime", "bounds": ["2020-01-01", "2021-01-01"], "missing": False},
+        "n": {"type": "integer", "bounds": [0, 9], "missing": False}}})
+    frame = pd.DataFrame({"day": pd.date_range("2020-02-01", periods=40, freq="D").astype(str),
+                          "n": np.arange(40) % 10})
+    res = mondrian(frame, ["day"], 8, schema=schema)
+    texts = set(res.frame["day"])
+    assert any(t.startswith("[2020-01-01, ") for t in texts)  # declared, not 2020-02-01
+    assert any(t.endswith(", 2021-01-01]") for t in texts)  # declared, not 2020-03-11
+    for day, text in zip(pd.to_datetime(frame["day"]), res.frame["day"], strict=True):
+        lo, hi = (pd.Timestamp(t) for t in text[1:-1].split(", "))
+        assert (lo < day if text.startswith("(") else lo <= day) and day <= hi
+    assert k_anonymity(res.frame, ["day"]) >= 8

@@ -16,7 +16,8 @@ class publishes its region. The classes of a QI then tile the declared range (an
 column as `[17, 34]`, `[35, 90]`; a numeric one as `[0, 2.5]`, `(2.5, 10]`), so the published
 table does not reveal the data's min or max, and a categorical class lists the declared
 categories of its region, whether or not the rows hold them. NCP is normalised by the declared
-range. Datetime QIs are generalised as sets of the values present, as without a schema.
+range. A datetime QI is cut like a numeric one over its declared bounds and published as
+ISO times (`[2020-01-01, 2020-03-14]`, `(2020-03-14, 2021-01-01]`).
 
 Rows whose numeric QIs are missing are partitioned in their own block (the missing QIs stay
 `<missing>`); a block too small to reach k (or l) is suppressed (its rows are left out). The
@@ -58,6 +59,7 @@ class _Dim:
     #: class publishes the values it holds
     root: tuple[float, float] | None = None
     integer: bool = False
+    datetime: bool = False  # values are seconds since the epoch; published as ISO times
 
 
 @dataclass
@@ -145,6 +147,13 @@ def _prepare(frame: pd.DataFrame, qis: Sequence[str],
             col = _declared_categorical(frame[q], q, domain, decl.missing)
             dims.append(_Dim(q, col, False, np.arange(col.card, dtype=float),
                              float(col.card - 1), root=(0.0, float(col.card - 1))))
+            continue
+        if decl is not None and decl.type == "datetime":
+            col, _ = encode_column(_epoch_seconds(frame[q]), q)
+            lo, hi = (_epoch_seconds(pd.Series([b])).iloc[0]
+                      for b in decl.bounds)  # type: ignore[union-attr]
+            vals = np.asarray([np.nan if v is None else v for v in col.labels], dtype=float)
+            dims.append(_Dim(q, col, True, vals, hi - lo, root=(lo, hi), datetime=True))
             continue
         col, _ = encode_column(frame[q], q)
         if decl is not None and decl.is_numeric and col.kind == "numeric":
@@ -286,6 +295,19 @@ def _generalize(d: _Dim, cid: np.ndarray, codes: np.ndarray,
     return texts, np.asarray(loss, dtype=float)
 
 
+def _epoch_seconds(series: pd.Series) -> pd.Series:
+    """Datetimes as float seconds since the epoch (exact for whole seconds; NaT -> NaN)."""
+    values = pd.to_datetime(series).astype("datetime64[ns]")
+    out = values.to_numpy(dtype="datetime64[ns]").astype(np.int64) // 1_000_000_000
+    return pd.Series(np.where(values.isna().to_numpy(), np.nan, out.astype(float)),
+                     index=series.index, name=series.name)
+
+
+def _fmt_time(x: float) -> str:
+    stamp = pd.Timestamp(int(x), unit="s")
+    return stamp.date().isoformat() if stamp == stamp.normalize() else stamp.isoformat()
+
+
 def _generalize_declared(d: _Dim, regions: list[tuple[float, float, bool]]
                          ) -> tuple[np.ndarray, np.ndarray]:
     """Per class: its declared region as text (interval or category set) and its NCP."""
@@ -294,8 +316,9 @@ def _generalize_declared(d: _Dim, regions: list[tuple[float, float, bool]]
     names = [str(x) for x in d.col.label_list()]
     for c, (lo, hi, lo_open) in enumerate(regions):
         if d.numeric:
-            texts[c] = (_fmt_num(lo) if lo == hi else
-                        f"{'(' if lo_open else '['}{_fmt_num(lo)}, {_fmt_num(hi)}]")
+            fmt = _fmt_time if d.datetime else _fmt_num
+            texts[c] = (fmt(lo) if lo == hi else
+                        f"{'(' if lo_open else '['}{fmt(lo)}, {fmt(hi)}]")
         else:
             members = names[int(lo):int(hi) + 1]
             texts[c] = members[0] if len(members) == 1 else "{" + ", ".join(members) + "}"
