@@ -157,3 +157,23 @@ def test_bundled_schema_name_on_bundled_adult(capsys, tmp_path, adult_raw):
     edu = next(a for a in doc["attributes"] if a["name"] == "education-num")
     assert edu["binned"] is True and len(edu["declared_bins"]) == 8  # 16 values, 8 bins
     assert doc["privacy_models"]["quasi_identifiers"] == ["age", "sex", "race"]
+
+
+def test_an_extract_and_its_population_are_conformed(capsys, files):
+    """A file with some of the declared columns works; --population is conformed too (its
+    integer ages compare with the sample's as numbers, its bad value is refused by name)."""
+    frame = _frame()
+    sample, pop = files["dir"] / "sample.csv", files["dir"] / "pop.csv"
+    frame[["age", "sex"]].iloc[:50].to_csv(sample, index=False)
+    frame[["age", "sex"]].to_csv(pop, index=False)
+    doc = _json(capsys, ["assess", str(sample), "--schema", str(files["schema"]),
+                         "-q", "age,sex", "--population", str(pop)])
+    assert doc["schema"]["direct_identifiers"] == []
+    delta = doc["privacy_models"]["delta_presence"]
+    assert 0 <= delta["delta_min"] <= delta["delta_max"] <= 1
+    bad = frame[["age", "sex"]].copy()
+    bad.loc[9, "age"] = 150
+    bad.to_csv(pop, index=False)
+    line = _one_line_error(capsys, ["assess", str(sample), "--schema", str(files["schema"]),
+                                    "-q", "age,sex", "--population", str(pop)])
+    assert line.startswith("error: --population: column 'age'")
