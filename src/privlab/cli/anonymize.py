@@ -1,5 +1,7 @@
 """`privlab anonymize FILE --quasi-identifiers A,B --k K [--l L --sensitive S] --out OUT.csv`:
-Mondrian generalization, verified with the assess checker before it is written."""
+Mondrian generalization, verified with the assess checker before it is written. With
+`--schema` the rows are conformed to the declaration, its identifier/text columns are dropped,
+and intervals and category sets are cut over the declared domain (docs/assess.md)."""
 
 from __future__ import annotations
 

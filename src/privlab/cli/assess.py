@@ -1,6 +1,7 @@
 """`privlab assess FILE`: attribute richness and tiers (the attribute-based PIA article,
 docs/references.md), risky combinations, privacy models on quasi-identifiers, recommendations;
-`--json` and `--report OUT.html`."""
+`--json` and `--report OUT.html`. With `--schema` the declaration decides each column's
+treatment (privlab.assess.declared; docs/assess.md, "A declared schema")."""
 
 from __future__ import annotations
 
