@@ -1,7 +1,7 @@
 """`privlab anonymize FILE --quasi-identifiers A,B --k K [--l L --sensitive S] --out OUT.csv`:
 Mondrian generalization, verified with the assess checker before it is written. With
 `--schema` the rows are conformed to the declaration, its identifier/text columns are dropped,
-and intervals and category sets are cut over the declared domain (docs/assess.md)."""
+and numeric intervals are cut over the declared bounds (docs/assess.md)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def anonymize_cmd(
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
                                "(privlab schema list) or a YAML/JSON file. Identifier/text "
-                               "columns are dropped (refused as a QI); intervals and category "
-                               "sets are cut over the declared bounds and categories, not the "
-                               "data's min/max. Default: generalise the values present."),
+                               "columns are dropped (refused as a QI); numeric intervals are "
+                               "cut over the declared bounds, not the data's min/max. "
+                               "Default: generalise the values present."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
                                    "(exit 2, one line naming the column, nothing written) or "
                                    "coerce (clamp, <other>/missing, drop rows with no place) "
