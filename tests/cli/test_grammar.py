@@ -60,10 +60,14 @@ def test_choose_epsilon_takes_dash_t() -> None:
 def test_every_command_reading_rows_takes_schema() -> None:
     cmds = _commands()
     assert set(cmds) >= grammar.READS_ROWS
-    for name in grammar.READS_ROWS:
-        has = any("--schema" in p.opts for p in _options(cmds[name]))
-        # the known gaps are listed by name; one that gains --schema must leave the list
-        assert has is (name not in grammar.SCHEMA_GAPS), name
+    missing = sorted(name for name in grammar.READS_ROWS
+                     if not any("--schema" in p.opts for p in _options(cmds[name])))
+    assert missing == [], f"read rows without --schema: {missing}"
+    # and each that uses the rows offers the --on-invalid policy beside it (`schema check`
+    # only lists every violation: it has nothing to refuse or coerce)
+    no_policy = sorted(name for name in grammar.READS_ROWS - {"schema check"}
+                       if not any("--on-invalid" in p.opts for p in _options(cmds[name])))
+    assert no_policy == [], f"--schema without --on-invalid: {no_policy}"
 
 
 def test_every_default_is_shown_in_help() -> None:

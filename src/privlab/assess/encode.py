@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from privlab.assess.declared import DeclaredBins
 from privlab.errors import InvalidInputError
 
 MissingPolicy = Literal["value", "drop"]
@@ -234,7 +235,7 @@ def _sorted_codes(raw: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def encode_column(series: pd.Series, name: str | None = None,
-                  bins: int | Sequence[float] | None = None, ordered: bool = True,
+                  bins: int | Sequence[float] | DeclaredBins | None = None, ordered: bool = True,
                   with_counts: bool = True) -> tuple[EncodedColumn, np.ndarray]:
     """Encode one column; returns the column (missing as its own last code) and the missing mask.
 
@@ -250,13 +251,17 @@ def encode_column(series: pd.Series, name: str | None = None,
     counts = None
     if bins is not None and numeric:
         values = series.to_numpy(dtype=float, na_value=np.nan)
-        edges = _bin_edges(values, bins)
+        if isinstance(bins, DeclaredBins):  # edges from the declared bounds (--schema)
+            edges = np.asarray(bins.edges, dtype=float)
+            labels_all = np.array(bins.labels(), dtype=object)
+        else:
+            edges = _bin_edges(values, bins)
+            labels_all = np.array([f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])}"
+                                   + ("]" if i == len(edges) - 2 else ")")
+                                   for i in range(len(edges) - 1)], dtype=object)
         missing = np.isnan(values)
         raw = np.searchsorted(edges, np.where(missing, edges[0], values), side="right") - 1
         raw = np.clip(raw, 0, len(edges) - 2)
-        labels_all = np.array([f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])}"
-                               + ("]" if i == len(edges) - 2 else ")")
-                               for i in range(len(edges) - 1)], dtype=object)
         present = np.bincount(raw[~missing], minlength=len(edges) - 1) > 0
         remap = np.cumsum(present) - 1
         codes = remap[raw]
@@ -334,7 +339,8 @@ def _restrict(col: EncodedColumn, keep: np.ndarray) -> EncodedColumn:
 
 def encode_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
                  missing: MissingPolicy = "value",
-                 bins: int | Mapping[str, int | Sequence[float]] | None = None,
+                 bins: int | Mapping[str, int | Sequence[float] | DeclaredBins | None]
+                 | None = None,
                  min_rows: int = 2, ordered_categories: bool = False,
                  threads: int | None = None, with_counts: bool = True) -> EncodedTable:
     """Encode `columns` of `frame` (all by default) under a missing-value policy.

@@ -9,7 +9,7 @@ Recommendations turn the numbers into actions (drop, generalize, protect with DP
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -28,6 +28,7 @@ from privlab.assess.richness import (
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.data.io import require_columns
 from privlab.errors import InvalidInputError
+from privlab.schema.model import Schema
 
 NOT_DP_REASON = ("the assessment reports exact counts, richness and class details computed "
                  "from the raw records; keep it with the data controller, do not publish it")
@@ -44,12 +45,17 @@ class AttributeResult:
     k: int
     missing: int
     binned: bool
+    #: bin labels over the declared bounds (with a schema and --bin-numeric; public edges)
+    declared_bins: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "distinct": self.distinct,
-                "richness": self.richness, "tier": self.tier,
-                "tier_meaning": TIER_MEANING[self.tier], "unique_share": self.unique_share,
-                "k": self.k, "missing": self.missing, "binned": self.binned}
+        out = {"name": self.name, "kind": self.kind, "distinct": self.distinct,
+               "richness": self.richness, "tier": self.tier,
+               "tier_meaning": TIER_MEANING[self.tier], "unique_share": self.unique_share,
+               "k": self.k, "missing": self.missing, "binned": self.binned}
+        if self.declared_bins is not None:
+            out["declared_bins"] = list(self.declared_bins)
+        return out
 
 
 @dataclass
@@ -71,6 +77,10 @@ class Assessment:
         "privacy impact assessment", NOT_DP_REASON))
     #: groups smaller than this identify people (the k the recommendations aim for)
     target_k: int = 5
+    #: with a declared schema: its name, fingerprint, policy and rows (see assess.declared)
+    schema: dict[str, Any] | None = None
+    #: declared identifier / text columns: not assessed, flagged "never publish"
+    direct_identifiers: list[dict[str, str]] = field(default_factory=list)
 
     def attribute(self, name: str) -> AttributeResult:
         for a in self.attributes:
@@ -104,6 +114,8 @@ class Assessment:
         }
         if self.privacy_models is not None:
             out["privacy_models"] = self.privacy_models.to_dict()
+        if self.schema is not None:
+            out["schema"] = self.schema
         return out
 
 
@@ -146,9 +158,14 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
            population: pd.DataFrame | None = None, sensitive_kind: SensitiveKind = "auto",
            recursive_l: int | None = None, risk_threshold: float = 0.2, target_k: int = 5,
            source: str = "<frame>",
-           progress: Callable[[str, int, int], None] | None = None) -> Assessment:
+           progress: Callable[[str, int, int], None] | None = None,
+           schema: Schema | None = None, on_invalid: str = "refuse") -> Assessment:
     """Assess a table: per-attribute richness and tiers, risky combinations, privacy models.
-    `progress(stage, done, total)` follows the `assess_steps` stages."""
+    `progress(stage, done, total)` follows the `assess_steps` stages.
+
+    With a declared `schema` the rows are conformed to it (`on_invalid`), its identifier and
+    text columns are flagged as direct identifiers instead of assessed, and an int `bins`
+    cuts each declared number over its declared bounds (privlab.assess.declared)."""
     total = assess_steps(max_combination_size, quasi_identifiers is not None)
     report = progress or (lambda _stage, _done, _total: None)
     if max_combination_size < 1:
@@ -160,10 +177,19 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
                                 "measured in)")
     if attributes is not None:
         require_columns(frame, list(attributes), "attribute")
+    schema_info = None
+    direct: list[dict[str, str]] = []
+    if schema is not None:
+        frame, population, attributes, bins, schema_info, direct = _apply_schema(
+            frame, population, schema, on_invalid, attributes, quasi_identifiers, sensitive,
+            bins)
     report("encoding attributes", 0, total)
     table = encode_table(frame, attributes, missing=missing, bins=bins)
     report("domain richness", 1, total)
     attrs, bounds = attribute_results(table, thresholds=bounds_spec)
+    if schema is not None and isinstance(bins, Mapping):
+        attrs = [replace(a, declared_bins=tuple(b.labels())) if (b := bins.get(a.name))
+                 is not None else a for a in attrs]
     warnings: list[str] = []
     if bounds.note:
         warnings.append(bounds.note)
@@ -174,7 +200,7 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
     result = Assessment(source=source, rows_in=table.rows_in, rows_used=table.n,
                         missing_policy=missing, missing_statement=table.missing_statement(),
                         attributes=attrs, bounds=bounds, combinations=combos,
-                        warnings=warnings)
+                        warnings=warnings, schema=schema_info, direct_identifiers=direct)
     if quasi_identifiers is not None:
         report("privacy models", total - 1, total)
         used = frame
@@ -188,3 +214,39 @@ def assess(frame: pd.DataFrame, *, attributes: Sequence[str] | None = None,
     result.recommendations = recommend(result, target_k=target_k)
     result.warnings.append("not differential privacy: " + NOT_DP_REASON)
     return result
+
+
+def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: Schema,
+                  on_invalid: str, attributes: Sequence[str] | None,
+                  qis: Sequence[str] | None, sensitive: str | None,
+                  bins: int | Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """Conform the rows, set direct identifiers apart, and bin over the declared bounds."""
+    from privlab.assess.declared import (
+        conform_rows,
+        declared_bins,
+        direct_identifiers,
+        refuse_direct,
+        schema_summary,
+    )
+    from privlab.schema.conform import check_policy
+
+    policy = check_policy(on_invalid)
+    refuse_direct(schema, attributes, "--attributes")
+    refuse_direct(schema, qis, "--quasi-identifiers")
+    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
+    rows_read = len(frame)
+    frame = conform_rows(frame, schema, policy)
+    if population is not None:
+        population = conform_rows(population, schema, policy, "--population")
+    names = [str(c) for c in frame.columns]
+    direct = direct_identifiers(schema, names)
+    if attributes is None:
+        attributes = [c for c in names if schema.column(c).is_released]
+        if not attributes:
+            raise InvalidInputError(f"schema {schema.name!r} declares every column identifier "
+                                    "or text: nothing to assess")
+    if isinstance(bins, int) and not isinstance(bins, bool):
+        bins = {c: declared_bins(schema, c, bins) for c in attributes
+                if schema.column(c).is_numeric}
+    info = schema_summary(schema, policy, rows_read, len(frame), direct)
+    return frame, population, attributes, bins, info, direct

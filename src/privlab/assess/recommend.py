@@ -50,6 +50,11 @@ def _share(x: float) -> str:
 
 def recommend(result: Assessment, target_k: int = 5) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
+    for d in result.direct_identifiers:
+        recs.append({"target": [d["name"]], "action": "drop",
+                     "reason": f"{d['meaning']} in the declared schema: a direct identifier, "
+                               "not assessed; never publish it (drop it, or keep it apart as "
+                               "a pseudonym key)"})
     pm = result.privacy_models
     sensitive = pm.sensitive if pm is not None else None
     for a in result.attributes:

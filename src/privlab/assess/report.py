@@ -23,6 +23,11 @@ def assessment_sections(result: Assessment) -> list[Section]:
     escalated = [c for c in result.combinations.combinations if c.escalated]
     summary_items.append(f"escalated combinations: {len(escalated)} of "
                          f"{len(result.combinations.combinations)} examined")
+    if result.direct_identifiers:
+        summary_items.insert(0, "direct identifiers (declared in the schema; not assessed, "
+                                "never publish them): " + ", ".join(
+                                    f"{d['name']} ({d['type']})"
+                                    for d in result.direct_identifiers))
     sections = [Section(
         "Summary",
         paragraphs=[f"Missing values: {result.missing_statement}.",
@@ -31,7 +36,10 @@ def assessment_sections(result: Assessment) -> list[Section]:
                     "one value dominates."],
         facts={"records used": result.rows_used, "records read": result.rows_in,
                "attributes": len(attrs), "thresholds": b.thresholds.describe(),
-               "low cut": round(b.low, 4), "high cut": round(b.high, 4)},
+               "low cut": round(b.low, 4), "high cut": round(b.high, 4),
+               **({"declared schema": f"{result.schema['name']} "
+                                      f"({result.schema['fingerprint']})"}
+                  if result.schema is not None else {})},
         items=summary_items + [w for w in result.warnings
                                if not w.startswith("not differential privacy")],
     )]
@@ -165,6 +173,11 @@ def plain_section(result: Assessment) -> Section:
     risky = [c for c in escalated if identifies_alone(c.stats.k, tk)]
     broad = [c for c in escalated if not identifies_alone(c.stats.k, tk)]
     learn = "What an attacker could learn: "
+    if result.direct_identifiers:
+        learn += ("the declared schema marks these columns as direct identifiers, so they "
+                  "were not assessed: " + "; ".join(
+                      f"{d['name']} ({d['type']}, DO NOT PUBLISH)"
+                      for d in result.direct_identifiers) + ". ")
     if alone:
         learn += ("these attributes identify people on their own: "
                   + "; ".join(f"{a.name} (richness {a.richness:.2f}, "

@@ -1,6 +1,7 @@
 """`privlab assess FILE`: attribute richness and tiers (the attribute-based PIA article,
 docs/references.md), risky combinations, privacy models on quasi-identifiers, recommendations;
-`--json` and `--report OUT.html`."""
+`--json` and `--report OUT.html`. With `--schema` the declaration decides each column's
+treatment (privlab.assess.declared; docs/assess.md, "A declared schema")."""
 
 from __future__ import annotations
 
@@ -61,6 +62,15 @@ def assess_cmd(
     master: str = typer.Option(None, "--master",
                                help="Spark master (default local[*]; spark://host:7077, "
                                     "sc://host:15002 for Spark Connect, or $SPARK_REMOTE)."),
+    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
+                               "(privlab schema list) or a YAML/JSON file. Its types decide "
+                               "each column's treatment: identifier/text columns are flagged "
+                               "as direct identifiers, not assessed; --bin-numeric cuts over "
+                               "the declared bounds. Default: kinds guessed from the data."),
+    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
+                                   "(exit 2, one line naming the column) or coerce (clamp, "
+                                   "<other>/missing, drop rows with no place) values outside "
+                                   "it."),
     report: Path = typer.Option(None, "--report", help="Write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -75,6 +85,9 @@ def assess_cmd(
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
     qis = parse_list(quasi_identifiers, "--quasi-identifiers")
     attrs = parse_list(attributes, "--attributes")
+    declared = _declared_schema(schema, on_invalid, engine)
+    if declared is not None and engine == "auto":
+        engine = "pandas"  # the rows are conformed in memory
     sources = _count_sources(file, population, engine, master)
     frame = pop = None
     if sources is None:
@@ -92,7 +105,8 @@ def assess_cmd(
                        risk_threshold=risk_threshold, target_k=target_k, source=str(file),
                        progress=progress)
         if sources is None:
-            result = assess(frame, population=pop, **options)  # type: ignore[arg-type]
+            result = assess(frame, population=pop, schema=declared, on_invalid=on_invalid,
+                            **options)  # type: ignore[arg-type]
         else:
             from privlab.assess.grouped import assess_grouped
 
@@ -121,6 +135,20 @@ ASSESSMENT_GUARANTEE = PrivacyGuarantee.not_private(
     "re-identification risk assessment (exact, on the input rows)",
     "an assessment for the data's curator: every count, class size, risk and "
     "recommendation is computed exactly from the input rows; do not publish it")
+
+
+def _declared_schema(schema: str | None, on_invalid: str, engine: str):  # noqa: ANN202
+    """The --schema declaration (bundled name or file), or None; checked before any row is
+    read. Conforming needs the rows in memory, so it runs on the pandas path."""
+    from privlab.schema import check_policy, load_schema
+
+    check_policy(on_invalid)
+    if schema is None:
+        return None
+    if engine in ("duckdb", "spark"):
+        raise InvalidInputError(f"--schema conforms the rows in memory: use --engine pandas "
+                                f"(or auto) with it, not --engine {engine}")
+    return load_schema(schema)
 
 
 def _count_sources(file: Path, population: Path | None, engine: str,
@@ -155,6 +183,16 @@ def _count_sources(file: Path, population: Path | None, engine: str,
 def _print_human(result, report: Path | None) -> None:  # noqa: ANN001 - Assessment
     console.print(f"[bold]{result.source}[/bold]: {result.rows_used:,} rows used; "
                   f"{result.missing_statement}")
+    if result.schema is not None:
+        s = result.schema
+        console.print(f"declared schema {s['name']!r} ({s['fingerprint']}), --on-invalid "
+                      f"{s['on_invalid']}: {s['rows_dropped']:,} of {s['rows_read']:,} rows "
+                      "dropped by the schema")
+    if result.direct_identifiers:
+        console.print("[bold red]direct identifiers[/bold red] (declared; not assessed, never "
+                      "publish them): " + ", ".join(f"{d['name']} ({d['type']})"
+                                                    for d in result.direct_identifiers),
+                      highlight=False)
     b = result.bounds
     console.print(f"tiers ({b.thresholds.describe()}): none < {b.low:.3f} <= low < "
                   f"{b.high:.3f} <= hide")

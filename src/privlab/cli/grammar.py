@@ -15,7 +15,7 @@ SPELLINGS: dict[str, tuple[str, str | None, str]] = {
     "delta": ("--delta", None, "Privacy delta; one policy (check_delta_strength) everywhere"),
     "weak delta": ("--allow-weak", None, "Accept a delta above the safe bound (exit 4 otherwise)"),
     "declared schema": ("--schema", None, "Declared public schema (bundled name or YAML path)"),
-    "invalid rows": ("--on-invalid", None, "With --schema: refuse | drop | clip rows"),
+    "invalid rows": ("--on-invalid", None, "With --schema: refuse (exit 2) or coerce bad values"),
     "machine output": ("--json", None, "Machine-readable output on stdout"),
     "seed": ("--seed", None, "Seeded noise, for testing only"),
     "output file": ("--out", "-o", "Where the released file is written"),
@@ -42,10 +42,6 @@ SHARED_SHORT: dict[str, set[str]] = {
 
 # long flags whose short flag every command must offer (a newcomer types `-t` everywhere)
 REQUIRED_SHORT: frozenset[str] = frozenset({"--target", "--quasi-identifiers", "--sensitive"})
-
-# Commands that read rows but do not take --schema yet (known gaps of issue 23, tracked; the
-# test fails when one gains --schema so this list only shrinks).
-SCHEMA_GAPS: frozenset[str] = frozenset({"anonymize", "assess"})
 
 # commands that read a table of rows (a DATA argument): each must take --schema
 READS_ROWS: frozenset[str] = frozenset({
