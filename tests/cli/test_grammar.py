@@ -96,3 +96,27 @@ def test_deprecated_spellings_are_hidden_aliases_only() -> None:
             if old in opts:
                 assert opts[old].hidden, f"{name}: {old} is shown in --help"
                 assert new in opts, f"{name}: {old} without {new}"
+
+
+def test_no_help_documents_a_range_as_lo_comma_hi() -> None:
+    """A numeric range is `LO:HI` everywhere (grammar.VALUE_SYNTAX); `LO,HI` is deprecated."""
+    import re
+
+    problems = []
+    seen = set()
+    for name, cmd in _commands().items():
+        for opt in _options(cmd):
+            text = " ".join((opt.help or "").split())
+            if re.search(r"\bLO\s*,\s*HI\b", text):
+                problems.append(f"{name} {opt.opts[0]}: {text}")
+            if set(opt.opts) & grammar.RANGE_OPTIONS:
+                seen.add(opt.opts[0])
+                if "LO:HI" not in text:
+                    problems.append(f"{name} {opt.opts[0]} does not say LO:HI: {text}")
+    assert problems == []
+    assert seen == grammar.RANGE_OPTIONS  # every listed range option exists
+
+
+def test_docs_show_the_value_spellings() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert grammar.value_table() in doc

@@ -52,17 +52,47 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-def parse_pair(text: str | None, field: str) -> tuple[float, float] | None:
-    """Parse 'LO,HI' into two floats, or None."""
+def parse_range(text: str | None, field: str) -> tuple[float, float] | None:
+    """Parse a numeric range `LO:HI` (the one spelling, docs/cli.md) into two floats, or None.
+
+    A colon, not a comma, so a range never clashes with a comma list (`COL=LO:HI,COL=LO:HI`)
+    and a negative bound reads plainly (`-5:5`). The old `LO,HI` is still accepted with one
+    `warning:` line naming the new spelling, so existing scripts keep working."""
     if text is None:
         return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2:
-        raise InvalidInputError(f"{field} must be two numbers LO,HI, got {text!r}")
-    try:
-        return float(parts[0]), float(parts[1])
-    except ValueError:
-        raise InvalidInputError(f"{field} must be two numbers LO,HI, got {text!r}") from None
+    raw = text.strip()
+    if ":" not in raw and raw.count(",") == 1:
+        lo, hi = _two_numbers(raw.split(","), text, field)
+        warn(f"{field} LO,HI is deprecated: use {field} LO:HI (here {field} {lo:g}:{hi:g})")
+        return lo, hi
+    return _two_numbers(raw.split(":"), text, field)
+
+
+def _two_numbers(parts: list[str], text: str, field: str) -> tuple[float, float]:
+    if len(parts) == 2:
+        try:
+            return float(parts[0].strip()), float(parts[1].strip())
+        except ValueError:
+            pass
+    raise InvalidInputError(f"{field} must be a range LO:HI of two numbers (e.g. 0:100), got "
+                            f"{text!r}")
+
+
+def parse_column_ranges(text: str | None, field: str) -> dict[str, tuple[float, float]]:
+    """Per-column ranges `COL=LO:HI[,COL=LO:HI]` (each range in the one `LO:HI` spelling)."""
+    if not text:
+        return {}
+    out: dict[str, tuple[float, float]] = {}
+    for part in text.split(","):
+        name, sep, rng = part.partition("=")
+        name = name.strip()
+        if not (sep and name and ":" in rng):
+            raise InvalidInputError(f"{field} must look like COL=LO:HI[,COL=LO:HI], got "
+                                    f"{part!r}")
+        if name in out:
+            raise InvalidInputError(f"{field} names column {name!r} twice")
+        out[name] = _two_numbers(rng.split(":"), part, field)
+    return out
 
 
 def parse_list(text: str | None, field: str) -> list[str] | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_pair
+from privlab.cli.common import console, emit_json, err_console, parse_range
 from privlab.errors import InvalidInputError
 
 federated_app = typer.Typer(
@@ -32,8 +32,8 @@ _MOVIES = typer.Option(None, "--movies",
                             "and year features used without protection. Without it the rated "
                             "movie ids are the catalogue and no public features are used.")
 _RANGE = typer.Option(None, "--rating-range",
-                      help="Declared public range LO,HI of --ratings (default: the schema's "
-                           "rating bounds, 0.5,5 for movielens-ratings).")
+                      help="Declared public range LO:HI of --ratings, e.g. 1:10 (default: the "
+                           "schema's rating bounds, 0.5:5 for movielens-ratings).")
 _SCHEMA = typer.Option(None, "--schema",
                        help="Declared public schema of --ratings (bundled name or YAML/JSON "
                             "file; default movielens-ratings: privacy unit userId).")
@@ -92,7 +92,7 @@ def _range(text: str | None, ratings: str | None = None,
     """--rating-range when given, else the rating bounds of the schema of --ratings."""
     from privlab.federated.data import MOVIELENS_RANGE, ratings_schema
 
-    pair = parse_pair(text, "--rating-range")
+    pair = parse_range(text, "--rating-range")
     if pair is not None:
         return pair
     if ratings is None:

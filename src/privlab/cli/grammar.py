@@ -61,3 +61,29 @@ def markdown_table() -> str:
     for concept, (long, short, meaning) in SPELLINGS.items():
         lines.append(f"| {concept} | `{long}` | {f'`{short}`' if short else '-'} | {meaning} |")
     return "\n".join(lines)
+
+
+# value syntax -> (spelling, example, meaning): one way to write each kind of value
+VALUE_SYNTAX: dict[str, tuple[str, str, str]] = {
+    "numeric range": ("LO:HI", "--bounds -5:5", "Two numbers, colon-separated (LO,HI: "
+                      "deprecated, accepted with one warning line)"),
+    "per-column ranges": ("COL=LO:HI[,COL=LO:HI]", "--bounds age=17:90,hours=1:99",
+                          "One range per named column, comma-separated"),
+    "list": ("A,B,C", "--exclude fnlwgt,race", "Comma-separated names or numbers"),
+}
+
+# options whose value is a numeric range (`LO:HI`, parsed by cli.common.parse_range) or
+# per-column ranges (`COL=LO:HI,...`, cli.common.parse_column_ranges)
+RANGE_OPTIONS: frozenset[str] = frozenset({"--bounds", "--rating-range", "--heading"})
+
+# An option whose default is None shows no `[default: ...]` in --help, so its help text must
+# say what happens when it is omitted: it contains one of these words (case-insensitive).
+OMITTED_WORDS: tuple[str, ...] = ("default", "unset", "if omitted", "without it", "optional")
+
+
+def value_table() -> str:
+    """The docs table of value spellings (docs/cli.md), generated from VALUE_SYNTAX."""
+    lines = ["| value | spelling | example | meaning |", "|---|---|---|---|"]
+    for concept, (syntax, example, meaning) in VALUE_SYNTAX.items():
+        lines.append(f"| {concept} | `{syntax}` | `{example}` | {meaning} |")
+    return "\n".join(lines)

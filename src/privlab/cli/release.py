@@ -33,7 +33,7 @@ from privlab.cli.common import (
     console,
     emit_json,
     parse_list,
-    parse_pair,
+    parse_range,
     warn_weak_epsilon,
 )
 from privlab.core import queries
@@ -69,7 +69,8 @@ def release_cmd(
     column: str = typer.Option(..., "--column", "-c", help="Column to aggregate."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Privacy parameter, > 0."),
     delta: float = typer.Option(0.0, "--delta", help="Delta in [0, 1); > 0 for gaussian."),
-    bounds: str = typer.Option(None, "--bounds", help="Public clamping range LO,HI."),
+    bounds: str = typer.Option(None, "--bounds", help="Public clamping range LO:HI, e.g. 0:100 "
+                               "(default: the schema's bounds of --column)."),
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
                                         help="Default: geometric for counts, else laplace."),
     categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C."),
@@ -102,7 +103,7 @@ def release_cmd(
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     warn_weak_epsilon(epsilon)
-    pair = parse_pair(bounds, "--bounds")
+    pair = parse_range(bounds, "--bounds")
     mech = mechanism.value if mechanism else None
     if mech == "gaussian" and delta == 0:
         raise InvalidInputError("--mechanism gaussian needs --delta > 0 (e.g. 1e-6)")
@@ -136,7 +137,7 @@ def release_cmd(
         # so one text value cannot turn a release into a refusal (exit code) on a neighbour.
         values = pd.to_numeric(values, errors="coerce")
     if stat in ("sum", "mean", "quantile") and pair is None:
-        raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range) or "
+        raise InvalidInputError(f"{stat} needs --bounds LO:HI (public clamping range) or "
                                 "--schema (draft one with `privlab schema draft`); bounds "
                                 "taken from the data are not private")
     if stat in ("sum", "mean", "quantile"):
@@ -147,7 +148,7 @@ def release_cmd(
     if stat == "histogram":
         if cats is None and pair is None:
             raise InvalidInputError("histogram needs a public domain: --categories A,B,C, "
-                                    "--bounds LO,HI with --bins N for numbers, or --schema "
+                                    "--bounds LO:HI with --bins N for numbers, or --schema "
                                     "(draft one with `privlab schema draft`)")
         bins = 10 if bins is None else bins
         if bins < 1:
@@ -161,7 +162,7 @@ def release_cmd(
         if not 0.0 <= q <= 1.0:
             raise InvalidInputError(f"--q must be in [0, 1], got {q}")
     if stat == "sum" and mech == "geometric" and not all(float(b).is_integer() for b in pair):
-        raise InvalidInputError("--mechanism geometric needs integer bounds LO,HI; use laplace")
+        raise InvalidInputError("--mechanism geometric needs integer --bounds LO:HI; use laplace")
 
     def compute():
         eps = epsilon_record

@@ -43,24 +43,6 @@ class Method(StrEnum):
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
 
 
-def _parse_bounds(text: str | None) -> dict[str, tuple[float, float]]:
-    """'age=17:90,hours=1:99' -> {'age': (17, 90), 'hours': (1, 99)}."""
-    if not text:
-        return {}
-    out = {}
-    for part in text.split(","):
-        name, sep, rng = part.partition("=")
-        lo, sep2, hi = rng.partition(":")
-        try:
-            if not (sep and sep2):
-                raise ValueError
-            out[name.strip()] = (float(lo), float(hi))
-        except ValueError:
-            raise InvalidInputError(f"--bounds must look like COL=LO:HI,COL2=LO:HI, got "
-                                    f"{part!r}") from None
-    return out
-
-
 def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
     """(frame, source, bundled dataset name or None)."""
     from privlab.data.datasets import load_dataset
@@ -144,7 +126,8 @@ def train_cmd(
     one_hot: bool = typer.Option(False, "--one-hot", help="--unsafe-encoding: one-hot encode "
                                  "text columns."),
     bounds: str = typer.Option(None, "--bounds", help="--unsafe-encoding: public ranges "
-                               "COL=LO:HI,... for numeric columns."),
+                               "COL=LO:HI[,COL=LO:HI] of numeric columns (default: "
+                               "none; an unbounded column's range comes from the data)."),
     image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight) or rdp."),
     seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
@@ -153,7 +136,7 @@ def train_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Train a classifier with differential privacy and report its guarantee."""
-    from privlab.cli.common import parse_list
+    from privlab.cli.common import parse_column_ranges, parse_list
     from privlab.core.guarantee import check_epsilon
     from privlab.learn.table import TableTrainSpec, train_table
     from privlab.schema import check_policy
@@ -194,7 +177,7 @@ def train_cmd(
         accountant=accountant, seed=seed, sample_rate=sample_rate, metrics_share=metrics_share,
         on_invalid=on_invalid, exclude=drop, max_rows_per_unit=max_rows_per_unit,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
-    public = _parse_bounds(bounds)
+    public = parse_column_ranges(bounds, "--bounds")
     show = not as_json and err_console.is_terminal
     from rich.progress import Progress
 

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.cli.common import (
+    console,
+    emit_json,
+    err_console,
+    parse_floats,
+    parse_list,
+    parse_range,
+)
 from privlab.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -72,10 +79,7 @@ def _filters(bbox: str | None, time_window: str | None, heading: str | None,
                                     f"{time_window!r}") from None
     head = None
     if heading is not None:
-        vals = parse_floats(heading, "--heading")
-        if vals is None or len(vals) != 2:
-            raise InvalidInputError(f"--heading must be LO,HI in degrees, got {heading!r}")
-        head = (vals[0], vals[1])
+        head = parse_range(heading, "--heading")
     return Filters(bbox=BBox.parse(bbox), time_window=window, heading=head,
                    max_speed_kmh=max_speed)
 
@@ -142,7 +146,8 @@ def anonymize_cmd(
                                             "2021's data-derived bounds (NOT DP)."),
     gap: float = typer.Option(30.0, "--gap", help="Split trips at time gaps > GAP minutes."),
     time_window: str = typer.Option(None, "--time-window", help="Keep fixes in START,END."),
-    heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO,HI deg."),
+    heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO:HI "
+                                   "degrees, e.g. 350:10 wraps through north (default: all)."),
     heading_col: str = typer.Option(None, "--heading-col", help="Heading column (computed "
                                     "from consecutive fixes if unset)."),
     max_speed: float = typer.Option(None, "--max-speed", help="Drop speed spikes > km/h."),
