@@ -24,6 +24,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_delta_policy,
     console,
     emit_json,
     err_console,
@@ -80,6 +82,7 @@ def audit_cmd(
                                "(baseline / overfit audit target)."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta of the DP run (and of the "
                                 "empirical bound)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     attacks: str = typer.Option("loss,confidence,shadow,lira", "--attacks",
                                 help="Comma list: loss, confidence, entropy, mentr, shadow, "
                                      "shadow_label, lira, lira_offline."),
@@ -117,14 +120,17 @@ def audit_cmd(
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
     show = not as_json and err_console.is_terminal
     if data == "lm" and not Path(data).exists():
+        check_delta_policy(delta, allow_weak)
         _audit_lm(epsilon, delta, seed, quick, as_json, show)
         return
     require_extra(("torch",), "ml", "privlab audit")  # the audited models are torch models
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
     from privlab.cli.train import DEFAULT_EXCLUDE, resolve_schema
 
-    frame, source, bundled = _load(data, delimiter)
-    declared = resolve_schema(schema, bundled)
+    bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
+    declared = resolve_schema(schema, bundled)  # public: before any row is read
+    check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
+    frame, source, _ = _load(data, delimiter)
     if declared is not None and unsafe_encoding:
         raise InvalidInputError("--unsafe-encoding is for data without a schema; the schema "
                                 "already declares the encoding")

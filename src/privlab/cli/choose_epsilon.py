@@ -16,6 +16,8 @@ import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_delta_policy,
     console,
     emit_json,
     err_console,
@@ -64,7 +66,9 @@ def choose_epsilon_cmd(
     batch_size: int = typer.Option(64, "--batch-size"),
     lr: float = typer.Option(1e-3, "--lr"),
     clip: float = typer.Option(1.0, "--clip"),
-    delta: float = typer.Option(None, "--delta", help="Default min(1e-5, 1/(10 n))."),
+    delta: float = typer.Option(None, "--delta", help="Delta of each DP model (default: "
+                                "min(1e-5, 1/(10 n)))."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     shadow_models: int = typer.Option(4, "--shadow-models"),
     max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of rows."),
     prior: str = typer.Option("uniform", "--prior",
@@ -126,6 +130,7 @@ def choose_epsilon_cmd(
     check_policy(on_invalid)
     bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
     declared = _resolve_schema(schema, bundled)  # before the data is read: refuse early
+    check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
     frame, source = load_data(data, delimiter)
     if target is None:
         if data not in _BUNDLED:

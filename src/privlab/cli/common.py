@@ -206,6 +206,27 @@ def check_delta_strength(delta: float, allow_weak: bool, *, public_size: int | N
     warn(f"{field} {delta:g} accepted with --allow-weak although {why}")
 
 
+#: The one help text of --allow-weak (every command that takes --delta offers it).
+ALLOW_WEAK_HELP = ("Accept a delta above 1e-3 or not below 1/(public size) with a warning "
+                   "(refused otherwise, exit 4).")
+
+
+def check_delta_policy(delta: float | None, allow_weak: bool, schema: Any = None, *,
+                       public_size: int | None = None, field: str = "--delta") -> None:
+    """The one delta policy (`check_delta_strength`, as in `release` and `synth`) for a
+    command that checks it before any row is read: against `public_size` (a public option
+    such as `federated --users`) or the declared schema's `public_size`, never the data's
+    row count; with neither, only the data-independent ceiling MAX_DELTA applies."""
+    if delta is None:
+        return
+    if public_size is None and schema is not None:
+        from privlab.schema.release import public_size_of
+
+        public_size = public_size_of(schema, None)
+    check_delta_strength(delta, allow_weak, public_size=public_size, field=field,
+                         size_hint="a --schema that declares public_size", require_size=False)
+
+
 def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
     """A one-line error with the install command when an optional extra is missing (exit 5)."""
     import importlib.util

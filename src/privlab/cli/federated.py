@@ -12,7 +12,14 @@ from typing import Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_range
+from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_delta_policy,
+    console,
+    emit_json,
+    err_console,
+    parse_range,
+)
 from privlab.errors import InvalidInputError
 
 federated_app = typer.Typer(
@@ -50,6 +57,7 @@ _EVAL = typer.Option(True, "--eval/--no-eval",
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
 _EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
+_ALLOW_WEAK = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP)
 _ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
 _K = typer.Option(None, "--clients-per-round",
                   help="dpfedavg: expected sampled users; dpftrl: users per round "
@@ -105,7 +113,8 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
             max_users: int | None, split_seed: int, sets: list[str] | None,
             ratings: str | None = None, movies: str | None = None,
             rating_range: str | None = None, schema: str | None = None,
-            on_invalid: str = "refuse", users: int | None = None) -> Any:
+            on_invalid: str = "refuse", users: int | None = None,
+            allow_weak: bool = False) -> Any:
     from privlab.federated.factorized import FactorizedConfig
     from privlab.federated.mlp import MLPConfig
     from privlab.federated.simulation import RunConfig
@@ -122,6 +131,9 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
         raise InvalidInputError("--max-users with --ratings needs --users U (the public "
                                 "number of enrolled users): each user is kept with "
                                 "probability N / U")
+    # one delta policy in every command, before any row is read: against the declared public
+    # number of users (--users) when given, else only the data-independent ceiling
+    check_delta_policy(delta, allow_weak, public_size=users)
     overrides = _parse_sets(sets, dataset)
     kwargs: dict[str, Any] = {}
     if dataset == "movielens":
@@ -173,7 +185,8 @@ def _progress(enabled: bool) -> Any:
 @federated_app.command("train")
 def train_cmd(
     dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
@@ -188,7 +201,7 @@ def train_cmd(
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
                      non_private, max_users, split_seed, sets, ratings, movies, rating_range,
-                     schema, on_invalid, users)
+                     schema, on_invalid, users, allow_weak)
     bar, update = _progress(not as_json and err_console.is_terminal)
     try:
         with warnings.catch_warnings():
@@ -214,7 +227,8 @@ def _public(config: Any) -> dict[str, Any]:
 @federated_app.command("serve")
 def serve_cmd(
     dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
@@ -236,7 +250,7 @@ def serve_cmd(
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
                      non_private, max_users, split_seed, sets, ratings, movies, rating_range,
-                     schema, on_invalid, users)
+                     schema, on_invalid, users, allow_weak)
     out = serve(config, address=address, num_clients=num_clients, round_timeout=round_timeout,
                 connect_timeout=connect_timeout)
     out["config"] = _public(config)

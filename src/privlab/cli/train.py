@@ -23,7 +23,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from privlab.cli.common import console, emit_json, err_console
+from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json, err_console
 from privlab.errors import InvalidInputError
 
 
@@ -105,6 +105,7 @@ def train_cmd(
     epsilon: float = typer.Option(None, "--epsilon", "-e", help="Total privacy budget, > 0 "
                                   "(model, sampling-rate estimate and metrics together)."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta (0 allowed for objective/output)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     clip: float = typer.Option(1.0, "--clip", help="DP-SGD per-example clipping norm."),
     epochs: int = typer.Option(10, "--epochs", help="Training epochs (DP-SGD / plain)."),
     batch_size: int = typer.Option(None, "--batch-size",
@@ -156,8 +157,11 @@ def train_cmd(
     check_policy(on_invalid)
     if save is not None and not save.parent.exists():
         raise InvalidInputError(f"--save directory does not exist: {save.parent}")
-    frame, source, bundled = _load(data, delimiter)
-    declared = resolve_schema(schema, bundled)
+    bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
+    declared = resolve_schema(schema, bundled)  # public: before any row is read
+    if meth != "none":  # one delta policy in every command, against the public size only
+        check_delta_policy(delta, allow_weak, declared)
+    frame, source, _ = _load(data, delimiter)
     if target is None:
         target = _BUNDLED.get(bundled or "")
         if target is None:
