@@ -120,3 +120,23 @@ def test_no_help_documents_a_range_as_lo_comma_hi() -> None:
 def test_docs_show_the_value_spellings() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     assert grammar.value_table() in doc
+
+
+def test_out_is_dash_o_in_every_command() -> None:
+    """`--out` (the output file or folder) is `-o` everywhere, `privlab demo` included."""
+    assert "--out" in grammar.REQUIRED_SHORT
+    lacking = [name for name, cmd in _commands().items() for opt in _options(cmd)
+               if "--out" in opt.opts and "-o" not in opt.opts]
+    assert lacking == []
+    for name in ("demo", "schema draft"):
+        assert any({"--out", "-o"} <= set(p.opts) for p in _options(_commands()[name])), name
+
+
+def test_schema_draft_writes_with_dash_o(tmp_path) -> None:
+    from privlab.cli.main import main
+
+    data = tmp_path / "t.csv"
+    data.write_text("age,city\n30,a\n40,b\n")
+    out = tmp_path / "s.yaml"
+    assert main(["schema", "draft", str(data), "-o", str(out)]) == 0
+    assert "age" in out.read_text()
