@@ -61,9 +61,11 @@ def audit_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file, a bundled dataset (adult, "
                                          "classification), or `lm` for the language-model "
                                          "secret-extraction audit."),
-    target: str = typer.Option(None, "--target", "-t", help="Label column (tables)."),
+    target: str = typer.Option(None, "--target", "-t", help="Label column (tables; default for a "
+                               "bundled dataset: its label)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
-                               "or YAML/JSON file); bundled datasets use theirs."),
+                               "or YAML/JSON file; default: a bundled dataset's own, none "
+                               "for a file: refused unless --unsafe-encoding)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce values "
                                    "outside the schema."),
     exclude: str = typer.Option(None, "--exclude", help="Declared columns not used as "
@@ -71,13 +73,15 @@ def audit_cmd(
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound; the audit "
-                                               "needs M = 1)."),
+                                               "needs M = 1; default: the schema's "
+                                               "max_rows_per_unit)."),
     unsafe_encoding: bool = typer.Option(False, "--unsafe-encoding", help="Without a schema: "
                                          "fit the encoding on the members (the target's "
                                          "guarantee then says NOT DP)."),
     model: str = typer.Option("mlp", "--model", "-m", help="mlp | logreg (tables)."),
     epsilon: float = typer.Option(None, "--epsilon", "-e",
-                                  help="Train the target by DP-SGD to this epsilon."),
+                                  help="Train the target by DP-SGD to this epsilon "
+                                       "(without it: give --no-dp)."),
     no_dp: bool = typer.Option(False, "--no-dp", help="Train the target WITHOUT DP "
                                "(baseline / overfit audit target)."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta of the DP run (and of the "
@@ -102,7 +106,8 @@ def audit_cmd(
                              "only) DP noise."),
     quick: bool = typer.Option(False, "--quick", help="lm: a seconds-long smoke run (tiny "
                                "model, few steps): NOT the experiment."),
-    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables)."),
+    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables; "
+                                "default: no report)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:

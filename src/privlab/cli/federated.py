@@ -32,7 +32,8 @@ _JSON = typer.Option(False, "--json", help="Machine-readable output.")
 _DATASET = typer.Option("movielens", "--dataset", help="movielens | adult.")
 _RATINGS = typer.Option(None, "--ratings",
                         help="MovieLens-format ratings FILE (CSV/Parquet: userId,movieId,rating"
-                             "[,timestamp]) instead of the bundled ones; a row with a userId "
+                             "[,timestamp]) instead of the bundled ones (the default); a row "
+                             "with a userId "
                              "and neither movieId nor rating enrols a user without ratings.")
 _MOVIES = typer.Option(None, "--movies",
                        help="Public catalogue FILE for --ratings (movieId,title,genres): genre "
@@ -55,7 +56,8 @@ _EVAL = typer.Option(True, "--eval/--no-eval",
                      help="Held-out metrics and baselines (exact on private data: labelled "
                           "not covered); --no-eval for a DP-only output.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
-_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
+_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run "
+                                               "(without it: give --non-private).")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
 _ALLOW_WEAK = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP)
 _ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
@@ -69,10 +71,12 @@ _NONPRIVATE = typer.Option(False, "--non-private",
 _MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps its data "
                           "with probability N / (public user count), by a keyed hash of its "
                           "id (independent of the other users); the rest stay enrolled "
-                          "without data. With --ratings it needs --users.")
+                          "without data (default: every user keeps its data). With "
+                          "--ratings it needs --users.")
 _SPLIT_SEED = typer.Option(0, "--split-seed", help="Seed of the per-user train/test split.")
 _SET = typer.Option(None, "--set", help="Model hyperparameter KEY=VALUE (repeatable), e.g. "
-                                        "--set dim=8 --set item_reg=20.")
+                                        "--set dim=8 --set item_reg=20 (default: the model's "
+                                        "own).")
 
 
 def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:

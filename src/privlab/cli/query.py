@@ -27,7 +27,8 @@ def query_cmd(
     sql: str = typer.Argument(None, help="SELECT ... (aggregates over declared tables)."),
     url: str = typer.Option(..., "--url", help="Gateway URL, e.g. http://127.0.0.1:8000."),
     key: str = typer.Option(None, "--key", help="API key (default: $PRIVLAB_API_KEY)."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Epsilon for this query."),
+    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Epsilon for this query "
+                                  "(without it: only --budget, --tables or --history)."),
     delta: float = typer.Option(0.0, "--delta", help="Delta (partition selection, gaussian)."),
     allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     mechanism: str = typer.Option(None, "--mechanism", help="laplace (default) or gaussian."),

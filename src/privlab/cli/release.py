@@ -73,22 +73,28 @@ def release_cmd(
                                "(default: the schema's bounds of --column)."),
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
                                         help="Default: geometric for counts, else laplace."),
-    categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C."),
+    categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C "
+                                  "(default: the schema's categories)."),
     bins: int = typer.Option(None, "--bins", help="histogram of numbers: bins over --bounds "
                              "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
-    principal: str = typer.Option(None, "--principal", help="Whose budget to charge."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB "
+                               "URL; default: none, nothing is charged)."),
+    principal: str = typer.Option(None, "--principal", help="Whose budget to charge (with "
+                                  "--ledger; default: none)."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
+                  "ONLY (default: fresh randomness)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
                                "(privlab schema list) or a YAML/JSON file; gives the column's "
-                               "bounds/categories and the privacy unit."),
+                               "bounds/categories and the privacy unit (default: none; "
+                               "--bounds / --categories declare the column)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-"
                                    "line error) or coerce values outside it."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound)."),
+                                               "first M rows (contribution bound; default: "
+                                               "the schema's max_rows_per_unit)."),
     public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
                                      "persons) that the delta check uses; default: the "
                                      "schema's public_size. Needed with --delta."),

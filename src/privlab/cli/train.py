@@ -91,7 +91,9 @@ def train_cmd(
     target: str = typer.Option(None, "--target", "-t", help="Label column (default for a "
                                "bundled dataset: its label)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled "
-                               "name or a YAML/JSON file (`privlab schema draft` starts one)."),
+                               "name or a YAML/JSON file (`privlab schema draft` starts one; "
+                               "default: a bundled dataset's own, none for a file: refused "
+                               "unless --unsafe-encoding)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce: values "
                                    "outside the schema are refused (one-line error) or "
                                    "clamped / bucketed (a row with no place is dropped, or for "
@@ -100,10 +102,12 @@ def train_cmd(
                                 "to use as features (adult: fnlwgt by default)."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound)."),
+                                               "first M rows (contribution bound; default: "
+                                               "the schema's max_rows_per_unit)."),
     model: ModelKind = typer.Option(ModelKind.mlp, "--model", "-m", help="Model family."),
     epsilon: float = typer.Option(None, "--epsilon", "-e", help="Total privacy budget, > 0 "
-                                  "(model, sampling-rate estimate and metrics together)."),
+                                  "(model, sampling-rate estimate and metrics together); without "
+                                  "it only --method none runs."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta (0 allowed for objective/output)."),
     allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     clip: float = typer.Option(1.0, "--clip", help="DP-SGD per-example clipping norm."),
@@ -112,8 +116,8 @@ def train_cmd(
                                    help="(Expected) batch size (default: 256, or all rows of "
                                         "a smaller training set)."),
     sample_rate: float = typer.Option(None, "--sample-rate", help="DP-SGD: a public Poisson "
-                                      "sampling rate (else from the schema's public_size or a "
-                                      "DP estimate of the training rows)."),
+                                      "sampling rate (default: from the schema's public_size or "
+                                      "a DP estimate of the training rows)."),
     metrics_share: float = typer.Option(0.1, "--metrics-share", help="Share of epsilon for "
                                         "the noisy counts and accuracies (0: none released)."),
     method: Method = typer.Option(None, "--method",
@@ -129,10 +133,13 @@ def train_cmd(
     bounds: str = typer.Option(None, "--bounds", help="--unsafe-encoding: public ranges "
                                "COL=LO:HI[,COL=LO:HI] of numeric columns (default: "
                                "none; an unbounded column's range comes from the data)."),
-    image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row."),
+    image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row "
+                                   "(default: one channel, square)."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight) or rdp."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
-    save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle)."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
+                           "testing ONLY (default: fresh randomness)."),
+    save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle; "
+                              "default: not saved)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
