@@ -25,6 +25,7 @@ from rich.table import Table
 
 from privlab.cli.common import (
     ALLOW_WEAK_HELP,
+    check_column_options,
     check_delta_policy,
     console,
     emit_json,
@@ -145,6 +146,9 @@ def audit_cmd(
             raise InvalidInputError("--target is required: the label column of DATA")
     drop = (parse_list(exclude, "--exclude") if exclude
             else DEFAULT_EXCLUDE.get(bundled or "", []))
+    # every column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target,
+                                         "--exclude": drop if exclude else None})
     config = TableAuditConfig(
         target=target, model=model, epsilon=epsilon, delta=delta,
         attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from privlab.cli.common import (
     ALLOW_WEAK_HELP,
+    check_column_options,
     check_delta_policy,
     console,
     emit_json,
@@ -147,6 +148,8 @@ def choose_epsilon_cmd(
         if data not in _BUNDLED:
             raise InvalidInputError("--target is required: name the label column")
         target = _BUNDLED[data]
+    # the column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target})
     cfg = PipelineConfig(epsilons=grid, adaptive=adaptive, budget_runs=budget_runs,
                          attacks=tuple(atk), attack_weights=weights, seeds=seeds,
                          model=model, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,

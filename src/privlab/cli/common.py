@@ -158,6 +158,18 @@ def exclude_columns(exclude: str | None, drop: str | None) -> list[str]:
     return parse_list(exclude, "--exclude") or []
 
 
+def check_column_options(frame: Any, source: str,
+                         options: dict[str, str | list[str] | None]) -> None:
+    """Every option that names columns names columns of DATA: one line naming the option and
+    the column (exit 2), before any privacy-relevant work. It says only that the name is not
+    a column of `source` (the header is the curator's own), nothing about the rows."""
+    have = set(map(str, frame.columns))
+    for option, names in options.items():
+        for name in [names] if isinstance(names, str) else names or []:
+            if str(name) not in have:
+                raise InvalidInputError(f"{option} {name!r} is not a column of {source}")
+
+
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
     if epsilon > WEAK_EPSILON:

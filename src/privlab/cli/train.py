@@ -144,7 +144,7 @@ def train_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Train a classifier with differential privacy and report its guarantee."""
-    from privlab.cli.common import parse_column_ranges, parse_list
+    from privlab.cli.common import check_column_options, parse_column_ranges, parse_list
     from privlab.core.guarantee import check_epsilon
     from privlab.learn.table import TableTrainSpec, train_table
     from privlab.schema import check_policy
@@ -168,6 +168,7 @@ def train_cmd(
     declared = resolve_schema(schema, bundled)  # public: before any row is read
     if meth != "none":  # one delta policy in every command, against the public size only
         check_delta_policy(delta, allow_weak, declared)
+    public = parse_column_ranges(bounds, "--bounds")
     frame, source, _ = _load(data, delimiter)
     if target is None:
         target = _BUNDLED.get(bundled or "")
@@ -182,13 +183,16 @@ def train_cmd(
                                 "schema; the schema already declares the encoding")
     drop = parse_list(exclude, "--exclude") if exclude else DEFAULT_EXCLUDE.get(bundled or "",
                                                                                  [])
+    # every column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target,
+                                         "--exclude": drop if exclude else None,
+                                         "--bounds": list(public)})
     spec = TableTrainSpec(
         target=target, model=kind, method=meth, epsilon=epsilon, delta=delta, clip=clip,
         epochs=epochs, batch_size=batch_size, lr=lr, alpha=alpha, test_size=test_size,
         accountant=accountant, seed=seed, sample_rate=sample_rate, metrics_share=metrics_share,
         on_invalid=on_invalid, exclude=drop, max_rows_per_unit=max_rows_per_unit,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
-    public = parse_column_ranges(bounds, "--bounds")
     show = not as_json and err_console.is_terminal
     from rich.progress import Progress
 
