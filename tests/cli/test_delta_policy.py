@@ -97,3 +97,12 @@ def test_the_check_uses_the_declared_public_size_never_the_rows(tmp_path, capsys
                  "--model", "logreg", "-e", "1", "--delta", "0.001"])
     err = capsys.readouterr().err
     assert code == 4 and "not below 1/n = 0.001 for the public size n = 1000" in err
+
+
+@pytest.mark.parametrize("delta", ["1", "1.5", "-0.1", "nan"])
+def test_a_delta_outside_0_1_is_invalid_input_not_weak(delta, tmp_path, capsys) -> None:
+    code = main(["train", "classification", "--model", "logreg", "-e", "1", "--delta", delta,
+                 "--save", str(tmp_path / "m.pkl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: --delta must be"), err
+    assert list(tmp_path.iterdir()) == []

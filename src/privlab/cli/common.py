@@ -231,6 +231,9 @@ def check_delta_policy(delta: float | None, allow_weak: bool, schema: Any = None
     row count; with neither, only the data-independent ceiling MAX_DELTA applies."""
     if delta is None:
         return
+    from privlab.core.guarantee import check_delta
+
+    delta = check_delta(delta, field)  # outside [0, 1) is invalid input (exit 2), not weak
     if public_size is None and schema is not None:
         from privlab.schema.release import public_size_of
 
