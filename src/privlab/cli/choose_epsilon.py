@@ -50,19 +50,19 @@ def choose_epsilon_cmd(
     target: str = typer.Option(None, "--target", "-t", help="Label column (default for bundled)."),
     model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
     policy: str = typer.Option(None, "--policy", help="medical | finance | recommender (default: "
-                              "finance, or custom weights with --w-risk)."),
+                               "finance, or custom weights with --w-risk)."),
     w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom; default: "
                                  "the policy's); outside [0, 1] is refused (exit 2)."),
     max_risk: float = typer.Option(None, "--max-risk", help="Cap on the rule's risk in [0, 1] "
-                                 "(default: the policy's, if any)."),
+                                   "(default: the policy's, if any)."),
     min_accuracy: float = typer.Option(None, "--min-accuracy", help="Accuracy floor (default: the "
-                                     "policy's, if any)."),
+                                       "policy's, if any)."),
     level: float = typer.Option(None, "--level", help="Credible level of the risk-averse rule "
-                              "(default: the policy's)."),
+                                "(default: the policy's)."),
     epsilons: str = typer.Option("0.5,1,2,4,8,16", "--epsilons", help="Grid, comma list."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Choose which eps to train next."),
     budget_runs: int = typer.Option(None, "--budget-runs", help="Adaptive: max grid points (>= 2; "
-                                 "required with --adaptive, unused without it)."),
+                                    "required with --adaptive, unused without it)."),
     attacks: str = typer.Option("loss,shadow", "--attacks", help="loss,shadow,lira."),
     attack_weights: str = typer.Option(None, "--attack-weights",
                                        help="Weights of the attacks in R, e.g. "
@@ -78,7 +78,7 @@ def choose_epsilon_cmd(
     allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     shadow_models: int = typer.Option(4, "--shadow-models"),
     max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of N rows "
-                                  "(default: all rows)."),
+                                 "(default: all rows)."),
     prior: str = typer.Option("uniform", "--prior",
                               help="uniform | jeffreys | chance | pessimistic | A,B."),
     relative: bool = typer.Option(False, "--relative-utility",
@@ -86,16 +86,16 @@ def choose_epsilon_cmd(
     w_stability: float = typer.Option(0.0, "--w-stability"),
     w_cost: float = typer.Option(0.0, "--w-cost"),
     seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
-                           "testing ONLY (default: fresh randomness)."),
+                             "testing ONLY (default: fresh randomness)."),
     report: Path = typer.Option(None, "--report", help="Write the HTML report here (default: "
-                                 "no report)."),
+                                "no report)."),
     pdf: bool = typer.Option(False, "--pdf", help="Also print the report to REPORT.pdf "
                              "(needs headless Chromium on PATH; exit 5 without it)."),
     assess_json: Path = typer.Option(None, "--assess-json",
                                      help="Output of `privlab assess --json` to "
                                           "include in the report (optional)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter "
-                                 "(sniffed if unset)."),
+                                  "(sniffed if unset)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
                                "or YAML/JSON file): feature ranges, categories and the "
                                "classes. Required for your own table; default for a bundled "

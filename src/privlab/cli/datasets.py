@@ -41,9 +41,9 @@ def export_cmd(
     path: Path = typer.Argument(..., help="Output file: .csv, .csv.gz or .parquet."),
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Adult: drop rows with '?'."),
     rows: int = typer.Option(None, "--rows", help="census/classification: number of "
-                              "rows (default: the generator's own)."),
+                             "rows (default: the generator's own)."),
     seed: int = typer.Option(None, "--seed", help="census/classification: generator "
-                              "seed (default: the generator's fixed one)."),
+                             "seed (default: the generator's fixed one)."),
     table: str = typer.Option(None, "--table",
                               help="movielens: which table, ratings (default) or movies."),
     as_json: bool = typer.Option(False, "--json"),

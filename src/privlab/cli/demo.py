@@ -132,7 +132,7 @@ def demo_cmd(
     epsilon: float = typer.Option(0.5, "--epsilon", help="Epsilon per release."),
     budget: float = typer.Option(5.0, "--budget", help="Total epsilon budget of the demo analyst."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                  "ONLY (default: fresh randomness)."),
+                             "ONLY (default: fresh randomness)."),
     epsilons: str = typer.Option(DEMO_GRID, "--epsilons", help="Epsilon grid of the "
                                  "choose-epsilon step on an Adult sample; 'none' skips it."),
     pdf: bool = typer.Option(False, "--pdf", help="Also print the reports to PDF (needs "

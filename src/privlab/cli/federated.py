@@ -57,7 +57,7 @@ _EVAL = typer.Option(True, "--eval/--no-eval",
                           "not covered); --no-eval for a DP-only output.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
 _EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run "
-                                               "(without it: give --non-private).")
+                        "(without it: give --non-private).")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
 _ALLOW_WEAK = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP)
 _ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
@@ -65,7 +65,7 @@ _K = typer.Option(None, "--clients-per-round",
                   help="dpfedavg: expected sampled users; dpftrl: users per round "
                        "(default: users/10).")
 _SEED = typer.Option(None, "--seed", help="Seed for reproducible noise (tests only; default "
-                                          "CSPRNG).")
+                     "CSPRNG).")
 _NONPRIVATE = typer.Option(False, "--non-private",
                            help="No clipping, no noise (a NOT private baseline).")
 _MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps its data "
@@ -75,8 +75,8 @@ _MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps
                           "--ratings it needs --users.")
 _SPLIT_SEED = typer.Option(0, "--split-seed", help="Seed of the per-user train/test split.")
 _SET = typer.Option(None, "--set", help="Model hyperparameter KEY=VALUE (repeatable), e.g. "
-                                        "--set dim=8 --set item_reg=20 (default: the model's "
-                                        "own).")
+                    "--set dim=8 --set item_reg=20 (default: the model's "
+                    "own).")
 
 
 def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:

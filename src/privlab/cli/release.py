@@ -74,7 +74,7 @@ def release_cmd(
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
                                         help="Default: geometric for counts, else laplace."),
     categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C "
-                                  "(default: the schema's categories)."),
+                                   "(default: the schema's categories)."),
     bins: int = typer.Option(None, "--bins", help="histogram of numbers: bins over --bounds "
                              "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
@@ -84,7 +84,7 @@ def release_cmd(
     principal: str = typer.Option(None, "--principal", help="Whose budget to charge (with "
                                   "--ledger; default: none)."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                  "ONLY (default: fresh randomness)."),
+                             "ONLY (default: fresh randomness)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
                                "(privlab schema list) or a YAML/JSON file; gives the column's "
                                "bounds/categories and the privacy unit (default: none; "
@@ -96,8 +96,8 @@ def release_cmd(
                                                "first M rows (contribution bound; default: "
                                                "the schema's max_rows_per_unit)."),
     public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
-                                     "persons) that the delta check uses; default: the "
-                                     "schema's public_size. Needed with --delta."),
+                                    "persons) that the delta check uses; default: the "
+                                    "schema's public_size. Needed with --delta."),
     allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
                                     "or not below 1/public size (refused otherwise, exit 4)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

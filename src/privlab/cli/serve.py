@@ -21,7 +21,7 @@ from privlab.utils.net import is_loopback
 
 def serve_cmd(
     config: Path = typer.Option(None, "--config", "-c", help="Gateway YAML config "
-                               "(required unless --init-demo or --new-key; no default)."),
+                                "(required unless --init-demo or --new-key; no default)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     workers: int = typer.Option(1, "--workers", help="Server processes (each with its own "
@@ -34,7 +34,7 @@ def serve_cmd(
                                    "(optional)."),
     accept_broken: bool = typer.Option(False, "--accept-broken-audit-log",
                                        help="Start although the audit log fails "
-                                       "verification (recorded in the log)."),
+                                            "verification (recorded in the log)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Serve aggregate SQL over a database with differential privacy and per-analyst budgets."""
@@ -143,8 +143,7 @@ audit_log_app = typer.Typer(help="The DP query gateway's audit log.", no_args_is
 
 @audit_log_app.command("verify")
 def audit_log_verify_cmd(
-    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config "
-                               "(required unless --init-demo or --new-key; no default)."),
+    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Verify the audit log: format, seq without gaps, HMAC chain, signed checkpoint, triggers.
@@ -182,8 +181,7 @@ def audit_log_verify_cmd(
 
 @audit_log_app.command("migrate")
 def audit_log_migrate_cmd(
-    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config "
-                               "(required unless --init-demo or --new-key; no default)."),
+    config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Move a format-1 audit log (before seq was under the MAC) to format 2.

@@ -134,10 +134,10 @@ def train_cmd(
                                "COL=LO:HI[,COL=LO:HI] of numeric columns (default: "
                                "none; an unbounded column's range comes from the data)."),
     image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row "
-                                   "(default: one channel, square)."),
+                                    "(default: one channel, square)."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight) or rdp."),
     seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
-                           "testing ONLY (default: fresh randomness)."),
+                             "testing ONLY (default: fresh randomness)."),
     save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle; "
                               "default: not saved)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),

@@ -145,12 +145,12 @@ def anonymize_cmd(
                              "planar and --sensitivity bbox)."),
     sensitivity: Sensitivity = typer.Option(Sensitivity.bbox, "--sensitivity",
                                             help="laplace: bbox (DP) or paper = Akin et al. "
-                                            "2021's data-derived bounds (NOT DP)."),
+                                                 "2021's data-derived bounds (NOT DP)."),
     gap: float = typer.Option(30.0, "--gap", help="Split trips at time gaps > GAP minutes."),
     time_window: str = typer.Option(None, "--time-window", help="Keep fixes in START,END "
-                                     "(default: all times)."),
+                                    "(default: all times)."),
     heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO:HI "
-                                   "degrees, e.g. 350:10 wraps through north (default: all)."),
+                                "degrees, e.g. 350:10 wraps through north (default: all)."),
     heading_col: str = typer.Option(None, "--heading-col", help="Heading column (computed "
                                     "from consecutive fixes if unset)."),
     max_speed: float = typer.Option(None, "--max-speed", help="Drop speed spikes > KMH km/h "
@@ -158,7 +158,7 @@ def anonymize_cmd(
     drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop NaN/out-of-range "
                                       "coordinates instead of failing."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                  "ONLY (default: fresh randomness)."),
+                             "ONLY (default: fresh randomness)."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
@@ -285,7 +285,7 @@ def plot_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="Output directory."),
     traj_id: str = typer.Option(None, "--id", help="Trajectory id (default: longest trip)."),
     trip: int = typer.Option(None, "--trip", help="Trip number within the id "
-                              "(default: the one with most published windows)."),
+                             "(default: the one with most published windows)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Figures 8-10 of Akin et al. 2021 (X, Y over time; 3-D) and an HTML map of one trip."""
@@ -326,9 +326,9 @@ def experiment_cmd(
     gap: float = typer.Option(30.0, "--gap", help="Trip gap, minutes."),
     repeats: int = typer.Option(1, "--repeats", help="Runs per cell (MSE averaged)."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                  "ONLY (default: fresh randomness)."),
+                             "ONLY (default: fresh randomness)."),
     out: Path = typer.Option(None, "--out", "-o", help="Also write the table "
-                              "(.csv/.parquet; default: printed only)."),
+                             "(.csv/.parquet; default: printed only)."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
