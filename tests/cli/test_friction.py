@@ -31,8 +31,8 @@ def test_exit_codes_are_documented_in_help(capsys):
 
 
 @pytest.mark.parametrize("stat,extra,words", [
-    ("mean", ["--bounds", "0,100"], "ratio of a noisy sum"),
-    ("quantile", ["--bounds", "0,100"], "exponential mechanism"),
+    ("mean", ["--bounds", "0:100"], "ratio of a noisy sum"),
+    ("quantile", ["--bounds", "0:100"], "exponential mechanism"),
 ])
 def test_half_width_is_explained_not_none(ages, capsys, stat, extra, words):
     assert main(["release", stat, str(ages), "-c", "age", "-e", "1", "--seed", "1", *extra]) == 0

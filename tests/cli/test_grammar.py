@@ -100,3 +100,70 @@ def test_deprecated_spellings_are_hidden_aliases_only() -> None:
             if old in opts:
                 assert opts[old].hidden, f"{name}: {old} is shown in --help"
                 assert new in opts, f"{name}: {old} without {new}"
+
+
+def test_no_help_documents_a_range_as_lo_comma_hi() -> None:
+    """A numeric range is `LO:HI` everywhere (grammar.VALUE_SYNTAX); `LO,HI` is deprecated."""
+    import re
+
+    problems = []
+    seen = set()
+    for name, cmd in _commands().items():
+        for opt in _options(cmd):
+            text = " ".join((opt.help or "").split())
+            if re.search(r"\bLO\s*,\s*HI\b", text):
+                problems.append(f"{name} {opt.opts[0]}: {text}")
+            if set(opt.opts) & grammar.RANGE_OPTIONS:
+                seen.add(opt.opts[0])
+                if "LO:HI" not in text:
+                    problems.append(f"{name} {opt.opts[0]} does not say LO:HI: {text}")
+    assert problems == []
+    assert seen == grammar.RANGE_OPTIONS  # every listed range option exists
+
+
+def test_docs_show_the_value_spellings() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert grammar.value_table() in doc
+
+
+def test_out_is_dash_o_in_every_command() -> None:
+    """`--out` (the output file or folder) is `-o` everywhere, `privlab demo` included."""
+    assert "--out" in grammar.REQUIRED_SHORT
+    lacking = [name for name, cmd in _commands().items() for opt in _options(cmd)
+               if "--out" in opt.opts and "-o" not in opt.opts]
+    assert lacking == []
+    for name in ("demo", "schema draft"):
+        assert any({"--out", "-o"} <= set(p.opts) for p in _options(_commands()[name])), name
+
+
+def test_schema_draft_writes_with_dash_o(tmp_path) -> None:
+    from privlab.cli.main import main
+
+    data = tmp_path / "t.csv"
+    data.write_text("age,city\n30,a\n40,b\n")
+    out = tmp_path / "s.yaml"
+    assert main(["schema", "draft", str(data), "-o", str(out)]) == 0
+    assert "age" in out.read_text()
+
+
+def _says_when_omitted(opt: click.Option) -> bool:
+    text = " ".join((opt.help or "").split()).lower()
+    return any(word in text for word in grammar.OMITTED_WORDS)
+
+
+def test_an_option_without_a_shown_default_says_what_omitting_it_does() -> None:
+    """An option whose default is None shows no `[default: ...]`, so its help says what
+    happens without it ("default: ...", "if unset", "if omitted", "without it", "optional")."""
+    problems, gaps = [], set()
+    for name, cmd in _commands().items():
+        for opt in _options(cmd):
+            if opt.hidden or opt.required or opt.default is not None or opt.is_flag:
+                continue
+            if not _says_when_omitted(opt):
+                key = (name, opt.opts[0])
+                if key in grammar.OMITTED_GAPS:
+                    gaps.add(key)
+                else:
+                    problems.append(f"{name} {opt.opts[0]}: {opt.help!r}")
+    assert problems == []
+    assert gaps == grammar.OMITTED_GAPS  # a gap that says it now must leave the list

@@ -29,12 +29,12 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
 
 @pytest.mark.parametrize("args", [
     ["count", "--column", "age"],
-    ["sum", "--column", "income", "--bounds", "0,20000"],
-    ["mean", "--column", "age", "--bounds", "0,100"],
+    ["sum", "--column", "income", "--bounds", "0:20000"],
+    ["mean", "--column", "age", "--bounds", "0:100"],
     ["histogram", "--column", "city", "--categories", "a0,a1,a2,b0,b1,b2"],
-    ["histogram", "--column", "age", "--bounds", "0,100", "--bins", "5"],
-    ["quantile", "--column", "age", "--bounds", "0,100", "--q", "0.5"],
-    ["sum", "--column", "income", "--bounds", "0,20000", "--mechanism", "gaussian",
+    ["histogram", "--column", "age", "--bounds", "0:100", "--bins", "5"],
+    ["quantile", "--column", "age", "--bounds", "0:100", "--q", "0.5"],
+    ["sum", "--column", "income", "--bounds", "0:20000", "--mechanism", "gaussian",
      "--delta", "1e-6", "--public-size", "1000"],
 ])
 def test_json_payload(table: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
@@ -61,7 +61,7 @@ def test_unseeded_release_has_no_seeded_note(table: Path,
 
 def test_seeded_release_is_reproducible(table: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("mean", str(table), "--column", "age", "--bounds", "0,100", "--epsilon", "0.5",
+    args = ("mean", str(table), "--column", "age", "--bounds", "0:100", "--epsilon", "0.5",
             "--seed", "11")
     assert run_json(capsys, *args)["value"] == run_json(capsys, *args)["value"]
 
@@ -107,7 +107,7 @@ def test_missing_bounds(table: Path, capsys: pytest.CaptureFixture[str], stat: s
 
 
 @pytest.mark.parametrize("stat", ["sum", "mean"])
-@pytest.mark.parametrize("bounds", ["10,5", "5,5", "1", "a,b", "0,inf"])
+@pytest.mark.parametrize("bounds", ["10:5", "5:5", "1", "a:b", "0:inf", "1:2:3"])
 def test_bad_bounds(table: Path, capsys: pytest.CaptureFixture[str], stat: str,
                     bounds: str) -> None:
     _error(capsys, ["release", stat, str(table), "--column", "age", "--epsilon", "1",
@@ -128,8 +128,8 @@ def test_header_only_file_releases_noise_on_zero(tmp_path: Path,
     empty, one = tmp_path / "header.csv", tmp_path / "one.csv"
     empty.write_text("age,city\n")
     one.write_text("age,city\n30,a0\n")
-    for argv in (["count"], ["sum", "--bounds", "0,100"], ["mean", "--bounds", "0,100"],
-                 ["quantile", "--bounds", "0,100"], ["histogram", "--bounds", "0,100"]):
+    for argv in (["count"], ["sum", "--bounds", "0:100"], ["mean", "--bounds", "0:100"],
+                 ["quantile", "--bounds", "0:100"], ["histogram", "--bounds", "0:100"]):
         docs = [run_json(capsys, argv[0], str(path), "--column", "age", *argv[1:],
                          "--epsilon", "1", "--seed", "2") for path in (empty, one)]
         assert docs[0].keys() == docs[1].keys()
@@ -159,8 +159,8 @@ def test_text_cells_count_as_missing_without_schema(
     clean, dirty = tmp_path / "clean.csv", tmp_path / "dirty.csv"
     clean.write_text("age,city\n30,a\n40,b\n")
     dirty.write_text("age,city\n30,a\n40,b\nforty,c\n")
-    for argv in (["sum", "--bounds", "0,100"], ["mean", "--bounds", "0,100"],
-                 ["quantile", "--bounds", "0,100"], ["histogram", "--bounds", "0,100"]):
+    for argv in (["sum", "--bounds", "0:100"], ["mean", "--bounds", "0:100"],
+                 ["quantile", "--bounds", "0:100"], ["histogram", "--bounds", "0:100"]):
         docs = []
         for path in (clean, dirty):
             code = main(["release", argv[0], str(path), "--column", "age", *argv[1:],
@@ -171,7 +171,7 @@ def test_text_cells_count_as_missing_without_schema(
         assert docs[0]["guarantee"] == docs[1]["guarantee"]
         assert any("not numbers count as missing" in n for n in docs[0]["guarantee"]["notes"])
     # a wholly text column is the same case: every cell is missing (a sum of nothing)
-    doc = run_json(capsys, "sum", str(clean), "--column", "city", "--bounds", "0,10",
+    doc = run_json(capsys, "sum", str(clean), "--column", "city", "--bounds", "0:10",
                    "--epsilon", "1", "--seed", "4")
     assert doc["guarantee"]["is_dp"]
 
@@ -230,7 +230,7 @@ def test_delta_uses_the_schema_public_size(tmp_path: Path,
 
 def test_mean_prints_its_half_width(table: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23: `release mean` printed "none in closed form" for its 95% half-width."""
-    payload = run_json(capsys, "mean", str(table), "--column", "age", "--bounds", "0,100",
+    payload = run_json(capsys, "mean", str(table), "--column", "age", "--bounds", "0:100",
                        "--epsilon", "1")
     # Laplace: sum scale 100 (sensitivity 50 at eps 0.5), count scale 2; z = ln 20
     import math
@@ -239,7 +239,7 @@ def test_mean_prints_its_half_width(table: Path, capsys: pytest.CaptureFixture[s
     want = (z * 100 + 50 * z * 2) / max(payload["details"]["noisy_count"], 1.0)
     # rel 1e-3: the sum sensitivity carries a float-rounding margin above 50
     assert payload["mean_half_width_95_approx"] == pytest.approx(want, rel=1e-3)
-    assert main(["release", "mean", str(table), "--column", "age", "--bounds", "0,100", "-e",
+    assert main(["release", "mean", str(table), "--column", "age", "--bounds", "0:100", "-e",
                  "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "none in closed form" not in out

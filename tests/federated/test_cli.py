@@ -154,7 +154,7 @@ def test_ratings_file_users_without_ratings_no_catalogue_and_declared_range(tmp_
     assert "genres, year" in notes and "sizes the released item table" not in notes
     # a 7 is fine once the declared range holds it (and the range is recorded)
     wide = _file(tmp_path, "wide.csv", RATINGS.replace("2,4,1.0", "2,4,7.0"))
-    doc = _train_json(capsys, "--ratings", wide, "--rating-range", "0,10")
+    doc = _train_json(capsys, "--ratings", wide, "--rating-range", "0:10")
     assert doc["config"]["rating_range"] == [0.0, 10.0]
 
 
@@ -162,7 +162,7 @@ def test_ratings_file_users_without_ratings_no_catalogue_and_declared_range(tmp_
     ({"r.csv": RATINGS.replace("2,4,1.0", "2,4,7.0")}, [],
      "rating: a value outside the declared range [0.5, 5]; fix or drop such values, declare "
      "the right range, or pass --on-invalid coerce"),
-    ({"r.csv": RATINGS}, ["--rating-range", "2,5"],
+    ({"r.csv": RATINGS}, ["--rating-range", "2:5"],
      "rating: a value outside the declared range [2, 5]"),
     ({"r.csv": RATINGS.replace("2,4,1.0", "2,4,")}, [],
      "rating: a row with a movieId but no rating; fill them in or drop those rows"),
@@ -186,13 +186,13 @@ def test_ratings_file_users_without_ratings_no_catalogue_and_declared_range(tmp_
      "movieId: a rating refers to a movie missing from the catalogue"),
     ({"r.csv": RATINGS, "m.csv": "movieId,name\n1,x\n"}, ["--movies", "{tmp}/m.csv"],
      "movies table needs column 'title'"),
-    ({"r.csv": RATINGS}, ["--rating-range", "5,1"], "--rating-range must be finite with LO < HI"),
+    ({"r.csv": RATINGS}, ["--rating-range", "5:1"], "--rating-range must be finite with LO < HI"),
     ({"r.csv": RATINGS}, ["--max-users", "0"], "--max-users must be >= 1, got 0"),
     ({"r.csv": RATINGS}, ["--clients-per-round", "0"], "--clients-per-round must be >= 1"),
     ({"r.csv": RATINGS}, ["--delta", "0"], "--delta must be > 0"),
     ({"r.csv": RATINGS}, ["--dataset", "adult", "--algorithm", "dpam"],
      "--algorithm: dpam needs a factorized model"),
-    ({"r.csv": RATINGS}, ["--rating-range", "1-5"], "--rating-range must be two numbers LO,HI"),
+    ({"r.csv": RATINGS}, ["--rating-range", "1-5"], "--rating-range must be a range LO:HI"),
     ({"r.csv": RATINGS}, ["--dataset", "adult", "--algorithm", "dpfedavg"],
      "use them with --dataset movielens"),
 ])
@@ -214,7 +214,7 @@ def test_bad_ratings_files_are_one_line_exit_2(tmp_path, capsys, files, extra, m
 
 @pytest.mark.parametrize("argv, message", [
     (["--movies", "m.csv"], "--movies is the catalogue of a --ratings file; pass --ratings"),
-    (["--rating-range", "1,5"], "--rating-range declares the range of a --ratings file"),
+    (["--rating-range", "1:5"], "--rating-range declares the range of a --ratings file"),
 ])
 def test_file_options_need_ratings(capsys, argv, message):
     assert main(["federated", "train", "--epsilon", "4", "--rounds", "1", *argv]) == 2

@@ -97,7 +97,7 @@ def test_flower_on_a_ratings_file_matches_the_simulation(tmp_path):
     pd.DataFrame(rows, columns=["userId", "movieId", "rating"]).to_csv(path, index=False)
     config = RunConfig(algorithm="dpam", epsilon=4.0, rounds=2, seed=3, ratings=str(path),
                        rating_range=(1.0, 10.0))
-    flower, codes = _run(config, extra=("--ratings", str(path), "--rating-range", "1,10"))
+    flower, codes = _run(config, extra=("--ratings", str(path), "--rating-range", "1:10"))
     sim = train(config, baselines=False)
     assert codes == [0, 0, 0] and flower["client_results_per_round"] == [3, 3]
     assert flower["n_users"] == sim["n_users"] == 12 and flower["n_test"] == sim["n_test"]

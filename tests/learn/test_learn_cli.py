@@ -150,7 +150,7 @@ def test_console_prints_the_headline_first(table, schema, capsys):
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--target", "nope", "--epsilon", "1"], "column 'nope' is not in schema"),
+    (["--target", "nope", "--epsilon", "1"], "--target 'nope' is not a column of"),
     (["--target", "age", "--epsilon", "1"], "needs a categorical target"),
     (["--target", "label", "--epsilon", "1", "--model", "mlp", "--method", "none",
       "--batch-size", "1000"], "larger than the training set"),

@@ -228,7 +228,7 @@ def _release_options(draw: Any, ds: str) -> list[str]:
     out += draw(_flag("--allow-weak"))
     if DATASETS[ds].schema is None:
         if column == numeric:
-            out += ["--bounds", "18,90"]
+            out += ["--bounds", "18:90"]
         if stat == "histogram":
             out += (["--categories", "F,M"] if column == "sex" else
                     ["--categories", "Private,Self-emp-not-inc,Local-gov"]

@@ -56,7 +56,7 @@ test_release = _fuzz(
     _case("release", "tiny", "remove", "count --column age --epsilon 1 --json"),
     # issue 21 (6): without --schema one text value in a numeric column exits 2
     _case("release", "people-noschema", "text_in_numeric",
-          "sum --column age --bounds 18,90 --epsilon 1 --json"))
+          "sum --column age --bounds 18:90 --epsilon 1 --json"))
 
 test_train = _fuzz(
     "train", 4, ("people-row", "people-person"),

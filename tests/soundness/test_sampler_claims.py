@@ -52,7 +52,7 @@ def test_discrete_laplace_pmf_is_exact_in_distribution() -> None:
 def test_pure_release_reports_delta_zero_and_runs_no_float_draw(tmp_path, capsys) -> None:
     path = tmp_path / "t.csv"
     path.write_text("age\n" + "".join(f"{20 + i % 60}\n" for i in range(50)))
-    for argv in (["count"], ["sum", "--bounds", "0,100"], ["histogram", "--bounds", "0,100"]):
+    for argv in (["count"], ["sum", "--bounds", "0:100"], ["histogram", "--bounds", "0:100"]):
         assert main(["release", argv[0], str(path), "--column", "age", *argv[1:],
                      "--epsilon", "1", "--seed", "1", "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)

@@ -119,3 +119,23 @@ def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspa
     assert client.get(f"/jobs/{jid}/status").json()["state"] == "cancelled"
     assert client.get(f"/jobs/{jid}/model.pkl").status_code == 404
     assert app.state.ledger.remaining("bundled:adult")[0] == 8.0  # the charge stays
+
+
+def test_a_weak_delta_is_refused_before_the_charge(workspace: Path) -> None:
+    """Issue 23, one delta policy: the studio's model and synth forms refuse a delta above 1e-3
+    (the policy `train` and `synth` apply in the job) before the ledger is charged."""
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    for url, form in (("/model", {"target": "salary", "model": "logreg"}),
+                      ("/synth", {"method": "mst", "rows": "10"})):
+        page = html.unescape(client.post(url, data={"csrf": csrf, "epsilon": "1",
+                                                    "delta": "0.5", **form}).text)
+        assert "delta 0.5 is too weak" in page, url
+        assert app.state.ledger.remaining("bundled:adult")[0] == 10.0  # nothing charged
+        assert app.state.store.all()[0].jobs == {}

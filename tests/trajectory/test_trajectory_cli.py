@@ -173,7 +173,7 @@ def test_anonymize_with_filters_from_the_command_line(tmp_path, traj_csv, capsys
     out = tmp_path / "f.csv.gz"
     rc = main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "3",
                "--stride", "3", "--epsilon", "1", "--mechanism", "laplace", "--bbox", BOX_ARG,
-               "--time-window", "2020-01-01 08:00,2020-01-01 09:00", "--heading", "0,360",
+               "--time-window", "2020-01-01 08:00,2020-01-01 09:00", "--heading", "0:360",
                "--max-speed", "300", "--gap", "10", "--json"])
     assert rc == 0
     data = _json(capsys)

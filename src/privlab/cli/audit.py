@@ -24,6 +24,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_column_options,
+    check_delta_policy,
     console,
     emit_json,
     parse_floats,
@@ -58,9 +61,11 @@ def audit_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file, a bundled dataset (adult, "
                                          "classification), or `lm` for the language-model "
                                          "secret-extraction audit."),
-    target: str = typer.Option(None, "--target", "-t", help="Label column (tables)."),
+    target: str = typer.Option(None, "--target", "-t", help="Label column (tables; default for a "
+                               "bundled dataset: its label)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
-                               "or YAML/JSON file); bundled datasets use theirs."),
+                               "or YAML/JSON file; default: a bundled dataset's own, none "
+                               "for a file: refused unless --unsafe-encoding)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce values "
                                    "outside the schema."),
     exclude: str = typer.Option(None, "--exclude", help="Declared columns not used as "
@@ -68,17 +73,20 @@ def audit_cmd(
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound; the audit "
-                                               "needs M = 1)."),
+                                               "needs M = 1; default: the schema's "
+                                               "max_rows_per_unit)."),
     unsafe_encoding: bool = typer.Option(False, "--unsafe-encoding", help="Without a schema: "
                                          "fit the encoding on the members (the target's "
                                          "guarantee then says NOT DP)."),
     model: str = typer.Option("mlp", "--model", "-m", help="mlp | logreg (tables)."),
     epsilon: float = typer.Option(None, "--epsilon", "-e",
-                                  help="Train the target by DP-SGD to this epsilon."),
+                                  help="Train the target by DP-SGD to this epsilon "
+                                       "(without it: give --no-dp)."),
     no_dp: bool = typer.Option(False, "--no-dp", help="Train the target WITHOUT DP "
                                "(baseline / overfit audit target)."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta of the DP run (and of the "
                                 "empirical bound)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     attacks: str = typer.Option("loss,confidence,shadow,lira", "--attacks",
                                 help="Comma list: loss, confidence, entropy, mentr, shadow, "
                                      "shadow_label, lira, lira_offline."),
@@ -98,7 +106,8 @@ def audit_cmd(
                              "only) DP noise."),
     quick: bool = typer.Option(False, "--quick", help="lm: a seconds-long smoke run (tiny "
                                "model, few steps): NOT the experiment."),
-    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables)."),
+    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables; "
+                                "default: no report)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -115,14 +124,17 @@ def audit_cmd(
     if report is not None and not report.parent.exists():
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
     if data == "lm" and not Path(data).exists():
+        check_delta_policy(delta, allow_weak)
         _audit_lm(epsilon, delta, seed, quick, as_json)
         return
     require_extra(("torch",), "ml", "privlab audit")  # the audited models are torch models
     from privlab.audit.runner import TableAuditConfig, audit_table, write_audit_html
     from privlab.cli.train import DEFAULT_EXCLUDE, resolve_schema
 
-    frame, source, bundled = _load(data, delimiter)
-    declared = resolve_schema(schema, bundled)
+    bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
+    declared = resolve_schema(schema, bundled)  # public: before any row is read
+    check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
+    frame, source, _ = _load(data, delimiter)
     if declared is not None and unsafe_encoding:
         raise InvalidInputError("--unsafe-encoding is for data without a schema; the schema "
                                 "already declares the encoding")
@@ -132,6 +144,9 @@ def audit_cmd(
             raise InvalidInputError("--target is required: the label column of DATA")
     drop = (parse_list(exclude, "--exclude") if exclude
             else DEFAULT_EXCLUDE.get(bundled or "", []))
+    # every column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target,
+                                         "--exclude": drop if exclude else None})
     config = TableAuditConfig(
         target=target, model=model, epsilon=epsilon, delta=delta,
         attacks=parse_list(attacks, "--attacks") or [], shadow_models=shadow_models,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json
+from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json
 from privlab.core.ledger import ACCOUNTANT, BudgetLedger, check_budget
 from privlab.errors import PrivlabError
 
@@ -34,12 +34,16 @@ def set_cmd(
     principal: str = typer.Option(..., "--principal", help="Whose budget (created if new)."),
     epsilon: str = typer.Option(..., "--epsilon", "-e", help="Total epsilon budget, > 0."),
     delta: str = typer.Option("0", "--delta", help="Total delta budget in [0, 1)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     as_json: bool = _JSON,
 ) -> None:
     """Create a principal with a total budget, or change its total (never below spent)."""
     # Taken as text so '0.1' is exactly one tenth, not the nearest binary float. Checked before
     # the ledger is opened: a refused `budget set` leaves no database or lock file behind.
-    check_budget(principal, epsilon, delta)
+    _, _, total_delta = check_budget(principal, epsilon, delta)
+    # one delta policy in every command: a total delta above 1e-3 lets the releases charged
+    # to it each reveal a record with that probability (refused, exit 4, unless --allow-weak)
+    check_delta_policy(float(total_delta), allow_weak)
     book = BudgetLedger(ledger)
     status = book.set_budget(principal, epsilon, delta)
     if as_json:

@@ -16,6 +16,9 @@ import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_column_options,
+    check_delta_policy,
     console,
     emit_json,
     err_console,
@@ -46,44 +49,57 @@ def choose_epsilon_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file or bundled dataset name."),
     target: str = typer.Option(None, "--target", "-t", help="Label column (default for bundled)."),
     model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
-    policy: str = typer.Option(None, "--policy", help="medical | finance | recommender."),
-    w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom); "
-                                 "outside [0, 1] is refused (exit 2)."),
-    max_risk: float = typer.Option(None, "--max-risk", help="Cap on the rule's risk in [0, 1]."),
-    min_accuracy: float = typer.Option(None, "--min-accuracy", help="Accuracy floor."),
-    level: float = typer.Option(None, "--level", help="Credible level of the risk-averse rule."),
+    policy: str = typer.Option(None, "--policy", help="medical | finance | recommender (default: "
+                               "finance, or custom weights with --w-risk)."),
+    w_risk: float = typer.Option(None, "--w-risk", help="Risk weight in [0, 1] (custom; default: "
+                                 "the policy's); outside [0, 1] is refused (exit 2)."),
+    max_risk: float = typer.Option(None, "--max-risk", help="Cap on the rule's risk in [0, 1] "
+                                   "(default: the policy's, if any)."),
+    min_accuracy: float = typer.Option(None, "--min-accuracy", help="Accuracy floor (default: the "
+                                       "policy's, if any)."),
+    level: float = typer.Option(None, "--level", help="Credible level of the risk-averse rule "
+                                "(default: the policy's)."),
     epsilons: str = typer.Option("0.5,1,2,4,8,16", "--epsilons", help="Grid, comma list."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Choose which eps to train next."),
-    budget_runs: int = typer.Option(None, "--budget-runs", help="Adaptive: max grid points."),
+    budget_runs: int = typer.Option(None, "--budget-runs", help="Adaptive: max grid points (>= 2; "
+                                    "required with --adaptive, unused without it)."),
     attacks: str = typer.Option("loss,shadow", "--attacks", help="loss,shadow,lira."),
     attack_weights: str = typer.Option(None, "--attack-weights",
-                                       help="Weights of the attacks in R, e.g. loss=1,shadow=2."),
+                                       help="Weights of the attacks in R, e.g. "
+                                            "loss=1,shadow=2 (default: equal weights)."),
     seeds: int = typer.Option(4, "--seeds", help="Models per epsilon, trained at once: their "
                               "spread is the noise the recommendation accounts for."),
     epochs: int = typer.Option(10, "--epochs"),
     batch_size: int = typer.Option(64, "--batch-size"),
     lr: float = typer.Option(1e-3, "--lr"),
     clip: float = typer.Option(1.0, "--clip"),
-    delta: float = typer.Option(None, "--delta", help="Default min(1e-5, 1/(10 n))."),
+    delta: float = typer.Option(None, "--delta", help="Delta of each DP model (default: "
+                                "min(1e-5, 1/(10 n)))."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     shadow_models: int = typer.Option(4, "--shadow-models"),
-    max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of rows."),
+    max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of N rows "
+                                 "(default: all rows)."),
     prior: str = typer.Option("uniform", "--prior",
                               help="uniform | jeffreys | chance | pessimistic | A,B."),
     relative: bool = typer.Option(False, "--relative-utility",
                                   help="Utility loss relative to the non-private model."),
     w_stability: float = typer.Option(0.0, "--w-stability"),
     w_cost: float = typer.Option(0.0, "--w-cost"),
-    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
-    report: Path = typer.Option(None, "--report", help="Write the HTML report here."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
+                             "testing ONLY (default: fresh randomness)."),
+    report: Path = typer.Option(None, "--report", help="Write the HTML report here (default: "
+                                "no report)."),
     pdf: bool = typer.Option(False, "--pdf", help="Also print the report to REPORT.pdf "
                              "(needs headless Chromium on PATH; exit 5 without it)."),
     assess_json: Path = typer.Option(None, "--assess-json",
-                                     help="Output of `privlab assess --json` to include."),
-    delimiter: str = typer.Option(None, "--delimiter"),
+                                     help="Output of `privlab assess --json` to "
+                                          "include in the report (optional)."),
+    delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter "
+                                  "(sniffed if unset)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
                                "or YAML/JSON file): feature ranges, categories and the "
-                               "classes. Required for your own table; a bundled dataset uses "
-                               "its own."),
+                               "classes. Required for your own table; default for a bundled "
+                               "dataset: its own."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
                                    "(one-line error) or coerce values outside it."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -126,11 +142,14 @@ def choose_epsilon_cmd(
     check_policy(on_invalid)
     bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
     declared = _resolve_schema(schema, bundled)  # before the data is read: refuse early
+    check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
     frame, source = load_data(data, delimiter)
     if target is None:
         if data not in _BUNDLED:
             raise InvalidInputError("--target is required: name the label column")
         target = _BUNDLED[data]
+    # the column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target})
     cfg = PipelineConfig(epsilons=grid, adaptive=adaptive, budget_runs=budget_runs,
                          attacks=tuple(atk), attack_weights=weights, seeds=seeds,
                          model=model, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,

@@ -51,17 +51,47 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-def parse_pair(text: str | None, field: str) -> tuple[float, float] | None:
-    """Parse 'LO,HI' into two floats, or None."""
+def parse_range(text: str | None, field: str) -> tuple[float, float] | None:
+    """Parse a numeric range `LO:HI` (the one spelling, docs/cli.md) into two floats, or None.
+
+    A colon, not a comma, so a range never clashes with a comma list (`COL=LO:HI,COL=LO:HI`)
+    and a negative bound reads plainly (`-5:5`). The old `LO,HI` is still accepted with one
+    `warning:` line naming the new spelling, so existing scripts keep working."""
     if text is None:
         return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2:
-        raise InvalidInputError(f"{field} must be two numbers LO,HI, got {text!r}")
-    try:
-        return float(parts[0]), float(parts[1])
-    except ValueError:
-        raise InvalidInputError(f"{field} must be two numbers LO,HI, got {text!r}") from None
+    raw = text.strip()
+    if ":" not in raw and raw.count(",") == 1:
+        lo, hi = _two_numbers(raw.split(","), text, field)
+        warn(f"{field} LO,HI is deprecated: use {field} LO:HI (here {field} {lo:g}:{hi:g})")
+        return lo, hi
+    return _two_numbers(raw.split(":"), text, field)
+
+
+def _two_numbers(parts: list[str], text: str, field: str) -> tuple[float, float]:
+    if len(parts) == 2:
+        try:
+            return float(parts[0].strip()), float(parts[1].strip())
+        except ValueError:
+            pass
+    raise InvalidInputError(f"{field} must be a range LO:HI of two numbers (e.g. 0:100), got "
+                            f"{text!r}")
+
+
+def parse_column_ranges(text: str | None, field: str) -> dict[str, tuple[float, float]]:
+    """Per-column ranges `COL=LO:HI[,COL=LO:HI]` (each range in the one `LO:HI` spelling)."""
+    if not text:
+        return {}
+    out: dict[str, tuple[float, float]] = {}
+    for part in text.split(","):
+        name, sep, rng = part.partition("=")
+        name = name.strip()
+        if not (sep and name and ":" in rng):
+            raise InvalidInputError(f"{field} must look like COL=LO:HI[,COL=LO:HI], got "
+                                    f"{part!r}")
+        if name in out:
+            raise InvalidInputError(f"{field} names column {name!r} twice")
+        out[name] = _two_numbers(rng.split(":"), part, field)
+    return out
 
 
 def parse_list(text: str | None, field: str) -> list[str] | None:
@@ -127,6 +157,18 @@ def exclude_columns(exclude: str | None, drop: str | None) -> list[str]:
     return parse_list(exclude, "--exclude") or []
 
 
+def check_column_options(frame: Any, source: str,
+                         options: dict[str, str | list[str] | None]) -> None:
+    """Every option that names columns names columns of DATA: one line naming the option and
+    the column (exit 2), before any privacy-relevant work. It says only that the name is not
+    a column of `source` (the header is the curator's own), nothing about the rows."""
+    have = set(map(str, frame.columns))
+    for option, names in options.items():
+        for name in [names] if isinstance(names, str) else names or []:
+            if str(name) not in have:
+                raise InvalidInputError(f"{option} {name!r} is not a column of {source}")
+
+
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
     if epsilon > WEAK_EPSILON:
@@ -173,6 +215,30 @@ def check_delta_strength(delta: float, allow_weak: bool, *, public_size: int | N
             f"{field} {delta:g} is too weak: {why}, so the mechanism may reveal a whole record "
             "with that probability; use e.g. 1e-6, or pass --allow-weak to accept it")
     warn(f"{field} {delta:g} accepted with --allow-weak although {why}")
+
+
+#: The one help text of --allow-weak (every command that takes --delta offers it).
+ALLOW_WEAK_HELP = ("Accept a delta above 1e-3 or not below 1/(public size) with a warning "
+                   "(refused otherwise, exit 4).")
+
+
+def check_delta_policy(delta: float | None, allow_weak: bool, schema: Any = None, *,
+                       public_size: int | None = None, field: str = "--delta") -> None:
+    """The one delta policy (`check_delta_strength`, as in `release` and `synth`) for a
+    command that checks it before any row is read: against `public_size` (a public option
+    such as `federated --users`) or the declared schema's `public_size`, never the data's
+    row count; with neither, only the data-independent ceiling MAX_DELTA applies."""
+    if delta is None:
+        return
+    from privlab.core.guarantee import check_delta
+
+    delta = check_delta(delta, field)  # outside [0, 1) is invalid input (exit 2), not weak
+    if public_size is None and schema is not None:
+        from privlab.schema.release import public_size_of
+
+        public_size = public_size_of(schema, None)
+    check_delta_strength(delta, allow_weak, public_size=public_size, field=field,
+                         size_hint="a --schema that declares public_size", require_size=False)
 
 
 def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:

@@ -40,8 +40,10 @@ def export_cmd(
     name: str = typer.Argument(..., help="Dataset name (see `privlab datasets list`)."),
     path: Path = typer.Argument(..., help="Output file: .csv, .csv.gz or .parquet."),
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Adult: drop rows with '?'."),
-    rows: int = typer.Option(None, "--rows", help="census/classification: number of rows."),
-    seed: int = typer.Option(None, "--seed", help="census/classification: generator seed."),
+    rows: int = typer.Option(None, "--rows", help="census/classification: number of "
+                             "rows (default: the generator's own)."),
+    seed: int = typer.Option(None, "--seed", help="census/classification: generator "
+                             "seed (default: the generator's fixed one)."),
     table: str = typer.Option(None, "--table",
                               help="movielens: which table, ratings (default) or movies."),
     as_json: bool = typer.Option(False, "--json"),

@@ -128,10 +128,11 @@ def _release(frame: Any, stat: str, column: str, opts: dict, epsilon: float, rng
 
 
 def demo_cmd(
-    out: Path = typer.Option(Path("privlab-demo"), "--out", help="Output folder."),
+    out: Path = typer.Option(Path("privlab-demo"), "--out", "-o", help="Output folder."),
     epsilon: float = typer.Option(0.5, "--epsilon", help="Epsilon per release."),
     budget: float = typer.Option(5.0, "--budget", help="Total epsilon budget of the demo analyst."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
+                             "ONLY (default: fresh randomness)."),
     epsilons: str = typer.Option(DEMO_GRID, "--epsilons", help="Epsilon grid of the "
                                  "choose-epsilon step on an Adult sample; 'none' skips it."),
     pdf: bool = typer.Option(False, "--pdf", help="Also print the reports to PDF (needs "

@@ -12,7 +12,14 @@ from typing import Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_pair
+from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_delta_policy,
+    console,
+    emit_json,
+    err_console,
+    parse_range,
+)
 from privlab.errors import InvalidInputError
 
 federated_app = typer.Typer(
@@ -25,15 +32,16 @@ _JSON = typer.Option(False, "--json", help="Machine-readable output.")
 _DATASET = typer.Option("movielens", "--dataset", help="movielens | adult.")
 _RATINGS = typer.Option(None, "--ratings",
                         help="MovieLens-format ratings FILE (CSV/Parquet: userId,movieId,rating"
-                             "[,timestamp]) instead of the bundled ones; a row with a userId "
+                             "[,timestamp]) instead of the bundled ones (the default); a row "
+                             "with a userId "
                              "and neither movieId nor rating enrols a user without ratings.")
 _MOVIES = typer.Option(None, "--movies",
                        help="Public catalogue FILE for --ratings (movieId,title,genres): genre "
                             "and year features used without protection. Without it the rated "
                             "movie ids are the catalogue and no public features are used.")
 _RANGE = typer.Option(None, "--rating-range",
-                      help="Declared public range LO,HI of --ratings (default: the schema's "
-                           "rating bounds, 0.5,5 for movielens-ratings).")
+                      help="Declared public range LO:HI of --ratings, e.g. 1:10 (default: the "
+                           "schema's rating bounds, 0.5:5 for movielens-ratings).")
 _SCHEMA = typer.Option(None, "--schema",
                        help="Declared public schema of --ratings (bundled name or YAML/JSON "
                             "file; default movielens-ratings: privacy unit userId).")
@@ -48,23 +56,27 @@ _EVAL = typer.Option(True, "--eval/--no-eval",
                      help="Held-out metrics and baselines (exact on private data: labelled "
                           "not covered); --no-eval for a DP-only output.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
-_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run.")
+_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run "
+                        "(without it: give --non-private).")
 _DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
+_ALLOW_WEAK = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP)
 _ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
 _K = typer.Option(None, "--clients-per-round",
                   help="dpfedavg: expected sampled users; dpftrl: users per round "
                        "(default: users/10).")
 _SEED = typer.Option(None, "--seed", help="Seed for reproducible noise (tests only; default "
-                                          "CSPRNG).")
+                     "CSPRNG).")
 _NONPRIVATE = typer.Option(False, "--non-private",
                            help="No clipping, no noise (a NOT private baseline).")
 _MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps its data "
                           "with probability N / (public user count), by a keyed hash of its "
                           "id (independent of the other users); the rest stay enrolled "
-                          "without data. With --ratings it needs --users.")
+                          "without data (default: every user keeps its data). With "
+                          "--ratings it needs --users.")
 _SPLIT_SEED = typer.Option(0, "--split-seed", help="Seed of the per-user train/test split.")
 _SET = typer.Option(None, "--set", help="Model hyperparameter KEY=VALUE (repeatable), e.g. "
-                                        "--set dim=8 --set item_reg=20.")
+                    "--set dim=8 --set item_reg=20 (default: the model's "
+                    "own).")
 
 
 def _parse_sets(sets: list[str] | None, dataset: str) -> dict[str, Any]:
@@ -92,7 +104,7 @@ def _range(text: str | None, ratings: str | None = None,
     """--rating-range when given, else the rating bounds of the schema of --ratings."""
     from privlab.federated.data import MOVIELENS_RANGE, ratings_schema
 
-    pair = parse_pair(text, "--rating-range")
+    pair = parse_range(text, "--rating-range")
     if pair is not None:
         return pair
     if ratings is None:
@@ -105,7 +117,8 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
             max_users: int | None, split_seed: int, sets: list[str] | None,
             ratings: str | None = None, movies: str | None = None,
             rating_range: str | None = None, schema: str | None = None,
-            on_invalid: str = "refuse", users: int | None = None) -> Any:
+            on_invalid: str = "refuse", users: int | None = None,
+            allow_weak: bool = False) -> Any:
     from privlab.federated.factorized import FactorizedConfig
     from privlab.federated.mlp import MLPConfig
     from privlab.federated.simulation import RunConfig
@@ -122,6 +135,9 @@ def _config(dataset: str, algorithm: str, epsilon: float | None, delta: float, r
         raise InvalidInputError("--max-users with --ratings needs --users U (the public "
                                 "number of enrolled users): each user is kept with "
                                 "probability N / U")
+    # one delta policy in every command, before any row is read: against the declared public
+    # number of users (--users) when given, else only the data-independent ceiling
+    check_delta_policy(delta, allow_weak, public_size=users)
     overrides = _parse_sets(sets, dataset)
     kwargs: dict[str, Any] = {}
     if dataset == "movielens":
@@ -158,7 +174,8 @@ def _summary(out: dict[str, Any]) -> None:
 @federated_app.command("train")
 def train_cmd(
     dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
@@ -173,7 +190,7 @@ def train_cmd(
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
                      non_private, max_users, split_seed, sets, ratings, movies, rating_range,
-                     schema, on_invalid, users)
+                     schema, on_invalid, users, allow_weak)
     from privlab.cli.progress import reporter
 
     with reporter("federated train", as_json) as report, warnings.catch_warnings():
@@ -197,7 +214,8 @@ def _public(config: Any) -> dict[str, Any]:
 @federated_app.command("serve")
 def serve_cmd(
     dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, rounds: int = _ROUNDS, clients_per_round: int = _K,
+    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    clients_per_round: int = _K,
     seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
@@ -219,7 +237,7 @@ def serve_cmd(
 
     config = _config(dataset, algorithm, epsilon, delta, rounds, clients_per_round, seed,
                      non_private, max_users, split_seed, sets, ratings, movies, rating_range,
-                     schema, on_invalid, users)
+                     schema, on_invalid, users, allow_weak)
     out = serve(config, address=address, num_clients=num_clients, round_timeout=round_timeout,
                 connect_timeout=connect_timeout)
     out["config"] = _public(config)

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json
+from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json
 from privlab.errors import InvalidInputError
 
 
@@ -27,8 +27,10 @@ def query_cmd(
     sql: str = typer.Argument(None, help="SELECT ... (aggregates over declared tables)."),
     url: str = typer.Option(..., "--url", help="Gateway URL, e.g. http://127.0.0.1:8000."),
     key: str = typer.Option(None, "--key", help="API key (default: $PRIVLAB_API_KEY)."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Epsilon for this query."),
+    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Epsilon for this query "
+                                  "(without it: only --budget, --tables or --history)."),
     delta: float = typer.Option(0.0, "--delta", help="Delta (partition selection, gaussian)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     mechanism: str = typer.Option(None, "--mechanism", help="laplace (default) or gaussian."),
     budget: bool = typer.Option(False, "--budget", help="Show my budget."),
     tables: bool = typer.Option(False, "--tables", help="Show the tables I may query."),
@@ -38,6 +40,7 @@ def query_cmd(
     """Send one aggregate SQL query to a DP gateway; prints the noisy answer and its guarantee."""
     from privlab.query.client import Client
 
+    check_delta_policy(delta, allow_weak)  # one delta policy in every command, before sending
     client = Client(url, key or os.environ.get("PRIVLAB_API_KEY", ""))
     if budget or tables or history:
         doc: Any = client.budget() if budget else client.tables() if tables else \

@@ -33,7 +33,7 @@ from privlab.cli.common import (
     console,
     emit_json,
     parse_list,
-    parse_pair,
+    parse_range,
     warn_weak_epsilon,
 )
 from privlab.core import queries
@@ -69,28 +69,35 @@ def release_cmd(
     column: str = typer.Option(..., "--column", "-c", help="Column to aggregate."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Privacy parameter, > 0."),
     delta: float = typer.Option(0.0, "--delta", help="Delta in [0, 1); > 0 for gaussian."),
-    bounds: str = typer.Option(None, "--bounds", help="Public clamping range LO,HI."),
+    bounds: str = typer.Option(None, "--bounds", help="Public clamping range LO:HI, e.g. 0:100 "
+                               "(default: the schema's bounds of --column)."),
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
                                         help="Default: geometric for counts, else laplace."),
-    categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C."),
+    categories: str = typer.Option(None, "--categories", help="histogram: public labels A,B,C "
+                                   "(default: the schema's categories)."),
     bins: int = typer.Option(None, "--bins", help="histogram of numbers: bins over --bounds "
                              "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB URL)."),
-    principal: str = typer.Option(None, "--principal", help="Whose budget to charge."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB "
+                               "URL; default: none, nothing is charged)."),
+    principal: str = typer.Option(None, "--principal", help="Whose budget to charge (with "
+                                  "--ledger; default: none)."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
+                             "ONLY (default: fresh randomness)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
                                "(privlab schema list) or a YAML/JSON file; gives the column's "
-                               "bounds/categories and the privacy unit."),
+                               "bounds/categories and the privacy unit (default: none; "
+                               "--bounds / --categories declare the column)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-"
                                    "line error) or coerce values outside it."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound)."),
+                                               "first M rows (contribution bound; default: "
+                                               "the schema's max_rows_per_unit)."),
     public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
-                                     "persons) that the delta check uses; default: the "
-                                     "schema's public_size. Needed with --delta."),
+                                    "persons) that the delta check uses; default: the "
+                                    "schema's public_size. Needed with --delta."),
     allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
                                     "or not below 1/public size (refused otherwise, exit 4)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -102,7 +109,7 @@ def release_cmd(
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     warn_weak_epsilon(epsilon)
-    pair = parse_pair(bounds, "--bounds")
+    pair = parse_range(bounds, "--bounds")
     mech = mechanism.value if mechanism else None
     if mech == "gaussian" and delta == 0:
         raise InvalidInputError("--mechanism gaussian needs --delta > 0 (e.g. 1e-6)")
@@ -136,7 +143,7 @@ def release_cmd(
         # so one text value cannot turn a release into a refusal (exit code) on a neighbour.
         values = pd.to_numeric(values, errors="coerce")
     if stat in ("sum", "mean", "quantile") and pair is None:
-        raise InvalidInputError(f"{stat} needs --bounds LO,HI (public clamping range) or "
+        raise InvalidInputError(f"{stat} needs --bounds LO:HI (public clamping range) or "
                                 "--schema (draft one with `privlab schema draft`); bounds "
                                 "taken from the data are not private")
     if stat in ("sum", "mean", "quantile"):
@@ -147,7 +154,7 @@ def release_cmd(
     if stat == "histogram":
         if cats is None and pair is None:
             raise InvalidInputError("histogram needs a public domain: --categories A,B,C, "
-                                    "--bounds LO,HI with --bins N for numbers, or --schema "
+                                    "--bounds LO:HI with --bins N for numbers, or --schema "
                                     "(draft one with `privlab schema draft`)")
         bins = 10 if bins is None else bins
         if bins < 1:
@@ -161,7 +168,7 @@ def release_cmd(
         if not 0.0 <= q <= 1.0:
             raise InvalidInputError(f"--q must be in [0, 1], got {q}")
     if stat == "sum" and mech == "geometric" and not all(float(b).is_integer() for b in pair):
-        raise InvalidInputError("--mechanism geometric needs integer bounds LO,HI; use laplace")
+        raise InvalidInputError("--mechanism geometric needs integer --bounds LO:HI; use laplace")
 
     def compute():
         eps = epsilon_record

@@ -53,8 +53,8 @@ def show_cmd(
 def draft_cmd(
     data: Path = typer.Argument(..., help="CSV/TSV/Parquet file to draft a schema from."),
     name: str = typer.Option(None, "--name", help="Schema name (default: the file's stem)."),
-    out: Path = typer.Option(None, "--out", help="Write the draft here (atomically) instead "
-                             "of stdout."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the draft here (atomically; "
+                             "default: stdout)."),
 ) -> None:
     """Draft a schema FROM THE DATA (private!): review it before use; drafts are refused."""
     from privlab.data.io import read_table

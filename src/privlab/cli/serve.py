@@ -20,7 +20,8 @@ from privlab.utils.net import is_loopback
 
 
 def serve_cmd(
-    config: Path = typer.Option(None, "--config", "-c", help="Gateway YAML config."),
+    config: Path = typer.Option(None, "--config", "-c", help="Gateway YAML config "
+                                "(required unless --init-demo or --new-key; no default)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     workers: int = typer.Option(1, "--workers", help="Server processes (each with its own "
@@ -29,10 +30,11 @@ def serve_cmd(
     check: bool = typer.Option(False, "--check", help="Validate config, database and ledger, "
                                "then exit."),
     init_demo: Path = typer.Option(None, "--init-demo", help="Create DIR/demo.duckdb (Adult, "
-                                   "MovieLens) and DIR/gateway.yaml with a new key, then exit."),
+                                   "MovieLens) and DIR/gateway.yaml with a new key, then exit "
+                                   "(optional)."),
     accept_broken: bool = typer.Option(False, "--accept-broken-audit-log",
                                        help="Start although the audit log fails "
-                                       "verification (recorded in the log)."),
+                                            "verification (recorded in the log)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Serve aggregate SQL over a database with differential privacy and per-analyst budgets."""

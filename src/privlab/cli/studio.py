@@ -21,10 +21,12 @@ def studio_cmd(
     port: int = typer.Option(8765, "--port", help="TCP port."),
     token: str = typer.Option(None, "--token", envvar="PRIVLAB_STUDIO_TOKEN",
                               help="Access token (>= 16 characters) every browser must present "
-                                   "once as ?token=...; required off loopback."),
+                                   "once as ?token=...; required off loopback (default: "
+                                   "none on loopback)."),
     max_upload_mb: float = typer.Option(20.0, "--max-upload-mb", help="Largest upload."),
     gateway_config: Path = typer.Option(None, "--gateway-config",
-                                        help="A gateway YAML config to administer."),
+                                        help="A gateway YAML config to administer "
+                                             "(optional)."),
     budget_epsilon: float = typer.Option(10.0, "--budget-epsilon",
                                          help="Total epsilon of each data source's budget "
                                               "(set on its first use in the ledger)."),

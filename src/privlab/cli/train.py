@@ -23,7 +23,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from privlab.cli.common import console, emit_json, err_console
+from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json, err_console
 from privlab.errors import InvalidInputError
 
 
@@ -41,24 +41,6 @@ class Method(StrEnum):
 
 
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
-
-
-def _parse_bounds(text: str | None) -> dict[str, tuple[float, float]]:
-    """'age=17:90,hours=1:99' -> {'age': (17, 90), 'hours': (1, 99)}."""
-    if not text:
-        return {}
-    out = {}
-    for part in text.split(","):
-        name, sep, rng = part.partition("=")
-        lo, sep2, hi = rng.partition(":")
-        try:
-            if not (sep and sep2):
-                raise ValueError
-            out[name.strip()] = (float(lo), float(hi))
-        except ValueError:
-            raise InvalidInputError(f"--bounds must look like COL=LO:HI,COL2=LO:HI, got "
-                                    f"{part!r}") from None
-    return out
 
 
 def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
@@ -109,7 +91,9 @@ def train_cmd(
     target: str = typer.Option(None, "--target", "-t", help="Label column (default for a "
                                "bundled dataset: its label)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled "
-                               "name or a YAML/JSON file (`privlab schema draft` starts one)."),
+                               "name or a YAML/JSON file (`privlab schema draft` starts one; "
+                               "default: a bundled dataset's own, none for a file: refused "
+                               "unless --unsafe-encoding)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce: values "
                                    "outside the schema are refused (one-line error) or "
                                    "clamped / bucketed (a row with no place is dropped, or for "
@@ -118,19 +102,22 @@ def train_cmd(
                                 "to use as features (adult: fnlwgt by default)."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound)."),
+                                               "first M rows (contribution bound; default: "
+                                               "the schema's max_rows_per_unit)."),
     model: ModelKind = typer.Option(ModelKind.mlp, "--model", "-m", help="Model family."),
     epsilon: float = typer.Option(None, "--epsilon", "-e", help="Total privacy budget, > 0 "
-                                  "(model, sampling-rate estimate and metrics together)."),
+                                  "(model, sampling-rate estimate and metrics together); without "
+                                  "it only --method none runs."),
     delta: float = typer.Option(1e-5, "--delta", help="Delta (0 allowed for objective/output)."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     clip: float = typer.Option(1.0, "--clip", help="DP-SGD per-example clipping norm."),
     epochs: int = typer.Option(10, "--epochs", help="Training epochs (DP-SGD / plain)."),
     batch_size: int = typer.Option(None, "--batch-size",
                                    help="(Expected) batch size (default: 256, or all rows of "
                                         "a smaller training set)."),
     sample_rate: float = typer.Option(None, "--sample-rate", help="DP-SGD: a public Poisson "
-                                      "sampling rate (else from the schema's public_size or a "
-                                      "DP estimate of the training rows)."),
+                                      "sampling rate (default: from the schema's public_size or "
+                                      "a DP estimate of the training rows)."),
     metrics_share: float = typer.Option(0.1, "--metrics-share", help="Share of epsilon for "
                                         "the noisy counts and accuracies (0: none released)."),
     method: Method = typer.Option(None, "--method",
@@ -144,16 +131,20 @@ def train_cmd(
     one_hot: bool = typer.Option(False, "--one-hot", help="--unsafe-encoding: one-hot encode "
                                  "text columns."),
     bounds: str = typer.Option(None, "--bounds", help="--unsafe-encoding: public ranges "
-                               "COL=LO:HI,... for numeric columns."),
-    image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row."),
+                               "COL=LO:HI[,COL=LO:HI] of numeric columns (default: "
+                               "none; an unbounded column's range comes from the data)."),
+    image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row "
+                                    "(default: one channel, square)."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight) or rdp."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): testing ONLY."),
-    save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle)."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
+                             "testing ONLY (default: fresh randomness)."),
+    save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle; "
+                              "default: not saved)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Train a classifier with differential privacy and report its guarantee."""
-    from privlab.cli.common import parse_list
+    from privlab.cli.common import check_column_options, parse_column_ranges, parse_list
     from privlab.core.guarantee import check_epsilon
     from privlab.learn.table import TableTrainSpec, train_table
     from privlab.schema import check_policy
@@ -173,8 +164,12 @@ def train_cmd(
     check_policy(on_invalid)
     if save is not None and not save.parent.exists():
         raise InvalidInputError(f"--save directory does not exist: {save.parent}")
-    frame, source, bundled = _load(data, delimiter)
-    declared = resolve_schema(schema, bundled)
+    bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
+    declared = resolve_schema(schema, bundled)  # public: before any row is read
+    if meth != "none":  # one delta policy in every command, against the public size only
+        check_delta_policy(delta, allow_weak, declared)
+    public = parse_column_ranges(bounds, "--bounds")
+    frame, source, _ = _load(data, delimiter)
     if target is None:
         target = _BUNDLED.get(bundled or "")
         if target is None:
@@ -188,13 +183,16 @@ def train_cmd(
                                 "schema; the schema already declares the encoding")
     drop = parse_list(exclude, "--exclude") if exclude else DEFAULT_EXCLUDE.get(bundled or "",
                                                                                  [])
+    # every column-naming option names a column of DATA (one line, exit 2), before any work
+    check_column_options(frame, source, {"--target": target,
+                                         "--exclude": drop if exclude else None,
+                                         "--bounds": list(public)})
     spec = TableTrainSpec(
         target=target, model=kind, method=meth, epsilon=epsilon, delta=delta, clip=clip,
         epochs=epochs, batch_size=batch_size, lr=lr, alpha=alpha, test_size=test_size,
         accountant=accountant, seed=seed, sample_rate=sample_rate, metrics_share=metrics_share,
         on_invalid=on_invalid, exclude=drop, max_rows_per_unit=max_rows_per_unit,
         image_shape=(lambda d: _image_shape(image_shape, d)) if kind == "cnn" else None)
-    public = _parse_bounds(bounds)
     from privlab.cli.progress import per_epoch, reporter
 
     # one step per epoch (fixed by --epochs), never per batch: a Poisson-sampled epoch's

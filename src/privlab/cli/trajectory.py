@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, parse_floats, parse_list
+from privlab.cli.common import (
+    console,
+    emit_json,
+    err_console,
+    parse_floats,
+    parse_list,
+    parse_range,
+)
 from privlab.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -72,10 +79,7 @@ def _filters(bbox: str | None, time_window: str | None, heading: str | None,
                                     f"{time_window!r}") from None
     head = None
     if heading is not None:
-        vals = parse_floats(heading, "--heading")
-        if vals is None or len(vals) != 2:
-            raise InvalidInputError(f"--heading must be LO,HI in degrees, got {heading!r}")
-        head = (vals[0], vals[1])
+        head = parse_range(heading, "--heading")
     return Filters(bbox=BBox.parse(bbox), time_window=window, heading=head,
                    max_speed_kmh=max_speed)
 
@@ -101,7 +105,8 @@ _LON = typer.Option(None, "--lon-col", help="Longitude column (recognised if uns
 _TUNIT = typer.Option("s", "--time-unit", help="Unit of numeric timestamps: s, ms, us, ns.")
 _DELIM = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset).")
 _SCHEMA = typer.Option(None, "--schema", help="Declared public schema of a table input (e.g. "
-                       "geolife): id = its privacy unit, bounds of lat/lon/time.")
+                       "geolife): id = its privacy unit, bounds of lat/lon/time "
+                       "(default: none, columns recognised by name).")
 _ON_INVALID = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-line "
                            "error) or coerce values outside it.")
 CURATOR_NOTE = ("curator_counts are exact counts of the input (fixes read, dropped, in trips "
@@ -136,19 +141,24 @@ def anonymize_cmd(
                                         help="planar (geo-indistinguishability) or laplace."),
     radius: float = typer.Option(100.0, "--radius", help="planar: protection radius r, metres."),
     bbox: str = typer.Option(None, "--bbox", help="Public box LAT0,LON0,LAT1,LON1 (filter, "
-                             "projection, laplace sensitivity)."),
+                             "projection, laplace sensitivity; default: none, needed by "
+                             "planar and --sensitivity bbox)."),
     sensitivity: Sensitivity = typer.Option(Sensitivity.bbox, "--sensitivity",
                                             help="laplace: bbox (DP) or paper = Akin et al. "
-                                            "2021's data-derived bounds (NOT DP)."),
+                                                 "2021's data-derived bounds (NOT DP)."),
     gap: float = typer.Option(30.0, "--gap", help="Split trips at time gaps > GAP minutes."),
-    time_window: str = typer.Option(None, "--time-window", help="Keep fixes in START,END."),
-    heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO,HI deg."),
+    time_window: str = typer.Option(None, "--time-window", help="Keep fixes in START,END "
+                                    "(default: all times)."),
+    heading: str = typer.Option(None, "--heading", help="Keep fixes with heading LO:HI "
+                                "degrees, e.g. 350:10 wraps through north (default: all)."),
     heading_col: str = typer.Option(None, "--heading-col", help="Heading column (computed "
                                     "from consecutive fixes if unset)."),
-    max_speed: float = typer.Option(None, "--max-speed", help="Drop speed spikes > km/h."),
+    max_speed: float = typer.Option(None, "--max-speed", help="Drop speed spikes > KMH km/h "
+                                    "(default: none dropped)."),
     drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop NaN/out-of-range "
                                       "coordinates instead of failing."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
+                             "ONLY (default: fresh randomness)."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
@@ -274,7 +284,8 @@ def plot_cmd(
     published: Path = typer.Argument(..., help="The published file (with its .json sidecar)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output directory."),
     traj_id: str = typer.Option(None, "--id", help="Trajectory id (default: longest trip)."),
-    trip: int = typer.Option(None, "--trip", help="Trip number within the id."),
+    trip: int = typer.Option(None, "--trip", help="Trip number within the id "
+                             "(default: the one with most published windows)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Figures 8-10 of Akin et al. 2021 (X, Y over time; 3-D) and an HTML map of one trip."""
@@ -314,8 +325,10 @@ def experiment_cmd(
     stride: int = typer.Option(1, "--stride", help="Window stride (capped at PB)."),
     gap: float = typer.Option(30.0, "--gap", help="Trip gap, minutes."),
     repeats: int = typer.Option(1, "--repeats", help="Runs per cell (MSE averaged)."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
-    out: Path = typer.Option(None, "--out", "-o", help="Also write the table (.csv/.parquet)."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
+                             "ONLY (default: fresh randomness)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also write the table "
+                             "(.csv/.parquet; default: printed only)."),
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
     schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,

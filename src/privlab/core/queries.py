@@ -94,7 +94,7 @@ def dp_sum(values: Any, bounds: tuple[float, float], epsilon: float, *, delta: f
     integer = mechanism == "geometric"
     if integer:
         if not (float(lo).is_integer() and float(hi).is_integer()):
-            raise InvalidInputError("geometric needs integer bounds LO,HI; use laplace")
+            raise InvalidInputError("geometric needs integer bounds LO:HI; use laplace")
         x = np.rint(x)
     release = _additive(float(x.sum()), sensitivity, epsilon, delta, mechanism, rng,
                         integer_valued=integer)

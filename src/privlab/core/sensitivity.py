@@ -61,12 +61,12 @@ def check_sensitivity(sensitivity: Any, name: str = "sensitivity") -> float:
 def check_bounds(bounds: Any, what: str = "bounds") -> tuple[float, float]:
     """Validate public clamping bounds (lo, hi) with lo < hi, both finite."""
     if bounds is None:
-        raise InvalidInputError(f"{what} are required (public clamping range LO,HI): taking them "
+        raise InvalidInputError(f"{what} are required (public clamping range LO:HI): taking them "
                                 "from the data would not be private")
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise InvalidInputError(f"{what} must be two numbers LO,HI, got {bounds!r}") from None
+        raise InvalidInputError(f"{what} must be two numbers LO:HI, got {bounds!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise InvalidInputError(f"{what} must be finite, got {bounds!r}")
     if lo >= hi:

@@ -91,10 +91,10 @@ def check_rating_range(rating_range: tuple[float, float]) -> tuple[float, float]
         lo, hi = (float(v) for v in rating_range)
     except (TypeError, ValueError):
         raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be two "
-                                f"numbers LO,HI, got {rating_range!r}") from None
+                                f"numbers LO:HI, got {rating_range!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be "
-                                f"finite with LO < HI, got {lo:g},{hi:g}")
+                                f"finite with LO < HI, got {lo:g}:{hi:g}")
     return lo, hi
 
 

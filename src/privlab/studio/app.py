@@ -533,6 +533,7 @@ def create_app(config: StudioConfig) -> FastAPI:
             delta = check_delta(_number(form.get("delta") or "1e-6", "delta"))
             if delta == 0:
                 raise InvalidInputError("delta: the synthesizers need delta > 0, e.g. 1e-6")
+            _check_delta_policy(delta, session.schema)  # before anything is charged
             rows = int(_number(form.get("rows"), "rows"))
             if not 1 <= rows <= MAX_SYNTH_ROWS:
                 raise InvalidInputError(f"rows: between 1 and {MAX_SYNTH_ROWS:,}")
@@ -677,6 +678,7 @@ def create_app(config: StudioConfig) -> FastAPI:
                 raise InvalidInputError("model: choose logreg or mlp")
             epsilon = check_epsilon(_number(form.get("epsilon"), "epsilon"))
             delta = check_delta(_number(form.get("delta") or "1e-5", "delta"))
+            _check_delta_policy(delta, schema)  # the one policy of `train`, before the charge
             budget_for(source.principal)
             entry = ledger.charge(source.principal, epsilon, delta,
                                   description=f"studio: DP {model} predicting {target}")
@@ -758,6 +760,15 @@ def _host_name(request: Request) -> str:
 def _attachment(content: str | bytes, filename: str, media: str) -> Response:
     return Response(content, media_type=media, headers={
         "Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+def _check_delta_policy(delta: float, schema: Any) -> None:
+    """The CLI's one delta policy (`check_delta_strength`, as `train` and `synth` apply it in
+    the job), checked before the ledger is charged so a refused job costs no budget; the
+    studio offers no --allow-weak."""
+    from privlab.cli.common import check_delta_policy
+
+    check_delta_policy(delta, False, schema, field="delta")
 
 
 def _number(raw: Any, name: str) -> float:

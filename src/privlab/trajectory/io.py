@@ -93,6 +93,9 @@ def from_frame(frame: pd.DataFrame, *, id_col: str | None = None, time_col: str 
         raise InvalidInputError("the trajectory table has no rows")
     cols = {role: _find_column(frame, role, given) for role, given in
             (("id", id_col), ("time", time_col), ("lat", lat_col), ("lon", lon_col))}
+    if heading_col is not None and heading_col not in frame.columns:  # before any value
+        have = ", ".join(map(str, frame.columns[:20]))
+        raise InvalidInputError(f"unknown --heading-col {heading_col!r}; the table has: {have}")
     ids = frame[cols["id"]]
     if ids.isna().any():
         raise InvalidInputError(f"id column {cols['id']!r} has a missing value; every fix needs "
@@ -104,8 +107,6 @@ def from_frame(frame: pd.DataFrame, *, id_col: str | None = None, time_col: str 
         "lon": _numeric(frame[cols["lon"]], cols["lon"]),
     })
     if heading_col is not None:
-        if heading_col not in frame.columns:
-            raise InvalidInputError(f"unknown --heading-col {heading_col!r}")
         out["heading"] = _numeric(frame[heading_col], heading_col)
     return out
 

@@ -307,7 +307,7 @@ def prepare(data: pd.DataFrame | Prepared, filters: Filters | None = None, *,
         counts["heading_computed"] = p.heading is None
         counts["outside_heading_dropped"] = int((~inside).sum())
         if not inside.any():
-            raise InvalidInputError(f"--heading {filters.heading[0]:g},{filters.heading[1]:g} "
+            raise InvalidInputError(f"--heading {filters.heading[0]:g}:{filters.heading[1]:g} "
                                     "excludes every fix")
         p = p.take(inside)
     counts["kept_fixes"] = len(p)

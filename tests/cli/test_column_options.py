@@ -1,0 +1,53 @@
+"""Issue 23, every column-naming option validated: a column that DATA lacks is one line naming
+the option and the column (exit 2), before any training, charge or file is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from privlab.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def adult_csv(tmp_path_factory) -> Path:
+    from privlab.data.datasets import load_dataset
+
+    path = tmp_path_factory.mktemp("data") / "adult.csv"
+    load_dataset("adult").head(200).to_csv(path, index=False)
+    return path
+
+
+CASES = {
+    "train --target": (["train", "{csv}", "--schema", "adult", "-t", "nosuch", "--model",
+                        "logreg", "-e", "1", "--save", "{tmp}/m.pkl"], "--target"),
+    "train --exclude": (["train", "{csv}", "--schema", "adult", "-t", "salary", "--exclude",
+                         "age,nosuch", "--model", "logreg", "-e", "1"], "--exclude"),
+    "train bundled --exclude": (["train", "adult", "--exclude", "nosuch", "--model", "logreg",
+                                 "-e", "1"], "--exclude"),
+    "train --bounds": (["train", "{csv}", "-t", "salary", "--unsafe-encoding", "--bounds",
+                        "age=17:90,nosuch=0:1", "--model", "logreg", "-e", "1"], "--bounds"),
+    "audit --target": (["audit", "{csv}", "--schema", "adult", "-t", "nosuch", "-e", "1",
+                        "--report", "{tmp}/r.html"], "--target"),
+    "audit --exclude": (["audit", "classification", "--exclude", "nosuch", "-e", "1"],
+                        "--exclude"),
+    "choose-epsilon --target": (["choose-epsilon", "{csv}", "--schema", "adult", "-t", "nosuch",
+                                 "--report", "{tmp}/r.html"], "--target"),
+    "choose-epsilon bundled --target": (["choose-epsilon", "adult", "-t", "nosuch"],
+                                        "--target"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_unknown_column_is_one_line_naming_the_option(case, adult_csv, tmp_path, monkeypatch,
+                                                      capsys):
+    monkeypatch.chdir(tmp_path)
+    argv, option = CASES[case]
+    code = main([a.format(csv=adult_csv, tmp=tmp_path) for a in argv] + ["--json"])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option} 'nosuch' is not a column "
+                                                    "of "), lines
+    assert out == "" and list(tmp_path.iterdir()) == []  # nothing released or written
