@@ -137,5 +137,6 @@ def test_a_weak_delta_is_refused_before_the_charge(workspace: Path) -> None:
         page = html.unescape(client.post(url, data={"csrf": csrf, "epsilon": "1",
                                                     "delta": "0.5", **form}).text)
         assert "delta 0.5 is too weak" in page, url
+        assert "--allow-weak" not in page  # the studio offers no such option
         assert app.state.ledger.remaining("bundled:adult")[0] == 10.0  # nothing charged
         assert app.state.store.all()[0].jobs == {}

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from privlab.errors import InvalidInputError, MissingExtraError, UnsafeConfigurationError
+from privlab.core import delta_policy
+from privlab.core.delta_policy import MAX_DELTA  # noqa: F401  (re-exported for commands)
+from privlab.errors import InvalidInputError, MissingExtraError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -117,9 +119,6 @@ def parse_floats(text: str | None, field: str) -> list[float] | None:
 #: Above this epsilon a guarantee protects little: e^8 ~ 3000, so an attacker's odds about any
 #: one person may grow 3000-fold. Commands still run, with a one-line warning.
 WEAK_EPSILON = 8.0
-#: The largest delta accepted without --allow-weak (and never 1/n or more: a mechanism may then
-#: publish a whole record with probability delta per person).
-MAX_DELTA = 1e-3
 
 
 def warn(message: str) -> None:
@@ -182,63 +181,27 @@ def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
 def check_delta_strength(delta: float, allow_weak: bool, *, public_size: int | None,
                          size_hint: str = "--public-size N", field: str = "--delta",
                          require_size: bool = True) -> None:
-    """Refuse a delta that is too large to mean anything, unless --allow-weak (exit 4).
+    """`privlab.core.delta_policy.check_delta_strength`, warning on stderr."""
+    delta_policy.check_delta_strength(delta, allow_weak, public_size=public_size,
+                                      size_hint=size_hint, field=field,
+                                      require_size=require_size, warn=warn)
 
-    Above MAX_DELTA it is refused whatever the data. Otherwise it must be below 1/n, and n
-    must be PUBLIC (`public_size`: a schema's `public_size` or an option such as
-    `--public-size`), never the row count of the data: the refusal and its message would
-    reveal it (issue 21). Without a public size the check cannot run: refused (exit 2, naming
-    `size_hint`) unless --allow-weak, which accepts it with a warning; `require_size=False`
-    (a command whose delta is checked elsewhere against a DP estimate of n) skips it quietly.
-    Keyword-only on purpose, so no caller passes `len(frame)` by position."""
-    if delta <= 0:
-        return
-    n = public_size
-    if delta > MAX_DELTA:
-        why = f"it is above {MAX_DELTA:g}"
-    elif n is None:
-        if not require_size:
-            return
-        if not allow_weak:
-            raise InvalidInputError(f"{field} needs a public size to check delta < 1/n "
-                                    f"against: pass {size_hint} (a public bound on the number "
-                                    "of rows), or --allow-weak to skip the check")
-        warn(f"{field} {delta:g} accepted with --allow-weak without a check against 1/n (no "
-             f"public size: {size_hint})")
-        return
-    elif n > 0 and delta >= 1.0 / n:
-        why = f"it is not below 1/n = {1.0 / n:.3g} for the public size n = {n}"
-    else:
-        return
-    if not allow_weak:
-        raise UnsafeConfigurationError(
-            f"{field} {delta:g} is too weak: {why}, so the mechanism may reveal a whole record "
-            "with that probability; use e.g. 1e-6, or pass --allow-weak to accept it")
-    warn(f"{field} {delta:g} accepted with --allow-weak although {why}")
+
+def check_delta_policy(delta: float | None, allow_weak: bool, schema: Any = None, *,
+                       public_size: int | None = None, field: str = "--delta") -> None:
+    """`privlab.core.delta_policy.check_delta_policy`, warning on stderr: before any row is
+    read, against a public size only (`public_size`, else the declared schema's)."""
+    if public_size is None and schema is not None:
+        from privlab.schema.release import public_size_of
+
+        public_size = public_size_of(schema, None)
+    delta_policy.check_delta_policy(delta, allow_weak, public_size=public_size, field=field,
+                                    warn=warn)
 
 
 #: The one help text of --allow-weak (every command that takes --delta offers it).
 ALLOW_WEAK_HELP = ("Accept a delta above 1e-3 or not below 1/(public size) with a warning "
                    "(refused otherwise, exit 4).")
-
-
-def check_delta_policy(delta: float | None, allow_weak: bool, schema: Any = None, *,
-                       public_size: int | None = None, field: str = "--delta") -> None:
-    """The one delta policy (`check_delta_strength`, as in `release` and `synth`) for a
-    command that checks it before any row is read: against `public_size` (a public option
-    such as `federated --users`) or the declared schema's `public_size`, never the data's
-    row count; with neither, only the data-independent ceiling MAX_DELTA applies."""
-    if delta is None:
-        return
-    from privlab.core.guarantee import check_delta
-
-    delta = check_delta(delta, field)  # outside [0, 1) is invalid input (exit 2), not weak
-    if public_size is None and schema is not None:
-        from privlab.schema.release import public_size_of
-
-        public_size = public_size_of(schema, None)
-    check_delta_strength(delta, allow_weak, public_size=public_size, field=field,
-                         size_hint="a --schema that declares public_size", require_size=False)
 
 
 def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:

@@ -766,9 +766,12 @@ def _check_delta_policy(delta: float, schema: Any) -> None:
     """The CLI's one delta policy (`check_delta_strength`, as `train` and `synth` apply it in
     the job), checked before the ledger is charged so a refused job costs no budget; the
     studio offers no --allow-weak."""
-    from privlab.cli.common import check_delta_policy
+    from privlab.core.delta_policy import check_delta_policy
+    from privlab.schema.release import public_size_of
 
-    check_delta_policy(delta, False, schema, field="delta")
+    check_delta_policy(delta, False, field="delta",
+                       public_size=public_size_of(schema, None) if schema is not None else None,
+                       remedy="or ask the data controller to accept a weak delta")
 
 
 def _number(raw: Any, name: str) -> float:
