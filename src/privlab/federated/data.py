@@ -531,8 +531,9 @@ _ADULT_FEATURES = ("age", "education-num", "hours-per-week", "capital-gain", "ca
 
 
 def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Adult -> features scaled to [0, 1] by the schema's PUBLIC bounds (log1p for columns
-    the schema declares `scale: log`), never by data statistics, and one-hot categories over
+    """Adult -> features scaled to [0, 1] by the schema's PUBLIC upper bounds (value / HI, or
+    log1p(value) / log1p(HI) for columns the schema declares `scale: log`; values clipped to
+    [LO, HI]), never by data statistics, and one-hot categories over
     the schema's declared categories (one rare row cannot add or remove a feature)."""
     from privlab.schema import bundled_schema
 
@@ -548,9 +549,8 @@ def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[s
                 names.append(f"{col}={level}")
             continue
         lo, hi = (float(v) for v in spec.bounds)  # type: ignore[union-attr]
-        val = np.clip(frame[col].to_numpy(dtype=float), lo, hi) - lo
-        cols.append(np.log1p(val) / math.log1p(hi - lo) if spec.scale == "log"
-                    else val / (hi - lo))
+        val = np.clip(frame[col].to_numpy(dtype=float), lo, hi)  # Adult's bounds are >= 0
+        cols.append(np.log1p(val) / math.log1p(hi) if spec.scale == "log" else val / hi)
         names.append(col)
     y = frame["salary"].astype(str).str.strip().str.startswith(">50K").to_numpy(dtype=float)
     return np.column_stack(cols), y, tuple(names)
