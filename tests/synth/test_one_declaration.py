@@ -179,3 +179,8 @@ def test_from_domain_notes_what_a_schema_does_not_carry(tmp_path, capsys) -> Non
     assert "edges [0.0, 1.0, 5.0, 10.0] become bounds [0, 10] with 3 bins" in err
     assert "pass --exclude id" in err
     assert load_schema(yaml.safe_load(captured.out)).column("e").bins == 3
+
+
+def test_the_python_api_refuses_domain_with_the_same_pointer() -> None:
+    with pytest.raises(InvalidInputError, match="use --schema adult --estimate-domain all"):
+        make_synthesizer("mst", domain="adult-types")

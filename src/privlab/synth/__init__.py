@@ -33,6 +33,11 @@ NOT_AVAILABLE = {
 
 def make_synthesizer(method: str, **options: Any) -> Synthesizer:
     """A synthesizer by name ("aim", "mst" or "dpvae"), with its options."""
+    if "domain" in options:  # the retired declaration format: refused with its replacement
+        from privlab.synth.legacy import retired_domain_message
+
+        raise InvalidInputError(retired_domain_message(str(options["domain"])).replace(
+            "--domain", "domain=", 1))
     if method == "aim":
         from privlab.synth.aim import AIMSynthesizer
 
