@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from privlab.data.datasets import load_dataset
+from privlab.schema import bundled_schema
 from privlab.synth.aim import AIMSynthesizer
 from privlab.synth.pgm import mirror_descent, model_loss
 from privlab.utils.atomic import atomic_write_text
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {"cpus": os.cpu_count(), "load_1min": os.getloadavg()[0], "iters": args.iters,
                "runs": []}
     for eps in (float(e) for e in args.epsilons.split(",")):
-        aim = AIMSynthesizer(domain="adult", rng=1).fit(train, eps, 1e-6)
+        aim = AIMSynthesizer(schema=bundled_schema("adult").allowing_missing(), rng=1).fit(
+            train, eps, 1e-6)
         sizes = aim.domain.sizes
         meas = aim.measurements
         codes = aim.domain.encode(train)

@@ -3,7 +3,7 @@
     .venv/bin/python experiments/federated_adult.py [--seeds 0 1 2] [--eps 1 4 16]
 
 30,162 complete Adult rows dealt at random to 600 users (about 50 rows each), 80/20 split per
-user, a 46-16-1 MLP (NumPy, hand-written backprop), 50 rounds of 60 users (DP-FedAvg: expected
+user, a 47-16-1 MLP (NumPy, hand-written backprop), 50 rounds of 60 users (DP-FedAvg: expected
 60 by Poisson sampling; DP-FTRL: 60 a round in a fixed shuffled order, 10 rounds an epoch,
 tree restarted every epoch), 5 local GD steps (lr 0.5), clip 1.0, delta = 1e-5.
 """

@@ -270,13 +270,16 @@ def test_mst_marginals_on_spark(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "a.parquet"
     frame.to_parquet(data)
     domain = {"columns": {
-        "age": {"bounds": [17, 90], "bins": 8}, "hours-per-week": {"bounds": [1, 99], "bins": 5,
-                                                          "point_masses": [40]},
-        "education": {"categories": sorted(frame["education"].unique().tolist()[:10]),
+        "age": {"type": "numeric", "bounds": [17, 90], "bins": 8},
+        "education": {"type": "categorical",
+                      "categories": sorted(frame["education"].unique().tolist()[:10]),
                       "other": True},
-        "sex": {"categories": ["Female", "Male"]}, "salary": {"categories": ["<=50K", ">50K"]}}}
-    mem = MSTSynthesizer(domain=domain, rng=5).fit(frame, 1.0, 1e-6)
-    on_spark = SparkMSTSynthesizer(domain=domain, rng=5, spark=spark).fit(str(data), 1.0, 1e-6)
+        "sex": {"type": "categorical", "categories": ["Female", "Male"]},
+        "hours-per-week": {"type": "numeric", "bounds": [1, 99], "bins": 5,
+                           "point_masses": [40]},
+        "salary": {"type": "categorical", "categories": ["<=50K", ">50K"]}}}
+    mem = MSTSynthesizer(schema=domain, rng=5).fit(frame, 1.0, 1e-6)
+    on_spark = SparkMSTSynthesizer(schema=domain, rng=5, spark=spark).fit(str(data), 1.0, 1e-6)
     assert on_spark.edges == mem.edges
     assert on_spark.budget_lines() == mem.budget_lines()
     assert on_spark.guarantee.epsilon == mem.guarantee.epsilon
@@ -286,10 +289,9 @@ def test_mst_marginals_on_spark(spark: Any, tmp_path: Path) -> None:
     out = sample_to_parquet(on_spark, 1200, str(tmp_path / "syn.parquet"), chunk=500)
     assert len(pd.read_parquet(out)) == 1200
     with pytest.raises(InvalidInputError, match="every column's domain must be declared"):
-        # every column typed (as the schema layer requires) but education's categories left
-        # to private estimation, which Spark does not do
-        typed = {"columns": {**domain["columns"], "education": {"type": "categorical"}}}
-        SparkMSTSynthesizer(domain=typed, rng=1, spark=spark).fit(str(data), 1.0, 1e-6)
+        # education's categories left to private estimation, which Spark does not do
+        SparkMSTSynthesizer(schema=domain, estimate_domain="education", rng=1,
+                            spark=spark).fit(str(data), 1.0, 1e-6)
 
 
 def test_trajectories_on_spark(spark: Any, tmp_path: Path) -> None:

@@ -185,17 +185,17 @@ def test_one_odd_age_does_not_change_the_published_domain(value) -> None:
 
 @pytest.mark.parametrize("value", [40.5, None, "unknown"])
 def test_one_odd_age_does_not_change_a_typed_domain_declaration(value) -> None:
-    """The same with a `--domain` declaration that types age numeric without saying integer:
-    the old path took `integer` from the dtype (int64 on D, float64 or object on D')."""
+    """The same with a schema that types age numeric, not integer: an old path took
+    `integer` from the dtype (int64 on D, float64 or object on D')."""
     from privlab.synth import MSTSynthesizer
 
     domain = {"columns": {"age": {"type": "numeric", "bounds": [17, 90]},
-                          "sex": {"categories": ["Female", "Male"]}}}
+                          "sex": {"type": "categorical", "categories": ["Female", "Male"]}}}
     d = _age_frame()
     d2 = d.copy()
     d2["age"] = d2["age"].astype(object)
     d2.at[0, "age"] = value
-    fits = [MSTSynthesizer(domain=domain, rng=0).fit(f, 4.0) for f in (d, d2)]
+    fits = [MSTSynthesizer(schema=domain, rng=0).fit(f, 4.0) for f in (d, d2)]
     assert fits[0].domain.to_dict() == fits[1].domain.to_dict()
     assert not fits[0].domain.columns[0].integer  # not declared: never read from the dtype
     assert [str(t) for t in fits[0].sample(50).dtypes] == \

@@ -17,3 +17,4 @@ def adult() -> pd.DataFrame:
 def adult_small(adult: pd.DataFrame) -> pd.DataFrame:
     """3,000 rows (seeded sample)."""
     return adult.sample(3000, random_state=7).reset_index(drop=True)
+

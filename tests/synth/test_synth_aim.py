@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from synth_schemas import adult_any_missing, types_schema
 
 from privlab.cli.main import main
 from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
 from privlab.errors import InvalidInputError
 from privlab.synth import MSTSynthesizer, make_synthesizer
 from privlab.synth.aim import AIMSynthesizer, candidate_weights, parse_workload
-from privlab.synth.domain import ADULT_DOMAIN
 from privlab.synth.evaluate import fidelity
 from privlab.synth.marginals import DuckDBMarginals
 from privlab.synth.pgm import GraphicalModel, JunctionTree, Measurement, mirror_descent
@@ -124,15 +124,15 @@ def _xor_table(n: int, seed: int) -> tuple[pd.DataFrame, dict]:
     e = gen.integers(0, 3, n)
     frame = pd.DataFrame({"a": a.astype(str), "b": b.astype(str), "c": c.astype(str),
                           "e": e.astype(str)})
-    domain = {"columns": {k: {"categories": sorted(frame[k].unique()), "missing": False}
-                          for k in frame}}
+    domain = {"columns": {k: {"type": "categorical", "categories": sorted(frame[k].unique()),
+                              "missing": False} for k in frame}}
     return frame, domain
 
 
 def test_aim_recovers_a_three_way_dependence_mst_cannot() -> None:
     frame, domain = _xor_table(6000, 0)
-    aim = AIMSynthesizer(domain=domain, rng=4).fit(frame, 2.0, 1e-6)
-    mst = MSTSynthesizer(domain=domain, rng=4).fit(frame, 2.0, 1e-6)
+    aim = AIMSynthesizer(schema=domain, rng=4).fit(frame, 2.0, 1e-6)
+    mst = MSTSynthesizer(schema=domain, rng=4).fit(frame, 2.0, 1e-6)
 
     def tvd_abc(table: pd.DataFrame) -> float:
         key = ["a", "b", "c"]
@@ -150,11 +150,10 @@ def test_aim_recovers_a_three_way_dependence_mst_cannot() -> None:
 def test_accounting_lists_every_round_and_matches_the_guarantee(adult_small, epsilon) -> None:
     frame = adult_small[["age", "workclass", "education", "sex", "hours-per-week", "salary"]]
     # column types declared; categories and bounds estimated privately (part of the budget)
-    types = {"columns": {"age": {"type": "numeric", "integer": True},
-                         "hours-per-week": {"type": "numeric", "integer": True},
-                         **{c: {"type": "categorical"}
-                            for c in ("workclass", "education", "sex", "salary")}}}
-    s = AIMSynthesizer(domain=types, rng=3).fit(frame, epsilon, 1e-6)
+    types = types_schema({"age": "integer", "workclass": "categorical",
+                          "education": "categorical", "sex": "categorical",
+                          "hours-per-week": "integer", "salary": "categorical"})
+    s = AIMSynthesizer(schema=types, estimate_domain="all", rng=3).fit(frame, epsilon, 1e-6)
     lines = s.budget_lines()
     rho = math.fsum(b["rho"] for b in lines)
     delta_thr = sum(b["delta"] for b in lines)
@@ -187,7 +186,8 @@ def test_workload_and_candidates() -> None:
     with pytest.raises(InvalidInputError, match="distinct"):
         parse_workload([["a", "a"]], names)
     with pytest.raises(InvalidInputError, match="no non-private mode"):
-        make_synthesizer("aim", domain={"columns": {"a": {"type": "categorical"}}}).fit(
+        make_synthesizer("aim", schema=types_schema({"a": "categorical"}),
+                         estimate_domain="all").fit(
             pd.DataFrame({"a": ["x", "y"] * 20}), None)
 
 
@@ -199,9 +199,9 @@ def test_aim_beats_mst_on_adult_three_way_fidelity(adult) -> None:
             "relationship", "sex", "hours-per-week", "salary"]
     frame = frame[cols]
     train, hold = frame.iloc[:8000], frame.iloc[8000:]
-    domain = {"columns": {k: v for k, v in ADULT_DOMAIN["columns"].items() if k in cols}}
-    aim = make_synthesizer("aim", domain=domain, rng=5).fit(train, 2.0)
-    mst = make_synthesizer("mst", domain=domain, rng=5).fit(train, 2.0)
+    domain = adult_any_missing().select(cols)
+    aim = make_synthesizer("aim", schema=domain, rng=5).fit(train, 2.0)
+    mst = make_synthesizer("mst", schema=domain, rng=5).fit(train, 2.0)
     fa = fidelity(hold, aim.sample(8000))
     fm = fidelity(hold, mst.sample(8000))
     assert fa["tvd_3way_mean"] < fm["tvd_3way_mean"]
@@ -214,10 +214,10 @@ def test_cli_aim_json(tmp_path, adult_small, capsys) -> None:
     out = tmp_path / "aim.csv"
     work = tmp_path / "w.json"
     work.write_text(json.dumps([["age", "sex", "salary"], ["race", "salary"]]))
-    dom = tmp_path / "d.json"
-    dom.write_text(json.dumps({"columns": {k: ADULT_DOMAIN["columns"][k] for k in cols}}))
+    dom = tmp_path / "d.yaml"
+    dom.write_text(adult_any_missing().select(cols).to_yaml())
     code = main(["synth", str(path), "--method", "aim", "--epsilon", "2", "--rows", "400",
-                 "--out", str(out), "--domain", str(dom), "--workload", str(work),
+                 "--out", str(out), "--schema", str(dom), "--workload", str(work),
                  "--seed", "1", "--max-model-mb", "0.5", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -249,11 +249,10 @@ def test_default_model_cap_is_8_mb() -> None:
 def test_cli_max_model_mb_refusals(tmp_path, adult_small, capsys, extra, message) -> None:
     path = tmp_path / "adult.csv"
     adult_small[["age", "sex"]].head(50).to_csv(path, index=False)
-    dom = tmp_path / "d.json"
-    dom.write_text(json.dumps({"columns": {k: ADULT_DOMAIN["columns"][k]
-                                           for k in ("age", "sex")}}))
+    dom = tmp_path / "d.yaml"
+    dom.write_text(adult_any_missing().select(["age", "sex"]).to_yaml())
     code = main(["synth", str(path), "--epsilon", "1", "--rows", "10", "--out",
-                 str(tmp_path / "o.csv"), "--domain", str(dom), *extra])
+                 str(tmp_path / "o.csv"), "--schema", str(dom), *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o.csv").exists()

@@ -9,10 +9,11 @@ import json
 
 import pandas as pd
 import pytest
+from synth_schemas import types_schema
 
 from privlab.cli.main import main
 from privlab.cli.synth import EVAL_NOT_COVERED
-from privlab.synth.domain import ADULT_DOMAIN
+from privlab.schema import bundled_schema
 
 
 @pytest.fixture()
@@ -25,7 +26,7 @@ def adult_csv(tmp_path, adult_small):
 def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
     out = tmp_path / "synthetic.csv"
     code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "2", "--rows", "700",
-                 "--out", str(out), "--domain", "adult", "--holdout", "0.2", "--target",
+                 "--out", str(out), "--schema", "adult", "--holdout", "0.2", "--target",
                  "salary", "--evaluate", "--seed", "1", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -48,7 +49,7 @@ def test_synth_mst_json_with_evaluation(tmp_path, adult_csv, capsys) -> None:
 def test_synth_console_shows_the_majority_baseline(tmp_path, adult_csv, capsys) -> None:
     report = tmp_path / "r.html"
     code = main(["synth", str(adult_csv), "--method", "mst", "--epsilon", "2", "--rows", "500",
-                 "--out", str(tmp_path / "s.csv"), "--domain", "adult", "--holdout", "0.2",
+                 "--out", str(tmp_path / "s.csv"), "--schema", "adult", "--holdout", "0.2",
                  "--target", "salary", "--evaluate", "--seed", "1", "--report", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -74,7 +75,7 @@ NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--method", "aim", "--workload", "nope.json", "--domain", "adult"],
+    (["--method", "aim", "--workload", "nope.json", "--schema", "adult"],
      "--workload 'nope.json' is neither"),
     (["--method", "mst", "--workload", "2way"], "--workload applies to --method aim"),
     (["--method", "aim", "--epochs", "3"], "--epochs applies to dpvae"),
@@ -83,18 +84,21 @@ NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
     (["--method", "dpvae", "--epochs", "0"], "epochs must be an integer >= 1"),
     (["--method", "dpgan"], "--method dpgan is not available: retired"),
     # seeded: the refusal reads the noisy row count (a DP value), so it is itself random
-    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain", "adult"],
+    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--schema", "adult"],
                  "too small for --method dpvae", marks=NEEDS_TORCH),
-    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--domain",
-                  "adult-types"], "could not bound column", marks=NEEDS_TORCH),
+    pytest.param(["--method", "dpvae", "--epsilon", "0.01", "--seed", "0", "--schema",
+                  "adult", "--estimate-domain", "all"], "could not bound column",
+                 marks=NEEDS_TORCH),
     (["--method", "mst"], "privlab schema draft"),
-    (["--method", "mst", "--schema", "adult", "--domain", "adult"], "alternatives"),
+    (["--method", "mst", "--schema", "adult", "--estimate-domain", "age,nope"],
+     "--estimate-domain names ['nope']"),
+    (["--method", "mst", "--schema", "adult", "--estimate-domain", ","],
+     "--estimate-domain needs 'all' or column names"),
     (["--method", "mst", "--schema", "nope"], "neither a file nor a bundled schema"),
     (["--method", "mst", "--schema", "adult", "--on-invalid", "clamp"], "--on-invalid"),
     (["--method", "mst", "--epsilon", "0"], "epsilon"),
     (["--method", "mst", "--holdout", "0.7"], "--holdout"),
     (["--method", "mst", "--target", "salary"], "--target needs --holdout"),
-    (["--method", "mst", "--domain", "nope.json"], "neither a built-in"),
     # issue 23: a column-naming option naming no column was accepted silently
     (["--method", "mst", "--schema", "adult", "--exclude", "foo"],
      "unknown --exclude column 'foo'"),
@@ -109,9 +113,8 @@ def test_bad_input_one_line_exit_2(tmp_path, adult_csv, capsys, args, message) -
     assert code == 2 and message in err and err.count("\n") == 1
 
 
-GAPS_TYPES = {"columns": {"age": {"type": "numeric", "integer": True},
-                          **{c: {"type": "categorical"}
-                             for c in ("sex", "workclass", "salary", "country")}}}
+GAPS_TYPES = types_schema({"age": "integer", "sex": "categorical", "workclass": "categorical",
+                           "salary": "categorical", "country": "categorical"})
 
 
 @pytest.fixture()
@@ -130,9 +133,10 @@ def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, m
     out = tmp_path / "vae.csv"
     types = tmp_path / "types.json"  # types declared, categories and bounds estimated
     types.write_text(json.dumps(GAPS_TYPES))
+    # only the types are read: the placeholder categories / bounds are not used
     code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "2000",
                  "--out", str(out), "--missing", missing, "--epochs", "3", "--seed", "1",
-                 "--domain", str(types), "--json"])
+                 "--schema", str(types), "--estimate-domain", "all", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     payload = json.loads(captured.out)
@@ -149,14 +153,16 @@ def test_dpvae_one_value_column_and_missing_values(tmp_path, gaps_csv, capsys, m
 
 def test_declared_column_without_missing_refuses_missing_values(tmp_path, gaps_csv,
                                                                 capsys) -> None:
-    decl = tmp_path / "domain.json"
+    decl = tmp_path / "schema.json"
     spec = json.loads(json.dumps(GAPS_TYPES))
     spec["columns"]["workclass"] = {
-        "categories": ADULT_DOMAIN["columns"]["workclass"]["categories"], "missing": False}
+        "type": "categorical", "missing": False,
+        "categories": list(bundled_schema("adult").column("workclass").categories)}
     decl.write_text(json.dumps(spec))
     out = tmp_path / "o.csv"
     code = main(["synth", str(gaps_csv), "--method", "dpvae", "--epsilon", "4", "--rows", "10",
-                 "--out", str(out), "--domain", str(decl), "--seed", "1"])
+                 "--out", str(out), "--schema", str(decl), "--seed", "1",
+                 "--estimate-domain", "age,sex,salary,country"])
     err = capsys.readouterr().err
     assert code == 2 and "'workclass': a missing value" in err and err.count("\n") == 1
     assert not out.exists()
@@ -165,8 +171,6 @@ def test_declared_column_without_missing_refuses_missing_values(tmp_path, gaps_c
 def test_identifier_columns_are_dropped_by_declaration(tmp_path, adult_small, capsys) -> None:
     """Identifiers are declared in the schema (never detected by reading the data): the
     declared one is never synthesized; an undeclared column is refused by name."""
-    from privlab.schema import bundled_schema
-
     frame = adult_small.head(300).copy()
     frame["tckno"] = [f"{10000000000 + 7 * i}" for i in range(len(frame))]
     path = tmp_path / "people.csv"
@@ -241,9 +245,9 @@ def test_drop_is_a_deprecated_alias_of_exclude(tmp_path, capsys) -> None:
     data.write_text("a,b\n" + "".join(f"x{i % 2},y{i % 3}\n" for i in range(40)))
     out = tmp_path / "s.csv"
     args = ["synth", str(data), "--method", "mst", "--epsilon", "1", "--rows", "5",
-            "--domain", "nope.json", "--out", str(out)]
+            "--schema", "nope.yaml", "--out", str(out)]
     assert cli(args + ["--exclude", "zzz", "--drop", "zzz"]) == 2
     assert "pass only --exclude" in capsys.readouterr().err
-    assert cli(args + ["--drop", "zzz"]) == 2  # still parsed (then refused on the domain)
+    assert cli(args + ["--drop", "zzz"]) == 2  # still parsed (then refused on the schema)
     err = capsys.readouterr().err
     assert err.count("--drop is deprecated: use --exclude") == 1

@@ -7,25 +7,25 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from synth_schemas import types_schema
 
 from privlab.errors import InvalidInputError
 from privlab.schema import bundled_schema, load_schema
 from privlab.synth import MSTSynthesizer
 from privlab.synth.domain import (
-    ADULT_DOMAIN,
     OTHER,
     ColumnSpec,
+    declaration_from_schema,
     discrete_gaussian_tail,
     estimate_bounds,
-    load_declaration,
     make_edges,
-    parse_declaration,
     threshold_for,
 )
+from privlab.synth.legacy import parse_domain_json
 
 
 def test_adult_domain_covers_every_adult_value(adult: pd.DataFrame) -> None:
-    decl = load_declaration("adult")
+    decl = declaration_from_schema(bundled_schema("adult"))
     assert set(decl.columns) == set(adult.columns)
     for name, d in decl.columns.items():
         if d.categories is not None:
@@ -46,7 +46,7 @@ def test_adult_domain_covers_every_adult_value(adult: pd.DataFrame) -> None:
 ])
 def test_bad_declarations_are_refused(spec: dict, match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):
-        parse_declaration(spec)
+        parse_domain_json(spec)
 
 
 def test_integer_edges_unit_bins_and_zero_bin() -> None:
@@ -104,9 +104,9 @@ def test_columns_without_a_declared_type_are_refused(adult_small: pd.DataFrame) 
     frame.insert(0, "customer_id", [f"C{i:06d}" for i in range(len(frame))])
     with pytest.raises(InvalidInputError, match="privlab schema draft"):
         MSTSynthesizer(rng=0).fit(frame, 1.0)
-    with pytest.raises(InvalidInputError, match="'customer_id' has no declared type"):
-        MSTSynthesizer(domain="adult", rng=0).fit(frame, 1.0)
-    s = MSTSynthesizer(domain="adult", drop=["customer_id"], rng=0).fit(frame, 8.0)
+    with pytest.raises(InvalidInputError, match="'customer_id' is not in schema 'adult'"):
+        MSTSynthesizer(schema="adult", rng=0).fit(frame, 1.0)
+    s = MSTSynthesizer(schema="adult", drop=["customer_id"], rng=0).fit(frame, 8.0)
     assert "customer_id" not in s.sample(10).columns
     spec = bundled_schema("adult").to_dict()
     spec["columns"]["customer_id"] = {"type": "identifier"}
@@ -120,25 +120,26 @@ def test_constant_column_and_missing_values(adult_small: pd.DataFrame) -> None:
     frame["country"] = "TR"
     frame["hours"] = 40
     frame.loc[frame.index[:600], "sex"] = None  # 20% missing
-    types = {"columns": {"age": {"type": "numeric", "integer": True},
-                         "hours": {"type": "numeric", "integer": True},
-                         **{c: {"type": "categorical"} for c in ("sex", "salary", "country")}}}
-    s = MSTSynthesizer(domain=types, rng=3).fit(frame, 4.0)
+    types = types_schema({"age": "integer", "sex": "categorical", "salary": "categorical",
+                          "country": "categorical", "hours": "integer"})
+    s = MSTSynthesizer(schema=types, estimate_domain="all", rng=3).fit(frame, 4.0)
     out = s.sample(3000)
     assert set(out["country"].dropna()) <= {"TR", OTHER}
     assert (out["country"] == "TR").mean() > 0.95
     assert any("single category" in w for w in s.warnings)
     assert out["hours"].dropna().between(40, 50).all()
     assert abs(out["sex"].isna().mean() - 0.2) < 0.05  # missing is a value of its own
-    dropped = MSTSynthesizer(domain=types, rng=3, missing="drop").fit(frame, 4.0).sample(500)
+    dropped = MSTSynthesizer(schema=types, estimate_domain="all", rng=3,
+                             missing="drop").fit(frame, 4.0).sample(500)
     assert dropped["sex"].notna().all()
 
 
 def test_kinds_and_dtypes_come_from_the_declaration_not_the_data() -> None:
     frame = pd.DataFrame({"flag": [True, False] * 400, "n": np.arange(800) % 50})
-    domain = {"columns": {"flag": {"categories": ["False", "True"], "missing": False},
+    schema = {"columns": {"flag": {"type": "categorical", "categories": ["False", "True"],
+                                   "missing": False},
                           "n": {"type": "numeric", "bounds": [0, 49], "missing": False}}}
-    s = MSTSynthesizer(domain=domain, rng=0).fit(frame, 2.0)
+    s = MSTSynthesizer(schema=schema, rng=0).fit(frame, 2.0)
     out = s.sample(200)
     # int64 data, but integer was not declared: a float column; bools as declared labels
     assert [str(t) for t in out.dtypes] == ["str", "float64"]
@@ -147,12 +148,12 @@ def test_kinds_and_dtypes_come_from_the_declaration_not_the_data() -> None:
 
 
 def test_declared_columns_must_exist_and_drop_must_name_columns(adult_small) -> None:
-    with pytest.raises(InvalidInputError, match="not in the data"):
-        MSTSynthesizer(domain={"columns": {"nope": {"categories": ["a"]}}}).fit(
+    with pytest.raises(InvalidInputError, match="data has no column 'nope'"):
+        MSTSynthesizer(schema={"columns": {"nope": {"type": "categorical",
+                                                    "categories": ["a"]}}}).fit(
             adult_small, 1.0)
     with pytest.raises(InvalidInputError, match="--exclude"):
         MSTSynthesizer(drop=["nope"]).fit(adult_small, 1.0)
-    assert ADULT_DOMAIN["columns"]["sex"]["categories"] == ["Female", "Male"]
 
 
 def test_schema_translation_and_what_synth_refuses_to_synthesize() -> None:
@@ -196,7 +197,8 @@ def test_an_estimated_domain_is_published_as_a_schema(adult_small) -> None:
     DP values, and a domain read without noise is refused as a schema."""
     from privlab.schema import conform
 
-    s = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, 2.0, 1e-6)
+    s = MSTSynthesizer(schema="adult", estimate_domain="all", rng=1).fit(adult_small, 2.0,
+                                                                          1e-6)
     schema = s.domain.to_schema("adult-synthetic")
     spec = {c.name: c for c in s.domain.columns}
     assert [c.name for c in schema.columns] == s.domain.names
@@ -210,6 +212,7 @@ def test_an_estimated_domain_is_published_as_a_schema(adult_small) -> None:
     assert "estimated" in schema.source and schema.privacy_unit == "row"
     out = s.sample(400)
     assert conform(out, schema, "refuse").shape == out.shape
-    baseline = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, None)
+    baseline = MSTSynthesizer(schema="adult", estimate_domain="all", rng=1).fit(adult_small,
+                                                                                 None)
     with pytest.raises(InvalidInputError, match="without noise"):
         baseline.domain.to_schema()

@@ -12,9 +12,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 opacus = pytest.importorskip("opacus", reason="needs the ml extra: pip install -e '.[ml]'")
 
+from synth_schemas import adult_any_missing, types_schema  # noqa: E402
+
 from privlab.core.accounting import dpsgd_epsilon  # noqa: E402
 from privlab.errors import InvalidInputError  # noqa: E402
-from privlab.synth.domain import ADULT_DOMAIN, OTHER  # noqa: E402
+from privlab.synth.domain import OTHER  # noqa: E402
 from privlab.synth.dpvae import DPVAESynthesizer, _make_vae, clipped_gradient_sum  # noqa: E402
 from privlab.synth.evaluate import rare_copies  # noqa: E402
 
@@ -69,7 +71,7 @@ def test_ghost_clipping_matches_opacus_per_sample_gradients() -> None:
 @pytest.fixture(scope="module")
 def small_fit(adult_small):
     frame = adult_small.head(1500)
-    s = DPVAESynthesizer(domain="adult", epochs=2, batch_size=128, hidden=32, latent=4,
+    s = DPVAESynthesizer(schema=adult_any_missing(), epochs=2, batch_size=128, hidden=32, latent=4,
                          rng=4).fit(frame, 2.0, 1e-6)
     return s, frame
 
@@ -104,9 +106,9 @@ def test_dpvae_samples_the_declared_domain(small_fit) -> None:
 
 def test_dpvae_estimates_the_domain_when_not_declared(adult_small) -> None:
     frame = adult_small[["age", "sex", "race", "salary"]].head(1200)
-    types = {"columns": {k: v for k, v in TYPES["columns"].items() if k in frame}}
-    s = DPVAESynthesizer(domain=types, epochs=1, batch_size=200, hidden=16, latent=2,
-                         rng=5).fit(frame, 4.0, 1e-6)
+    types = types_schema({k: v for k, v in TYPES.items() if k in frame})
+    s = DPVAESynthesizer(schema=types, estimate_domain="all", epochs=1, batch_size=200,
+                         hidden=16, latent=2, rng=5).fit(frame, 4.0, 1e-6)
     steps = [b["step"].split(" ")[0] for b in s.budget_lines()]
     assert steps[:2] == ["numeric", "categories"] and "row" in steps
     assert s.guarantee.epsilon <= 4.0
@@ -116,15 +118,13 @@ def test_dpvae_estimates_the_domain_when_not_declared(adult_small) -> None:
 def test_dpvae_epsilon_too_small_is_refused_with_one_line(adult_small) -> None:
     # 300 rows at epsilon 0.05: the row count's noise std (~5,700) dwarfs the count
     with pytest.raises(InvalidInputError, match="too small for --method dpvae") as err:
-        DPVAESynthesizer(domain="adult", epochs=1, hidden=8, latent=2, rng=0).fit(
+        DPVAESynthesizer(schema=adult_any_missing(), epochs=1, hidden=8, latent=2, rng=0).fit(
             adult_small.head(300), 0.05)
     assert "noisy row count" in str(err.value) and "\n" not in str(err.value)
 
 
 #: Column types only (categories and bounds estimated under DP).
-TYPES = {"columns": {"age": {"type": "numeric", "integer": True},
-                     **{c: {"type": "categorical"} for c in ("sex", "race", "salary",
-                                                             "country")}}}
+TYPES = {"age": "integer", **dict.fromkeys(("sex", "race", "salary", "country"), "categorical")}
 
 
 def _with_gaps(adult_small: pd.DataFrame) -> pd.DataFrame:
@@ -141,7 +141,8 @@ def _with_gaps(adult_small: pd.DataFrame) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def gaps_fit(adult_small):
     frame = _with_gaps(adult_small)
-    s = DPVAESynthesizer(domain=TYPES, epochs=20, batch_size=128, hidden=16, latent=2,
+    s = DPVAESynthesizer(schema=types_schema(TYPES), estimate_domain="all",
+                         epochs=20, batch_size=128, hidden=16, latent=2,
                          rng=1).fit(frame, 4.0)
     return s, frame, s.sample(4000)
 
@@ -158,10 +159,11 @@ def test_dpvae_one_value_column_warns_and_is_nearly_constant(gaps_fit) -> None:
 
 def test_dpvae_declared_constant_column_is_constant(adult_small) -> None:
     frame = adult_small[["sex", "salary"]].head(1500).assign(country="US")
-    domain = {"columns": {"sex": {"categories": ["Female", "Male"]},
-                          "salary": {"categories": ["<=50K", ">50K"]},
-                          "country": {"categories": ["US"], "missing": False}}}
-    s = DPVAESynthesizer(domain=domain, epochs=1, hidden=8, latent=2, rng=2).fit(frame, 2.0)
+    domain = {"columns": {"sex": {"type": "categorical", "categories": ["Female", "Male"]},
+                          "salary": {"type": "categorical", "categories": ["<=50K", ">50K"]},
+                          "country": {"type": "categorical", "categories": ["US"],
+                                      "missing": False}}}
+    s = DPVAESynthesizer(schema=domain, epochs=1, hidden=8, latent=2, rng=2).fit(frame, 2.0)
     assert (s.sample(500)["country"] == "US").all()  # one code: nothing else can be drawn
 
 
@@ -176,7 +178,8 @@ def test_dpvae_synthesizes_missing_values_at_their_rate(gaps_fit) -> None:
 
 def test_dpvae_missing_drop_fits_complete_rows_only(adult_small) -> None:
     frame = _with_gaps(adult_small).head(2000)
-    s = DPVAESynthesizer(domain=TYPES, epochs=1, batch_size=128, hidden=8, latent=2,
+    s = DPVAESynthesizer(schema=types_schema(TYPES), estimate_domain="all",
+                         epochs=1, batch_size=128, hidden=8, latent=2,
                          missing="drop", rng=3).fit(frame, 4.0)
     assert all(spec.missing_code is None for spec in s.domain.columns)
     assert not s.sample(1000).isna().any().any()
@@ -185,9 +188,9 @@ def test_dpvae_missing_drop_fits_complete_rows_only(adult_small) -> None:
 def test_dpvae_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
     frame = adult.drop(columns=["fnlwgt"]).sample(4000, random_state=1).reset_index(drop=True)
     train, holdout = frame.iloc[:3000], frame.iloc[3000:].reset_index(drop=True)
-    domain = {"columns": {k: v for k, v in ADULT_DOMAIN["columns"].items() if k != "fnlwgt"}}
+    domain = adult_any_missing(drop=("fnlwgt",))
     for eps in (1.0, 4.0):
-        out = DPVAESynthesizer(domain=domain, epochs=5, batch_size=256, hidden=64, latent=8,
+        out = DPVAESynthesizer(schema=domain, epochs=5, batch_size=256, hidden=64, latent=8,
                                rng=11).fit(train, eps).sample(len(holdout))
         r = rare_copies(train, holdout, out)
         assert r["holdout_matches_of_unique"] > 5  # the baseline is not vacuous

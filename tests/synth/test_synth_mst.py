@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from synth_schemas import adult_any_missing, types_schema
 
 from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
 from privlab.errors import InvalidInputError
+from privlab.schema import Schema
 from privlab.synth import NOT_AVAILABLE, MSTSynthesizer, make_synthesizer
-from privlab.synth.domain import ADULT_DOMAIN
 from privlab.synth.evaluate import fidelity, rare_copies
 
 
@@ -19,7 +20,8 @@ from privlab.synth.evaluate import fidelity, rare_copies
 def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) -> None:
     delta = 1e-6
     # column types declared, categories and bounds estimated privately
-    s = MSTSynthesizer(domain="adult-types", rng=1).fit(adult_small, epsilon, delta)
+    s = MSTSynthesizer(schema="adult", estimate_domain="all", rng=1).fit(adult_small, epsilon,
+                                                                          delta)
     g = s.guarantee
     steps = {b["step"].split(" ")[0] for b in s.budget_lines()}
     assert {"numeric", "categories", "1-way", "spanning-tree", "2-way"} <= steps
@@ -35,7 +37,7 @@ def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) ->
 
 
 def test_noise_scales_follow_the_budget_split(adult_small) -> None:
-    s = MSTSynthesizer(domain="adult", rng=2).fit(adult_small, 1.0, 1e-6)
+    s = MSTSynthesizer(schema=adult_any_missing(), rng=2).fit(adult_small, 1.0, 1e-6)
     d = len(s.domain)
     rho = rho_for_target(1.0, 1e-6)  # declared domain: nothing spent before MST
     assert [b["step"].split(" ")[0] for b in s.budget_lines()] == [
@@ -57,8 +59,9 @@ def _structured(n: int, seed: int) -> pd.DataFrame:
 
 def test_mst_recovers_a_strong_pairwise_dependence() -> None:
     frame = _structured(5000, 0)
-    domain = {"columns": {k: {"categories": sorted(frame[k].unique())} for k in frame}}
-    s = MSTSynthesizer(domain=domain, rng=5).fit(frame, 2.0, 1e-6)
+    schema = {"columns": {k: {"type": "categorical", "categories": sorted(frame[k].unique())}
+                          for k in frame}}
+    s = MSTSynthesizer(schema=schema, rng=5).fit(frame, 2.0, 1e-6)
     assert ("a", "b") in s.edges or ("b", "a") in s.edges
     out = s.sample(20000)
     f = fidelity(frame, out)
@@ -69,7 +72,7 @@ def test_mst_recovers_a_strong_pairwise_dependence() -> None:
 
 
 def test_non_private_baseline_is_labelled_and_warns(adult_small) -> None:
-    s = MSTSynthesizer(domain="adult", rng=0).fit(adult_small, None)
+    s = MSTSynthesizer(schema=adult_any_missing(), rng=0).fit(adult_small, None)
     assert not s.guarantee.is_dp and s.guarantee.epsilon == math.inf
     assert any("NOT differentially private" in w for w in s.warnings)
     assert s.budget_lines() == []
@@ -77,29 +80,29 @@ def test_non_private_baseline_is_labelled_and_warns(adult_small) -> None:
 
 def test_epsilon_too_small_for_the_marginals_is_refused(adult_small) -> None:
     with pytest.raises(InvalidInputError, match="epsilon is too small") as err:
-        MSTSynthesizer(domain="adult", rng=0).fit(adult_small.head(300), 0.05)
+        MSTSynthesizer(schema=adult_any_missing(), rng=0).fit(adult_small.head(300), 0.05)
     assert "raise --epsilon to about" in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_bad_parameters() -> None:
     frame = _structured(100, 1)
-    types = {"columns": {k: {"type": "categorical"} for k in frame}}
+    types = types_schema(dict.fromkeys(frame, "categorical"))
     with pytest.raises(InvalidInputError, match="delta must be > 0"):
-        MSTSynthesizer(domain=types).fit(frame, 1.0, 0.0)
+        MSTSynthesizer(schema=types, estimate_domain="all").fit(frame, 1.0, 0.0)
     with pytest.raises(InvalidInputError, match="epsilon"):
-        MSTSynthesizer(domain=types).fit(frame, -1.0)
+        MSTSynthesizer(schema=types, estimate_domain="all").fit(frame, -1.0)
     with pytest.raises(InvalidInputError, match="fit"):
-        MSTSynthesizer(domain=types).sample(10)
+        MSTSynthesizer(schema=types, estimate_domain="all").sample(10)
     with pytest.raises(InvalidInputError, match="no rows"):
-        MSTSynthesizer(domain=types).fit(frame.head(0), 1.0)
+        MSTSynthesizer(schema=types, estimate_domain="all").fit(frame.head(0), 1.0)
     with pytest.raises(InvalidInputError, match="privlab schema draft"):
         MSTSynthesizer().fit(frame, 1.0)
-    with pytest.raises(InvalidInputError, match="not both"):
-        MSTSynthesizer(domain=types, schema="adult")
+    with pytest.raises(InvalidInputError, match="--estimate-domain names"):
+        MSTSynthesizer(schema=types, estimate_domain="a,nope")
     with pytest.raises(InvalidInputError, match="--on-invalid"):
-        MSTSynthesizer(domain=types, on_invalid="ignore")
-    s = MSTSynthesizer(domain=types, rng=0).fit(frame, 8.0)
+        MSTSynthesizer(schema=types, on_invalid="ignore")
+    s = MSTSynthesizer(schema=types, estimate_domain="all", rng=0).fit(frame, 8.0)
     with pytest.raises(InvalidInputError, match="rows"):
         s.sample(0)
     with pytest.raises(InvalidInputError, match="--method must be one of aim, mst"):
@@ -112,16 +115,17 @@ def test_bad_parameters() -> None:
 
 def test_single_column_table() -> None:
     frame = pd.DataFrame({"x": ["u", "v", "v", "w"] * 500})
-    s = MSTSynthesizer(domain={"columns": {"x": {"categories": ["u", "v", "w"]}}},
+    s = MSTSynthesizer(schema={"columns": {"x": {"type": "categorical",
+                                                 "categories": ["u", "v", "w"]}}},
                        rng=0).fit(frame, 1.0)
     assert s.edges == [] and [b["step"].split(" ")[0] for b in s.budget_lines()] == ["1-way"]
     share = (s.sample(4000)["x"] == "v").mean()
     assert abs(share - 0.5) < 0.05
 
 
-def _adult_no_weight(adult: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _adult_no_weight(adult: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, Schema]:
     frame = adult.drop(columns=["fnlwgt"]).sample(4000, random_state=1).reset_index(drop=True)
-    domain = {"columns": {k: v for k, v in ADULT_DOMAIN["columns"].items() if k != "fnlwgt"}}
+    domain = adult_any_missing(drop=("fnlwgt",))
     return frame.iloc[:3000].reset_index(drop=True), frame.iloc[3000:].reset_index(drop=True), \
         domain
 
@@ -131,7 +135,7 @@ def test_mst_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
     than independent real rows (the holdout) do; a copying "synthesizer" is caught."""
     train, holdout, domain = _adult_no_weight(adult)
     for eps in (1.0, 4.0):
-        out = MSTSynthesizer(domain=domain, rng=11).fit(train, eps).sample(len(holdout))
+        out = MSTSynthesizer(schema=domain, rng=11).fit(train, eps).sample(len(holdout))
         r = rare_copies(train, holdout, out)
         assert r["holdout_matches_of_unique"] > 5  # the baseline is not vacuous
         assert not r["copies_exceed_baseline"], r

@@ -28,16 +28,30 @@ DEMO_ATTACKS = ("loss", "shadow", "lira")
 #: Models trained per epsilon (all at once, stacked): their spread is the accuracy noise that
 #: the choice's uncertainty carries, and the loss attack averages over them.
 DEMO_SEEDS = 8
-DEMO_RELEASES = [
-    # (statistic, column, options)
-    ("count", "age", {}),
-    ("mean", "age", {"bounds": (17, 90)}),
-    ("mean", "hours-per-week", {"bounds": (1, 99)}),
-    ("quantile", "age", {"bounds": (17, 90), "q": 0.5}),
-    ("histogram", "sex", {"categories": ["Male", "Female"]}),
-    ("histogram", "race", {"categories": ["White", "Black", "Asian-Pac-Islander",
-                                          "Amer-Indian-Eskimo", "Other"]}),
-]
+
+
+def _demo_releases() -> list[tuple[str, str, dict[str, Any]]]:
+    """(statistic, column, options) of the demo's releases: bounds and categories read from
+    the bundled public Adult schema (`privlab schema show adult`), never written here."""
+    from privlab.schema import bundled_schema
+
+    adult = bundled_schema("adult")
+
+    def bounds(col: str) -> tuple[int, int]:
+        lo, hi = adult.column(col).bounds  # type: ignore[misc]
+        return int(lo), int(hi)
+
+    return [
+        ("count", "age", {}),
+        ("mean", "age", {"bounds": bounds("age")}),
+        ("mean", "hours-per-week", {"bounds": bounds("hours-per-week")}),
+        ("quantile", "age", {"bounds": bounds("age"), "q": 0.5}),
+        ("histogram", "sex", {"categories": list(adult.column("sex").categories)}),
+        ("histogram", "race", {"categories": list(adult.column("race").categories)}),
+    ]
+
+
+DEMO_RELEASES = _demo_releases()
 
 
 DEMO_LEDGER = "budget.db"

@@ -1,4 +1,4 @@
-"""`privlab schema list|show|draft|check`: declared public schemas (docs/schema.md)."""
+"""`privlab schema list|show|draft|check|from-domain`: declared public schemas (docs/schema.md)."""
 
 from __future__ import annotations
 
@@ -114,6 +114,32 @@ def check_cmd(
                       f"{len(problems)} column(s) do not fit (curator-only output)")
     if problems:
         raise typer.Exit(2)
+
+
+@schema_app.command("from-domain")
+def from_domain_cmd(
+    source: Path = typer.Argument(..., help="A retired `--domain` JSON declaration."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the schema here (atomically) "
+                             "instead of stdout."),
+    name: str = typer.Option(None, "--name", help="Schema name (default: the file's stem)."),
+) -> None:
+    """Convert a retired --domain JSON declaration into a schema (reads no data). A column
+    whose categories / bounds were left unset is refused by name: declare public ones."""
+    from privlab.synth.legacy import read_domain_json, schema_from_domain
+    from privlab.utils.atomic import atomic_write_text
+
+    if out is not None and not out.parent.is_dir():
+        raise InvalidInputError(f"--out: directory does not exist: {out.parent}")
+    _, decl = read_domain_json(source)
+    schema, notes = schema_from_domain(decl, name or source.name.split(".")[0])
+    text = schema.to_yaml()
+    for note in notes:
+        err_console.print(f"note: {note}", highlight=False)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    atomic_write_text(out, text)
+    err_console.print(f"schema written to {out} (use it with --schema {out})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

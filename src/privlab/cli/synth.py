@@ -2,9 +2,15 @@
 OUT.csv`: release a DP synthetic table instead of the real one, with its guarantee; optional
 evaluation (not private, listed in the guarantee's `not_covered`) and report.
 
-Column kinds and domains come from the declared schema (or a `--domain` declaration typing
-every column), never from the data; `--rows` is required (a default equal to the input's row
-count would publish that exact count); no exact count of the input is printed."""
+Column kinds and domains come from the declared schema (`--schema`, the one declaration format;
+`--estimate-domain` estimates chosen columns' categories / bounds under DP instead), never
+from the data (the retired `--domain` is refused, naming its replacement); `--rows` is
+required (a default equal to the input's row count would publish that exact count); no exact
+count of the input is printed.
+
+`synth_cmd` runs named steps, each checkable on its own: validate the options, build the
+synthesizer (schema loaded), read the rows and check the options naming columns, the delta
+policy, conform and split off the holdout, fit + sample + write, evaluate / report, print."""
 
 from __future__ import annotations
 
@@ -51,11 +57,12 @@ def synth_cmd(
     on_invalid: str = typer.Option("refuse", "--on-invalid",
                                    help="Values outside the schema: refuse (exit 2, nothing "
                                         "written) | coerce (clamp, round, <other>/missing)."),
-    domain: str = typer.Option(None, "--domain",
-                               help="Instead of --schema: 'adult', 'adult-types' or a JSON "
-                                    "file {\"columns\": {...}} typing every column; undeclared "
-                                    "categories and bounds are estimated with part of the "
-                                    "budget."),
+    estimate_domain: str = typer.Option(None, "--estimate-domain",
+                                        help="'all' or columns A,B: only their type is read "
+                                             "from the schema; their categories / bounds are "
+                                             "estimated under DP with part of the budget."),
+    domain: str = typer.Option(None, "--domain", hidden=True,
+                               help="Retired: refused with the --schema that replaces it."),
     exclude: str = typer.Option(None, "--exclude", help="Columns to leave out A,B "
                                 "(identifiers)."),
     drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
@@ -91,13 +98,49 @@ def synth_cmd(
 ) -> None:
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
     from privlab.core.guarantee import check_delta, check_epsilon
-    from privlab.core.rng import make_rng
-    from privlab.schema import check_policy
-    from privlab.synth import make_synthesizer
-    from privlab.utils.atomic import atomic_write_frame
 
+    if domain is not None:
+        _refuse_retired_domain(domain)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    _check_run_options(rows=rows, holdout=holdout, out=out, report=report, target=target,
+                       on_invalid=on_invalid)
+    options = _synth_options(method, schema=schema, estimate_domain=estimate_domain,
+                             on_invalid=on_invalid, drop=exclude_columns(exclude, drop),
+                             bins=bins, missing=missing, seed=seed,
+                             max_rows_per_unit=max_rows_per_unit, epochs=epochs,
+                             workload=workload, max_model_mb=max_model_mb)
+    synth = _build_synthesizer(method, options)
+    frame = read_table(file, delimiter=delimiter)
+    _check_column_options(frame, file, options["drop"], target)
+    _check_delta_policy(synth, delta, allow_weak)
+    frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here
+    train, hold, eval_columns = _holdout_split(synth, frame, holdout, seed)
+    guarantee, evaluation = _fit_sample_write(
+        synth, method, train, hold, eval_columns, epsilon=epsilon, delta=delta, rows=rows,
+        out=out, evaluate=evaluate, report=report, target=target, seed=seed,
+        show=not as_json and sys.stderr.isatty())
+    payload = _payload(synth, guarantee, evaluation, rows=rows, out=out, report=report)
+    if as_json:
+        emit_json(payload)
+        return
+    _print_human(synth, method, guarantee, evaluation, payload, rows=rows, out=out,
+                 report=report)
+
+
+def _refuse_retired_domain(value: str) -> None:
+    """`--domain` is retired (the schema is the one declaration format): refused (exit 2)
+    with the replacement, before anything is read."""
+    from privlab.synth.legacy import retired_domain_message
+
+    raise InvalidInputError(retired_domain_message(value))
+
+
+def _check_run_options(*, rows: int, holdout: float, out: Path, report: Path | None,
+                       target: str | None, on_invalid: str) -> None:
+    """Options that need neither the synthesizer nor the data (one-line errors, exit 2)."""
+    from privlab.schema import check_policy
+
     if rows < 1:
         raise InvalidInputError(f"--rows must be >= 1, got {rows}")
     if not (0.0 <= holdout < 0.5):
@@ -109,11 +152,17 @@ def synth_cmd(
         raise InvalidInputError("--target needs --holdout FRAC (train-on-synthetic accuracy is "
                                 "measured on real rows the synthesizer did not see)")
     check_policy(on_invalid)
-    if schema is not None and domain is not None:
-        raise InvalidInputError("--schema and --domain are alternatives: pass one")
-    options: dict[str, Any] = {"domain": domain, "schema": schema, "on_invalid": on_invalid,
-                               "drop": exclude_columns(exclude, drop),
-                               "bins": bins, "missing": missing, "rng": seed,
+
+
+def _synth_options(method: str, *, schema: str | None, estimate_domain: str | None,
+                   on_invalid: str, drop: list[str], bins: int, missing: str,
+                   seed: int | None, max_rows_per_unit: int | None, epochs: int | None,
+                   workload: str | None, max_model_mb: float | None) -> dict[str, Any]:
+    """The synthesizer's keyword options; a method-specific option given to another method
+    is refused naming it."""
+    options: dict[str, Any] = {"schema": schema, "estimate_domain": estimate_domain,
+                               "on_invalid": on_invalid, "drop": drop, "bins": bins,
+                               "missing": missing, "rng": seed,
                                "max_rows_per_unit": max_rows_per_unit}
     if epochs is not None and method == "dpvae":
         options["epochs"] = epochs
@@ -130,33 +179,55 @@ def synth_cmd(
             raise InvalidInputError(f"--max-model-mb must be a positive number of MB below "
                                     f"1e6, got {max_model_mb!r}")
         options["max_model_cells"] = max(1, int(max_model_mb * 2 ** 20 // 8))
-    synth = make_synthesizer(method, **options)
-    frame = read_table(file, delimiter=delimiter)
-    _check_column_options(frame, file, options["drop"], target)
-    # one delta policy in every command (the check `release` uses): refused before any work
-    # against the schema's public size, never len(frame) (issue 21); without one only the
-    # data-independent ceiling applies here
+    return options
+
+
+def _build_synthesizer(method: str, options: dict[str, Any]) -> Any:
+    """The synthesizer, its schema loaded and checked (before any row is read)."""
+    from privlab.synth import make_synthesizer
+
+    return make_synthesizer(method, **options)
+
+
+def _check_delta_policy(synth: Any, delta: float, allow_weak: bool) -> None:
+    """One delta policy in every command (the check `release` uses): refused before any work
+    against the schema's public size, never len(frame) (issue 21); without one only the
+    data-independent ceiling applies here."""
     public_size = synth.schema.public_size if synth.schema is not None else None
     check_delta_strength(delta, allow_weak, public_size=public_size,
                          size_hint="a --schema that declares public_size", require_size=False)
-    # schema's columns and dtypes; refused (exit 2, nothing written) or coerced here
-    frame = synth.conform(frame)
+
+
+def _holdout_split(synth: Any, frame: Any, holdout: float, seed: int | None
+                   ) -> tuple[Any, Any, list[str]]:
+    """(rows fitted, holdout rows or None, columns the evaluation compares). The person
+    column only bounds rows in fit; the (non-private) evaluation ignores it."""
+    from privlab.core.rng import make_rng
+
     unit, _ = synth.person_bound()
     if unit is not None and unit not in synth.declaration.columns:
-        # the person column only bounds rows in fit; the (non-private) evaluation ignores it
         frame_eval = frame.drop(columns=[unit])
     else:
         frame_eval = frame
-    train, hold = frame, None
-    if holdout > 0:
-        order = make_rng(seed).permutation(len(frame))
-        cut = int(round(len(frame) * holdout))
-        if cut < 10 or len(frame) - cut < 10:
-            raise InvalidInputError("--holdout leaves fewer than 10 rows on one side")
-        hold = frame_eval.iloc[order[:cut]].reset_index(drop=True)
-        train = frame.iloc[order[cut:]].reset_index(drop=True)
+    if holdout == 0:
+        return frame, None, list(frame_eval.columns)
+    order = make_rng(seed).permutation(len(frame))
+    cut = int(round(len(frame) * holdout))
+    if cut < 10 or len(frame) - cut < 10:
+        raise InvalidInputError("--holdout leaves fewer than 10 rows on one side")
+    hold = frame_eval.iloc[order[:cut]].reset_index(drop=True)
+    train = frame.iloc[order[cut:]].reset_index(drop=True)
+    return train, hold, list(frame_eval.columns)
 
-    show = not as_json and sys.stderr.isatty()
+
+def _fit_sample_write(synth: Any, method: str, train: Any, hold: Any, eval_columns: list[str],
+                      *, epsilon: float, delta: float, rows: int, out: Path, evaluate: bool,
+                      report: Path | None, target: str | None, seed: int | None, show: bool
+                      ) -> tuple[Any, dict[str, Any] | None]:
+    """Fit, sample `rows`, write them (atomically), then the optional (non-private)
+    evaluation and report; returns (guarantee, evaluation or None)."""
+    from privlab.utils.atomic import atomic_write_frame
+
     status = err_console.status("synthesizing", spinner="dots") if show else nullcontext()
     with status as live:
         def progress(stage: str, done: int, total: int) -> None:
@@ -175,14 +246,19 @@ def synth_cmd(
             from privlab.synth.evaluate import evaluate as run_evaluation
 
             progress("evaluating", 0, 1)
-            evaluation = run_evaluation(train[list(frame_eval.columns)], table, holdout=hold,
-                                        target=target,
-                                        seed=seed or 0)
+            evaluation = run_evaluation(train[eval_columns], table, holdout=hold,
+                                        target=target, seed=seed or 0)
         if report is not None:
             from privlab.synth.report import write_synth_report
 
             write_synth_report(report, synth, rows=rows, out=str(out), evaluation=evaluation,
                                guarantee=guarantee)
+    return guarantee, evaluation
+
+
+def _payload(synth: Any, guarantee: Any, evaluation: dict[str, Any] | None, *, rows: int,
+             out: Path, report: Path | None) -> dict[str, Any]:
+    """The JSON output (also the source of the warnings the human output prints)."""
     payload = {"out": str(out), "rows": rows, **synth.to_dict(),
                "guarantee": guarantee.to_dict()}
     if evaluation is not None:
@@ -190,10 +266,13 @@ def synth_cmd(
         payload["warnings"] = payload["warnings"] + [EVAL_NOTE]
     if report is not None:
         payload["report"] = str(report)
-    if as_json:
-        emit_json(payload)
-        return
-    g = guarantee
+    return payload
+
+
+def _print_human(synth: Any, method: str, g: Any, evaluation: dict[str, Any] | None,
+                 payload: dict[str, Any], *, rows: int, out: Path, report: Path | None
+                 ) -> None:
+    """The human output: guarantee, budget lines, warnings, then the evaluation."""
     console.print(f"[bold]{escape(g.headline())}[/bold]")
     console.print(f"{method}: {rows:,} synthetic rows written to {out}")
     console.print(f"  guarantee: {g.describe()}")
@@ -203,35 +282,39 @@ def synth_cmd(
     for w in payload["warnings"]:
         console.print(f"  [yellow]warning[/yellow]: {w}")
     if evaluation is not None:
-        f = evaluation["fidelity"]
-        console.print(f"  evaluation: TVD vs training rows 1/2/3-way {_tvds(f)}")
-        if "fidelity_holdout" in evaluation:
-            console.print(f"  TVD vs holdout rows 1/2/3-way {_tvds(evaluation['fidelity_holdout'])}"
-                          f" (floor, real training rows: {_tvds(evaluation['floor'])})")
-        ml = evaluation.get("ml_utility")
-        if ml:
-            console.print(f"  accuracy on real holdout: trained on synthetic "
-                          f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
-                          f"{ml['train_real_accuracy']:.3f}, majority-class baseline "
-                          f"{ml['majority_class_accuracy']:.3f} (always "
-                          f"{escape(repr(ml['majority_class']))})", highlight=False)
-            for who in ("synthetic", "real"):
-                if not ml[f"train_{who}_better_than_baseline"]:
-                    console.print(f"  [yellow]the model trained on {who} rows is "
-                                  f"{escape(ml[f'train_{who}_verdict'])}[/yellow]",
-                                  highlight=False)
-            if "train_synthetic_auc" in ml:
-                console.print(f"  AUC on real holdout: trained on synthetic "
-                              f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "
-                              f"{ml['train_real_auc']:.3f}")
-        pv = evaluation.get("privacy")
-        if pv:
-            console.print(f"  membership-inference AUC {pv['membership_inference']['auc']:.3f}; "
-                          f"copies of unique records: synthetic "
-                          f"{pv['rare_copies']['synthetic_copy_rate']:.4f} vs holdout "
-                          f"{pv['rare_copies']['holdout_match_rate']:.4f}")
+        _print_evaluation(evaluation)
     if report is not None:
         console.print(f"report written to {report}")
+
+
+def _print_evaluation(evaluation: dict[str, Any]) -> None:
+    f = evaluation["fidelity"]
+    console.print(f"  evaluation: TVD vs training rows 1/2/3-way {_tvds(f)}")
+    if "fidelity_holdout" in evaluation:
+        console.print(f"  TVD vs holdout rows 1/2/3-way {_tvds(evaluation['fidelity_holdout'])}"
+                      f" (floor, real training rows: {_tvds(evaluation['floor'])})")
+    ml = evaluation.get("ml_utility")
+    if ml:
+        console.print(f"  accuracy on real holdout: trained on synthetic "
+                      f"{ml['train_synthetic_accuracy']:.3f}, on real (ceiling) "
+                      f"{ml['train_real_accuracy']:.3f}, majority-class baseline "
+                      f"{ml['majority_class_accuracy']:.3f} (always "
+                      f"{escape(repr(ml['majority_class']))})", highlight=False)
+        for who in ("synthetic", "real"):
+            if not ml[f"train_{who}_better_than_baseline"]:
+                console.print(f"  [yellow]the model trained on {who} rows is "
+                              f"{escape(ml[f'train_{who}_verdict'])}[/yellow]",
+                              highlight=False)
+        if "train_synthetic_auc" in ml:
+            console.print(f"  AUC on real holdout: trained on synthetic "
+                          f"{ml['train_synthetic_auc']:.3f}, on real (ceiling) "
+                          f"{ml['train_real_auc']:.3f}")
+    pv = evaluation.get("privacy")
+    if pv:
+        console.print(f"  membership-inference AUC {pv['membership_inference']['auc']:.3f}; "
+                      f"copies of unique records: synthetic "
+                      f"{pv['rare_copies']['synthetic_copy_rate']:.4f} vs holdout "
+                      f"{pv['rare_copies']['holdout_match_rate']:.4f}")
 
 
 def _check_column_options(frame: Any, file: Path, drop: list[str], target: str | None) -> None:

@@ -524,36 +524,34 @@ class TabularData:
         return TabularData(xtr, ytr, tr_ptr, xte, yte, te_ptr, self.feature_names)
 
 
-#: Public bounds used to scale Adult's numeric columns (not taken from the data).
-_ADULT_NUMERIC = {"age": 100.0, "education-num": 16.0, "hours-per-week": 100.0}
-_ADULT_LOG = {"capital-gain": 100_000.0, "capital-loss": 5_000.0}
-_ADULT_CATEGORICAL = ("workclass", "marital-status", "occupation", "relationship", "race",
-                      "sex")
+#: Which Adult columns are features (a modelling choice of the task); their ranges, scales
+#: and category lists come from the bundled public schema (`privlab schema show adult`).
+_ADULT_FEATURES = ("age", "education-num", "hours-per-week", "capital-gain", "capital-loss",
+                   "workclass", "marital-status", "occupation", "relationship", "race", "sex")
 
 
 def adult_features(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Adult -> features scaled by PUBLIC bounds (not data statistics) and one-hot categories
-    over the declared categories of the bundled adult schema."""
-    cols: list[np.ndarray] = []
-    names: list[str] = []
-    for col, top in _ADULT_NUMERIC.items():
-        cols.append(np.clip(frame[col].to_numpy(dtype=float) / top, 0, 1))
-        names.append(col)
-    for col, top in _ADULT_LOG.items():
-        val = np.clip(frame[col].to_numpy(dtype=float), 0, top)
-        cols.append(np.log1p(val) / math.log1p(top))
-        names.append(col)
+    """Adult -> features scaled to [0, 1] by the schema's PUBLIC upper bounds (value / HI, or
+    log1p(value) / log1p(HI) for columns the schema declares `scale: log`; values clipped to
+    [LO, HI]), never by data statistics, and one-hot categories over
+    the schema's declared categories (one rare row cannot add or remove a feature)."""
     from privlab.schema import bundled_schema
 
     schema = bundled_schema("adult")
-    for col in _ADULT_CATEGORICAL:
-        # the levels come from the public schema, never from the rows (one rare row would
-        # otherwise add or remove a feature)
-        levels = sorted(schema.column(col).categories)
-        values = frame[col].astype(str).to_numpy()
-        for level in levels:
-            cols.append((values == level).astype(float))
-            names.append(f"{col}={level}")
+    cols: list[np.ndarray] = []
+    names: list[str] = []
+    for col in _ADULT_FEATURES:
+        spec = schema.column(col)
+        if spec.type == "categorical":
+            values = frame[col].astype(str).to_numpy()
+            for level in sorted(spec.categories):
+                cols.append((values == level).astype(float))
+                names.append(f"{col}={level}")
+            continue
+        lo, hi = (float(v) for v in spec.bounds)  # type: ignore[union-attr]
+        val = np.clip(frame[col].to_numpy(dtype=float), lo, hi)  # Adult's bounds are >= 0
+        cols.append(np.log1p(val) / math.log1p(hi) if spec.scale == "log" else val / hi)
+        names.append(col)
     y = frame["salary"].astype(str).str.strip().str.startswith(">50K").to_numpy(dtype=float)
     return np.column_stack(cols), y, tuple(names)
 

@@ -1,8 +1,9 @@
 """Demo databases and configs for the gateway: UCI Adult in DuckDB or PostgreSQL.
 
 Used by `examples/gateway.yaml`, the benchmark and the tests. Adult's public metadata
-(category lists, ranges) follows the dataset's published description (`adult.names`), not
-the data: bounds and domains a data owner could state without looking at the records.
+(category lists, ranges) is read from the bundled public schema (`privlab schema show adult`,
+taken from the dataset's published description `adult.names`), not from the data: bounds and
+domains a data owner could state without looking at the records.
 """
 
 from __future__ import annotations
@@ -12,37 +13,45 @@ from pathlib import Path
 from typing import Any
 
 from privlab.errors import InvalidInputError
+from privlab.schema import Schema, bundled_schema
 
-ADULT_COLUMNS: dict[str, dict[str, Any]] = {
-    "age": {"type": "int", "bounds": [17, 90], "nullable": False},
-    "workclass": {"type": "text", "nullable": False, "domain": [
-        "Federal-gov", "Local-gov", "Private", "Self-emp-inc", "Self-emp-not-inc", "State-gov",
-        "Without-pay", "Never-worked"]},
-    "fnlwgt": {"type": "int", "bounds": [0, 1_500_000], "nullable": False},
-    "education": {"type": "text", "nullable": False, "domain": [
-        "Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th", "HS-grad",
-        "Some-college", "Assoc-voc", "Assoc-acdm", "Bachelors", "Masters", "Prof-school",
-        "Doctorate"]},
-    "education-num": {"type": "int", "bounds": [1, 16], "nullable": False,
-                      "domain": list(range(1, 17))},
-    "marital-status": {"type": "text", "nullable": False, "domain": [
-        "Divorced", "Married-AF-spouse", "Married-civ-spouse", "Married-spouse-absent",
-        "Never-married", "Separated", "Widowed"]},
-    "occupation": {"type": "text", "nullable": False, "domain": [
-        "Adm-clerical", "Armed-Forces", "Craft-repair", "Exec-managerial", "Farming-fishing",
-        "Handlers-cleaners", "Machine-op-inspct", "Other-service", "Priv-house-serv",
-        "Prof-specialty", "Protective-serv", "Sales", "Tech-support", "Transport-moving"]},
-    "relationship": {"type": "text", "nullable": False, "domain": [
-        "Husband", "Not-in-family", "Other-relative", "Own-child", "Unmarried", "Wife"]},
-    "race": {"type": "text", "nullable": False, "domain": [
-        "Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"]},
-    "sex": {"type": "text", "nullable": False, "domain": ["Female", "Male"]},
-    "capital-gain": {"type": "int", "bounds": [0, 100_000], "nullable": False},
-    "capital-loss": {"type": "int", "bounds": [0, 5_000], "nullable": False},
-    "hours-per-week": {"type": "int", "bounds": [1, 99], "nullable": False},
-    "native-country": {"type": "text", "nullable": False, "partition_selection": True},
-    "salary": {"type": "text", "nullable": False, "domain": ["<=50K", ">50K"]},
-}
+#: Gateway columns that the demo shows with partition selection (GROUP BY without a public
+#: domain, needs delta > 0) instead of the schema's category list: a demo choice.
+PARTITION_SELECTION = ("native-country",)
+#: Integer columns small enough to GROUP BY, given the list of values their bounds allow.
+ENUMERATED = ("education-num",)
+
+
+def gateway_columns(schema: Schema, *, nullable: bool = False) -> dict[str, dict[str, Any]]:
+    """A gateway table's columns from a public schema (the one declaration format): integer
+    -> int with the schema's bounds, numeric -> float, categorical -> text with its categories
+    (sorted) as the GROUP BY domain. `nullable` False: the demo loads Adult without its
+    missing rows (`load_adult(drop_missing=True)`), a rule of the loader, not of the data."""
+    cols: dict[str, dict[str, Any]] = {}
+    for c in schema.columns:
+        if c.type == "integer":
+            lo, hi = c.bounds  # type: ignore[misc]
+            spec: dict[str, Any] = {"type": "int", "bounds": [int(lo), int(hi)],
+                                    "nullable": nullable}
+            if c.name in ENUMERATED:
+                spec["domain"] = list(range(int(lo), int(hi) + 1))
+        elif c.type == "numeric":
+            spec = {"type": "float", "bounds": [float(v) for v in c.bounds],  # type: ignore[union-attr]
+                    "nullable": nullable}
+        elif c.type == "categorical":
+            spec = {"type": "text", "nullable": nullable}
+            if c.name in PARTITION_SELECTION:
+                spec["partition_selection"] = True
+            else:
+                spec["domain"] = sorted(c.categories)
+        else:
+            continue
+        cols[c.name] = spec
+    return cols
+
+
+#: Adult in the gateway: read from the bundled public schema (`privlab schema show adult`).
+ADULT_COLUMNS: dict[str, dict[str, Any]] = gateway_columns(bundled_schema("adult"))
 
 
 def adult_frame() -> Any:

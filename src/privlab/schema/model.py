@@ -180,6 +180,14 @@ class Schema:
                       max_rows_per_unit=self.max_rows_per_unit, public_size=self.public_size,
                       draft=self.draft, source=self.source)
 
+    def allowing_missing(self) -> Schema:
+        """The same schema with every column allowed to be missing: a weaker declaration
+        (one more code per column in a synthesizer), the one the retired `privlab synth
+        --domain adult` made; figures measured with it are reproduced with this schema."""
+        from dataclasses import replace
+
+        return replace(self, columns=tuple(replace(c, missing=True) for c in self.columns))
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
         if self.draft:

@@ -18,7 +18,7 @@ from typing import Any
 
 from privlab.errors import InvalidInputError
 from privlab.synth.base import DEFAULT_DELTA, Synthesizer
-from privlab.synth.domain import ADULT_DOMAIN, ColumnSpec, Domain, load_declaration
+from privlab.synth.domain import ColumnSpec, Domain
 from privlab.synth.mst import MSTSynthesizer
 
 METHODS = ("aim", "mst", "dpvae")
@@ -33,6 +33,11 @@ NOT_AVAILABLE = {
 
 def make_synthesizer(method: str, **options: Any) -> Synthesizer:
     """A synthesizer by name ("aim", "mst" or "dpvae"), with its options."""
+    if "domain" in options:  # the retired declaration format: refused with its replacement
+        from privlab.synth.legacy import retired_domain_message
+
+        raise InvalidInputError(retired_domain_message(str(options["domain"])).replace(
+            "--domain", "domain=", 1))
     if method == "aim":
         from privlab.synth.aim import AIMSynthesizer
 
@@ -48,5 +53,5 @@ def make_synthesizer(method: str, **options: Any) -> Synthesizer:
     raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
 
 
-__all__ = ["ADULT_DOMAIN", "DEFAULT_DELTA", "METHODS", "NOT_AVAILABLE", "ColumnSpec", "Domain",
-           "MSTSynthesizer", "Synthesizer", "load_declaration", "make_synthesizer"]
+__all__ = ["DEFAULT_DELTA", "METHODS", "NOT_AVAILABLE", "ColumnSpec", "Domain",
+           "MSTSynthesizer", "Synthesizer", "make_synthesizer"]

@@ -1,11 +1,12 @@
 """The synthesizer interface shared by every method: `fit(df, epsilon, delta)`, `sample(n)`,
 `guarantee`; plus input checks and the domain step every method shares.
 
-Column kinds and domains come from a declaration, never from the data: a public
-`privlab.schema.Schema` (`schema=`) or a domain declaration that types every column
-(`domain=`). The rows are conformed to it first (`privlab.schema.conform`, policy
-`on_invalid`), so nothing the synthesizer publishes (columns, dtypes, domain) depends on
-whether some row holds an odd value."""
+Column kinds and domains come from the public `privlab.schema.Schema` (`schema=`, the one
+declaration format), never from the data; `estimate_domain=` names the columns whose
+categories / bounds are estimated under DP instead (their declared ones are not used). The
+rows are conformed to the schema first (`privlab.schema.conform`, policy `on_invalid`), so
+nothing the synthesizer publishes (columns, dtypes, domain) depends on whether some row
+holds an odd value."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ from privlab.synth.domain import (
     DomainBudget,
     DomainDeclaration,
     build_domain,
+    conform_schema,
     declaration_from_schema,
-    declared_schema,
-    load_declaration,
+    estimate_columns,
     plan_columns,
 )
 
@@ -92,16 +93,17 @@ class Synthesizer:
 
     covers: tuple[str, ...] = ()
 
-    def __init__(self, *, domain: str | Path | Mapping[str, Any] | DomainDeclaration | None
-                 = None, schema: SchemaLike | None = None, on_invalid: str = "coerce",
+    def __init__(self, *, schema: SchemaLike | None = None,
+                 estimate_domain: str | Sequence[str] | None = None, on_invalid: str = "coerce",
                  drop: Sequence[str] = (), bins: int = DEFAULT_BINS,
                  missing: str = "value", bounds_share: float = 0.1,
                  categories_share: float = 0.1, rng: RngLike = None,
                  progress: Progress | None = None,
                  max_rows_per_unit: int | None = None) -> None:
         """`schema`: the public schema (a bundled name, a YAML/JSON path, a mapping or a
-        `Schema`); or `domain`: a declaration typing every column (categories / bounds may be
-        left to DP estimation). `on_invalid`: "coerce" (clamp, round, map to `<other>` /
+        `Schema`), required before fit. `estimate_domain`: "all" or column names whose
+        categories / bounds are estimated under DP with part of the budget (only their type
+        is read from the schema). `on_invalid`: "coerce" (clamp, round, map to `<other>` /
         missing, drop rows with no place) or "refuse" (raise naming the column).
         `max_rows_per_unit`: with a schema whose privacy unit is a person column, each
         person's first M rows are kept and the guarantee is per person (group privacy; aim
@@ -113,14 +115,13 @@ class Synthesizer:
                             ("categories_share", categories_share)):
             if not (isinstance(share, (int, float)) and 0 < share < 0.5):
                 raise InvalidInputError(f"{name} must be in (0, 0.5), got {share!r}")
-        if schema is not None and domain is not None:
-            raise InvalidInputError("pass a schema or a domain declaration, not both")
         self.on_invalid = check_policy(on_invalid)
         self.drop = list(drop)
         self.max_rows_per_unit = max_rows_per_unit
+        self.estimate_domain = estimate_domain
         self.schema: Schema | None = None
-        self.declaration = (domain if isinstance(domain, DomainDeclaration)
-                            else load_declaration(domain))
+        #: without a schema every fit is refused naming --schema (plan_columns: NO_SCHEMA)
+        self.declaration = DomainDeclaration(name="none")
         if schema is not None:
             self._set_schema(schema)
         self.bins = bins
@@ -140,7 +141,9 @@ class Synthesizer:
 
     def _set_schema(self, schema: SchemaLike) -> None:
         self.schema = load_schema(schema)
-        self.declaration = declaration_from_schema(self.schema, self.drop, allow_unit=True)
+        estimate = estimate_columns(self.schema, self.estimate_domain, self.drop)
+        self.declaration = declaration_from_schema(self.schema, self.drop, allow_unit=True,
+                                                   estimate=estimate)
 
     def person_bound(self) -> tuple[str | None, int]:
         """(privacy-unit column or None, rows kept per person) from the schema and
@@ -215,11 +218,11 @@ class Synthesizer:
             keep = kept + ([unit] if unit is not None and unit not in kept else [])
             frame = conform(data.drop(columns=[c for c in self.drop
                                                if c in names and c != unit]),
-                            self.schema, self.on_invalid, columns=keep)
+                            conform_schema(self.schema, self.declaration), self.on_invalid,
+                            columns=keep)
         else:
-            plans = plan_columns(names, self.declaration, self.drop)
-            frame = conform(data[[p.name for p in plans]], declared_schema(plans),
-                            self.on_invalid)
+            plans = plan_columns(names, self.declaration, self.drop)  # refused: NO_SCHEMA
+            frame = data
         return plans, frame
 
     def sample(self, n: int) -> pd.DataFrame:

@@ -7,9 +7,11 @@ carries its own mass, e.g. 0: `point_masses` in the schema, so the share of exac
 survives instead of being smeared over the bin that holds it), plus a missing code. Where
 the categories and bounds come from matters for privacy, so each column says so in `source`:
 
-- declared: the data publisher states them (a public schema, e.g. `ADULT_DOMAIN` below, taken
-  from the UCI `adult.names` documentation and the survey's public top-codes);
-- estimated: measured with part of the privacy budget (zCDP, see `privlab.synth.budget`):
+- declared: the data publisher states them in a public schema (`privlab.schema`, e.g. the
+  bundled `adult` schema, taken from the UCI `adult.names` documentation and the survey's
+  public top-codes);
+- estimated (the columns named by `estimate`, `--estimate-domain`): measured with part of the
+  privacy budget (zCDP, see `privlab.synth.budget`):
   categorical labels by a thresholded discrete-Gaussian histogram (a label is kept only if its
   noisy count clears a threshold set so that a label held by one person appears with
   probability <= delta'), numeric bounds by a noisy histogram over a fixed log-scale grid
@@ -18,20 +20,18 @@ the categories and bounds come from matters for privacy, so each column says so 
 - observed: read from the data without noise (only in the non-private baseline mode).
 
 Which columns exist, their kind (categorical / numeric, integer or not) and whether they may be
-missing come from a declaration, never from the data: a `privlab.schema.Schema`
-(`declaration_from_schema`; identifier and text columns are dropped by declaration) or a
-domain declaration that states every column's type. The rows are first conformed to that
-declaration (`privlab.schema.conform`), so their dtypes, and the output's dtypes, do not
-depend on the values.
+missing come from the one declaration format, a `privlab.schema.Schema`, never from the data:
+`declaration_from_schema` turns it into this module's internal `DomainDeclaration` (identifier
+and text columns are dropped by declaration). The rows are first conformed to the schema
+(`privlab.schema.conform`), so their dtypes, and the output's dtypes, do not depend on the
+values.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -258,15 +258,15 @@ def numeric_values(series: pd.Series, name: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Declared domains
+# The declaration, read from the schema
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass
 class ColumnDeclaration:
-    """What the publisher states about a column; unset categories / bounds are estimated
-    privately. `kind` must be stated (a column without it is refused); a numeric column is
-    integer only when `integer` is stated true."""
+    """What the schema states about a column, as the synthesizer uses it (built only by
+    `declaration_from_schema`); unset categories / bounds (the `estimate` columns) are
+    estimated privately. A numeric column is integer only when `integer` is true."""
 
     kind: Kind | None = None
     categories: list[str] | None = None
@@ -282,202 +282,11 @@ class ColumnDeclaration:
 
 @dataclass
 class DomainDeclaration:
+    """The synthesizer's internal view of a schema (not a declaration format of its own)."""
+
     columns: dict[str, ColumnDeclaration] = field(default_factory=dict)
     drop: list[str] = field(default_factory=list)
     name: str = "declared"
-
-
-_COLUMN_KEYS = {"type", "categories", "other", "bounds", "bins", "edges", "integer", "scale",
-                "missing", "point_masses"}
-
-
-def parse_declaration(spec: Mapping[str, Any] | None, name: str = "declared"
-                      ) -> DomainDeclaration:
-    """Validate a domain mapping {"columns": {col: {...}}, "drop": [...]}."""
-    if spec is None:
-        return DomainDeclaration(name="none")
-    if not isinstance(spec, Mapping):
-        raise InvalidInputError("domain must be a JSON object with a \"columns\" object")
-    unknown = set(spec) - {"columns", "drop", "name", "source"}
-    if unknown:
-        raise InvalidInputError(f"domain has unknown keys {sorted(unknown)}; use \"columns\" "
-                                "and \"drop\"")
-    cols = spec.get("columns", {})
-    if not isinstance(cols, Mapping):
-        raise InvalidInputError("domain \"columns\" must map column names to objects")
-    out = DomainDeclaration(name=str(spec.get("name", name)))
-    drop = spec.get("drop", [])
-    if not isinstance(drop, list) or not all(isinstance(d, str) for d in drop):
-        raise InvalidInputError("domain \"drop\" must be a list of column names")
-    out.drop = list(drop)
-    for col, raw in cols.items():
-        if not isinstance(raw, Mapping):
-            raise InvalidInputError(f"domain column {col!r} must be an object")
-        bad = set(raw) - _COLUMN_KEYS
-        if bad:
-            raise InvalidInputError(f"domain column {col!r} has unknown keys {sorted(bad)}; "
-                                    f"allowed: {sorted(_COLUMN_KEYS)}")
-        kind = raw.get("type")
-        if kind not in (None, "categorical", "numeric"):
-            raise InvalidInputError(f"domain column {col!r}: type must be \"categorical\" or "
-                                    f"\"numeric\", got {kind!r}")
-        decl = ColumnDeclaration(kind=kind, missing=bool(raw.get("missing", True)))
-        if "categories" in raw:
-            cats = raw["categories"]
-            if (not isinstance(cats, list) or not cats
-                    or len({str(c) for c in cats}) != len(cats)):
-                raise InvalidInputError(f"domain column {col!r}: categories must be a non-empty "
-                                        "list of distinct values")
-            if len(cats) > MAX_CATEGORIES:
-                raise InvalidInputError(f"domain column {col!r}: more than {MAX_CATEGORIES} "
-                                        "categories; coarsen it or drop it")
-            decl.categories = [str(c) for c in cats]
-            decl.kind = decl.kind or "categorical"
-        if "other" in raw:
-            decl.other = bool(raw["other"])
-        if "bounds" in raw:
-            decl.bounds = _check_bounds(raw["bounds"], col)
-            decl.kind = decl.kind or "numeric"
-        if "edges" in raw:
-            e = raw["edges"]
-            try:
-                arr = np.asarray(e, dtype=np.float64)
-            except (TypeError, ValueError):
-                arr = np.array([])
-            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) \
-                    or not np.all(np.diff(arr) > 0):
-                raise InvalidInputError(f"domain column {col!r}: edges must be >= 2 increasing "
-                                        "finite numbers")
-            decl.edges = arr.tolist()
-            decl.kind = decl.kind or "numeric"
-        if "bins" in raw:
-            b = raw["bins"]
-            if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BINS:
-                raise InvalidInputError(f"domain column {col!r}: bins must be an integer in "
-                                        f"[1, {MAX_BINS}], got {b!r}")
-            decl.bins = b
-        if "integer" in raw:
-            decl.integer = bool(raw["integer"])
-        if "scale" in raw:
-            if raw["scale"] not in ("linear", "log"):
-                raise InvalidInputError(f"domain column {col!r}: scale must be \"linear\" or "
-                                        "\"log\"")
-            decl.scale = raw["scale"]
-        if "point_masses" in raw:
-            pts = raw["point_masses"]
-            if not isinstance(pts, list) or not pts or any(
-                    isinstance(v, bool) or not isinstance(v, (int, float))
-                    or not math.isfinite(v) for v in pts) or len(set(pts)) != len(pts):
-                raise InvalidInputError(f"domain column {col!r}: point_masses must be a "
-                                        "non-empty list of distinct finite numbers, e.g. [0]")
-            decl.points = tuple(sorted(float(v) for v in pts))
-            decl.kind = decl.kind or "numeric"
-        if decl.kind == "categorical" and (decl.bounds or decl.edges or decl.points):
-            raise InvalidInputError(f"domain column {col!r}: a categorical column takes "
-                                    "categories, not bounds or edges")
-        if decl.kind == "numeric" and decl.categories:
-            raise InvalidInputError(f"domain column {col!r}: a numeric column takes bounds or "
-                                    "edges, not categories")
-        out.columns[str(col)] = decl
-    return out
-
-
-def _check_bounds(value: Any, col: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"domain column {col!r}: bounds must be two numbers "
-                                f"[LO, HI], got {value!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInputError(f"domain column {col!r}: bounds must be finite with LO < HI, "
-                                f"got {value!r}")
-    return lo, hi
-
-
-def declaration_spec(schema: Schema, name: str, *, missing: bool | None = None
-                     ) -> dict[str, Any]:
-    """A public `Schema` written in the domain-declaration format (`--domain FILE`), so that
-    the declarations privlab ships are read from the one place public facts live, the
-    schema: categorical -> categories (+ `other`), integer / numeric -> bounds, integer flag,
-    scale, bins and point masses. `missing` overrides every column's missing flag (None:
-    the schema's). Identifier, text and datetime columns are dropped (never synthesized)."""
-    cols: dict[str, Any] = {}
-    drop: list[str] = []
-    for c in schema.columns:
-        if c.type == "categorical":
-            col: dict[str, Any] = {"categories": [str(v) for v in c.categories]}
-            if c.other:
-                col["other"] = True
-        elif c.type in ("integer", "numeric"):
-            lo, hi = c.bounds  # type: ignore[misc]
-            col = {"type": "numeric", "bounds": [lo, hi]}
-            if c.type == "integer":
-                col["integer"] = True
-            if c.scale != "linear":
-                col["scale"] = c.scale
-            if c.bins is not None:
-                col["bins"] = c.bins
-            if c.point_masses:
-                col["point_masses"] = list(c.point_masses)
-        else:
-            drop.append(c.name)
-            continue
-        if not (c.missing if missing is None else missing):
-            col["missing"] = False  # the declaration format's default is True
-        cols[c.name] = col
-    spec: dict[str, Any] = {"name": name, "columns": cols}
-    if drop:
-        spec["drop"] = drop
-    return spec
-
-
-def _bundled_adult() -> Schema:
-    from privlab.schema.bundled import bundled_schema
-
-    return bundled_schema("adult")
-
-
-#: `--domain adult`: the bundled public schema of UCI Adult (`privlab schema show adult`:
-#: categories from adult.names, ranges from its extraction rule and the survey's public
-#: top-codes) in the declaration format. Every column may be missing, as this declaration
-#: always allowed (`--schema adult` follows the schema's own missing flags).
-ADULT_DOMAIN: dict[str, Any] = declaration_spec(
-    _bundled_adult(), "adult (public schema from adult.names)", missing=True)
-
-
-def types_only(spec: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The same declaration with only each column's type (and integer flag) kept: categories
-    and bounds are then estimated under DP (`mst-estimated` in docs/synth.md)."""
-    return {"name": name, "columns": {
-        col: {k: v for k, v in (("type", raw.get("type") or (
-            "categorical" if "categories" in raw else "numeric")),
-                                ("integer", raw.get("integer"))) if v is not None}
-        for col, raw in spec["columns"].items()}}
-
-
-#: Adult's column types only: every category list and bound estimated under DP.
-ADULT_TYPES = types_only(ADULT_DOMAIN, "adult-types (column types of adult.names; categories "
-                         "and bounds estimated under DP)")
-
-BUILTIN_DOMAINS = {"adult": ADULT_DOMAIN, "adult-types": ADULT_TYPES}
-
-
-def load_declaration(source: str | Path | Mapping[str, Any] | None) -> DomainDeclaration:
-    """A declaration from a built-in name ("adult"), a JSON file path, or a mapping."""
-    if source is None or isinstance(source, Mapping):
-        return parse_declaration(source)
-    text = str(source)
-    if text in BUILTIN_DOMAINS:
-        return parse_declaration(BUILTIN_DOMAINS[text], name=text)
-    path = Path(text)
-    if not path.is_file():
-        raise InvalidInputError(f"--domain {text!r} is neither a built-in domain "
-                                f"({', '.join(BUILTIN_DOMAINS)}) nor a JSON file")
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(f"--domain {text}: not readable JSON ({exc})") from None
-    return parse_declaration(spec, name=path.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -523,8 +332,8 @@ def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
         raise InvalidInputError(f"--exclude names columns that are not in the data: {missing}")
     absent = [c for c in decl.columns if c not in names and c not in dropping]
     if absent:
-        raise InvalidInputError(f"the domain declares columns that are not in the data: "
-                                f"{absent}; drop them from the domain")
+        raise InvalidInputError(f"the schema declares columns that are not in the data: "
+                                f"{absent}")
     plans = []
     for name in names:
         if name in dropping:
@@ -533,24 +342,57 @@ def plan_columns(columns: Sequence[str], decl: DomainDeclaration,
         if d is None or d.kind is None:
             if decl.name == "none":
                 raise InvalidInputError(NO_SCHEMA)
-            raise InvalidInputError(f"column {name!r} has no declared type in domain "
-                                    f"{decl.name!r}: declare its \"type\" there, --exclude it, "
-                                    "or pass --schema (`privlab schema draft DATA` drafts one)")
+            raise InvalidInputError(f"column {name!r} is not declared in {decl.name}: "
+                                    "declare it there or --exclude it")
         plans.append(ColumnPlan(name, d.kind, d, bool(d.integer) and d.kind == "numeric"))
     if not plans:
         raise InvalidInputError("no columns left to synthesize; drop fewer columns")
     return plans
 
 
+ALL = "all"
+
+
+def estimate_columns(schema: Schema, estimate: str | Sequence[str] | None,
+                     drop: Sequence[str] = ()) -> tuple[str, ...]:
+    """The columns whose categories / bounds are estimated under DP (`--estimate-domain`):
+    None -> none, "all" -> every synthesized column, "A,B" or a list -> those, each a
+    categorical, integer or numeric column of the schema that is not excluded."""
+    if estimate is None:
+        return ()
+    synthesized = [c.name for c in schema.columns
+                   if c.type in ("categorical", "integer", "numeric") and c.name not in drop]
+    if isinstance(estimate, str):
+        if estimate.strip() == ALL:
+            return tuple(synthesized)
+        names = [n.strip() for n in estimate.split(",") if n.strip()]
+    else:
+        names = [str(n) for n in estimate]
+    if not names:
+        raise InvalidInputError("--estimate-domain needs 'all' or column names A,B")
+    bad = [n for n in names if n not in synthesized]
+    if bad:
+        raise InvalidInputError(
+            f"--estimate-domain names {bad}: not categorical / integer / numeric columns of "
+            f"schema {schema.name!r} that are synthesized (columns: {', '.join(synthesized)})")
+    return tuple(dict.fromkeys(names))
+
+
 def declaration_from_schema(schema: Schema, drop: Sequence[str] = (), *,
-                            allow_unit: bool = False) -> DomainDeclaration:
+                            allow_unit: bool = False, estimate: Sequence[str] = ()
+                            ) -> DomainDeclaration:
     """The synthesizer's declaration of a public `Schema`: categorical -> categories (+
     `<other>` if declared), integer -> integer numeric over its bounds, numeric -> bounds;
     scale and bins hints kept. Identifier and text columns are dropped by declaration (no
     synthesizer releases them); datetime columns are refused (not synthesized) unless
     dropped. A person privacy unit needs `allow_unit` (the caller bounds each person's rows
     and accounts per person, `Synthesizer.person_bound`); else it is refused naming the
-    option."""
+    option.
+
+    A column in `estimate` keeps only its type (categorical, or numeric and whether integer):
+    its categories or bounds are estimated under DP, it may be missing, and it takes no
+    scale, bins or point-mass hint (the declaration the retired `--domain adult-types` made,
+    so the budget split and the estimate are the same)."""
     if schema.privacy_unit != "row" and not allow_unit:
         raise InvalidInputError(
             f"schema {schema.name!r} has privacy unit {schema.privacy_unit!r} (several rows per "
@@ -560,6 +402,10 @@ def declaration_from_schema(schema: Schema, drop: Sequence[str] = (), *,
     for c in schema.columns:
         if not c.is_released or c.name in drop:
             out.drop.append(c.name)
+        elif c.name in estimate and c.type in ("categorical", "integer", "numeric"):
+            kind: Kind = "categorical" if c.type == "categorical" else "numeric"
+            out.columns[c.name] = ColumnDeclaration(
+                kind=kind, integer=True if c.type == "integer" else None)
         elif c.type == "categorical":
             out.columns[c.name] = ColumnDeclaration(
                 kind="categorical", categories=list(c.categories), other=c.other,
@@ -577,31 +423,24 @@ def declaration_from_schema(schema: Schema, drop: Sequence[str] = (), *,
     return out
 
 
-def declared_schema(plans: Sequence[ColumnPlan]) -> Schema:
-    """A `Schema` for conforming rows to a domain declaration (not a public schema: columns
-    whose categories or bounds are left to DP estimation get no list / infinite bounds).
-
-    Categorical columns without declared categories are conformed as text; numeric columns
-    without bounds over (-inf, inf); edges give the bounds of their outer bins."""
+def conform_schema(schema: Schema, decl: DomainDeclaration) -> Schema:
+    """The schema the rows are conformed to: `schema` itself, except that a column whose
+    domain is estimated is conformed by its type alone (categorical as text, numeric over
+    (-inf, inf), missing allowed), so that its declared categories / bounds, which are not
+    used, cannot change the rows the estimate reads."""
+    open_ = {name for name, d in decl.columns.items()
+             if d.categories is None and d.bounds is None and d.edges is None}
+    if not open_:
+        return schema
     cols = []
-    for p in plans:
-        d = p.decl
-        if p.kind == "categorical":
-            if d.categories is None:
-                cols.append(ColumnSchema(p.name, "text", missing=d.missing))
-            else:
-                cols.append(ColumnSchema(p.name, "categorical", tuple(d.categories),
-                                         other=bool(d.other), missing=d.missing))
-            continue
-        if d.bounds is not None:
-            bounds: tuple[float, float] = d.bounds
-        elif d.edges is not None:
-            bounds = (d.edges[0], d.edges[-1] - (1 if p.integer else 0))
+    for c in schema.columns:
+        if c.name not in open_:
+            cols.append(c)
+        elif c.type == "categorical":
+            cols.append(ColumnSchema(c.name, "text", missing=True))
         else:
-            bounds = (-math.inf, math.inf)
-        cols.append(ColumnSchema(p.name, "integer" if p.integer else "numeric",
-                                 bounds=bounds, missing=d.missing))
-    return Schema(tuple(cols), name="domain declaration")
+            cols.append(ColumnSchema(c.name, c.type, bounds=(-math.inf, math.inf), missing=True))
+    return replace(schema, columns=tuple(cols))
 
 
 # --------------------------------------------------------------------------------------------
@@ -799,7 +638,8 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
                 if found is None:
                     raise InvalidInputError(
                         f"could not bound column {p.name!r} privately (no bin of its noisy "
-                        "histogram cleared the threshold): declare its bounds in --domain, or "
+                        "histogram cleared the threshold): declare its bounds in the schema (and "
+                        "leave it out of --estimate-domain), or "
                         "raise epsilon")
                 lo, hi = found
                 source = "estimated (DP log-grid histogram)"

@@ -4,11 +4,11 @@ Gaussian noise is added and the tree model is fitted exactly as `MSTSynthesizer`
 
 Why a declared domain is required: the in-memory MST may estimate categories and bounds
 privately from the rows (a thresholded histogram, a log-grid histogram); at this scale the
-publisher declares them (`--domain`), so every code is computed by a SQL CASE in Spark and
-the privacy accounting is exactly MST's (three rho/3 phases, zCDP).
+publisher declares them (`--schema`, no `--estimate-domain`), so every code is computed by a
+SQL CASE in Spark and the privacy accounting is exactly MST's (three rho/3 phases, zCDP).
 
     from privlab.synth.spark import SparkMSTSynthesizer
-    synth = SparkMSTSynthesizer(domain="domain.json").fit("people.parquet", 1.0, 1e-6)
+    synth = SparkMSTSynthesizer(schema="schema.yaml").fit("people.parquet", 1.0, 1e-6)
     synth.sample(100_000)
 """
 
@@ -153,8 +153,8 @@ class SparkMSTSynthesizer(MSTSynthesizer):
         open_ = [p.name for p in plans if p.needs_bounds or p.needs_categories]
         if open_:
             raise InvalidInputError(f"on Spark every column's domain must be declared; "
-                                    f"{', '.join(open_)} has no categories / bounds / edges in "
-                                    "--domain (or drop it)")
+                                    f"{', '.join(open_)} is left to --estimate-domain; declare "
+                                    "it in the schema (or drop it)")
         df = df.select(*[p.name for p in plans])
         if self.missing == "drop":
             df = df.dropna()
