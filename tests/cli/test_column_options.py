@@ -36,6 +36,17 @@ CASES = {
                                  "--report", "{tmp}/r.html"], "--target"),
     "choose-epsilon bundled --target": (["choose-epsilon", "adult", "-t", "nosuch"],
                                         "--target"),
+    "anonymize --quasi-identifiers": (["anonymize", "{csv}", "-q", "age,nosuch", "--k", "5",
+                                       "-o", "{tmp}/a.csv"], "--quasi-identifiers"),
+    "anonymize --sensitive": (["anonymize", "{csv}", "-q", "age", "--k", "5", "--l", "2", "-s",
+                               "nosuch", "-o", "{tmp}/a.csv"], "--sensitive"),
+    "anonymize --exclude": (["anonymize", "{csv}", "-q", "age", "--k", "5", "--exclude",
+                             "nosuch", "-o", "{tmp}/a.csv"], "--exclude"),
+    "assess --quasi-identifiers": (["assess", "{csv}", "-q", "age,nosuch"],
+                                   "--quasi-identifiers"),
+    "assess --sensitive": (["assess", "{csv}", "-q", "age", "-s", "nosuch"], "--sensitive"),
+    "assess --attributes": (["assess", "{csv}", "--attributes", "age,nosuch", "--report",
+                             "{tmp}/r.html"], "--attributes"),
 }
 
 

@@ -141,3 +141,19 @@ def test_plain_lines_are_rate_limited_and_deterministic(capsys, monkeypatch):
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "progress: x: step 0/1000" and err[-2] == "progress: x: step 1000/1000"
     assert len(err) == 12 and err[-1] == "progress: x: next"
+
+
+def test_synth_reports_its_stages(tmp_path: Path, capsys, monkeypatch):
+    """synth uses the same module (it had a terminal-only spinner of its own): MST's stages
+    arrive as plain lines under PRIVLAB_PROGRESS=1, and not at all under 0."""
+    from privlab.data.datasets import load_dataset
+
+    data = tmp_path / "adult.csv"
+    load_dataset("adult").head(3000).to_csv(data, index=False)
+    argv = ["synth", str(data), "--schema", "adult", "--on-invalid", "coerce", "-m", "mst",
+            "-e", "8", "-n", "50", "-o", str(tmp_path / "s.csv"), "--seed", "0", "--json"]
+    _, err = _run(argv, capsys, monkeypatch, "1")
+    stages = {m["stage"] for m in _progress(err) if m["name"] == "synth mst"}
+    assert {"domain", "1-way marginals", "2-way marginals"} <= stages, err
+    _, quiet = _run(argv, capsys, monkeypatch, "0")
+    assert "progress:" not in quiet

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import typer
 
-from privlab.cli.common import console, emit_json, err_console, exclude_columns, parse_list
+from privlab.cli.common import (
+    check_column_options,
+    console,
+    emit_json,
+    err_console,
+    exclude_columns,
+    parse_list,
+)
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
@@ -19,12 +26,14 @@ def anonymize_cmd(
     quasi_identifiers: str = typer.Option(..., "--quasi-identifiers", "-q",
                                           help="Quasi-identifier columns A,B,C."),
     k: int = typer.Option(..., "--k", help="Every class gets at least k records (>= 2)."),
-    l_div: int = typer.Option(None, "--l", help="Also at least l distinct sensitive values."),
+    l_div: int = typer.Option(None, "--l", help="Also at least l distinct "
+                                "sensitive values (default: k-anonymity only)."),
     sensitive: str = typer.Option(None, "--sensitive", "-s",
-                                  help="Sensitive attribute (needed with --l)."),
+                                  help="Sensitive attribute (needed with --l; "
+                                       "without it: no l-diversity)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output: .csv, .csv.gz or .parquet."),
     exclude: str = typer.Option(None, "--exclude", help="Columns to leave out (direct "
-                                "identifiers)."),
+                                "identifiers; default: none, or the schema's identifiers)."),
     drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
@@ -52,8 +61,12 @@ def anonymize_cmd(
     check_policy(on_invalid)
     declared = load_schema(schema) if schema is not None else None  # before reading rows
     frame = read_table(file, delimiter=delimiter)
+    leave_out = exclude_columns(exclude, drop)
+    # every column-naming option names a column of DATA (one line naming it, exit 2)
+    check_column_options(frame, file.name, {"--quasi-identifiers": qis, "--sensitive": sensitive,
+                                            "--exclude": leave_out})
     result = mondrian(frame, qis, k, l_div=l_div, sensitive=sensitive,
-                      drop=exclude_columns(exclude, drop), schema=declared,
+                      drop=leave_out, schema=declared,
                       on_invalid=on_invalid)
     atomic_write_frame(result.frame, out)
     payload = {"input": str(file), "out": str(out), **result.to_dict()}

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from privlab.cli.common import console, emit_json, err_console, parse_list
+from privlab.cli.common import check_column_options, console, emit_json, err_console, parse_list
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
@@ -26,9 +26,11 @@ def _share(x: float) -> str:
 def assess_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
     quasi_identifiers: str = typer.Option(None, "--quasi-identifiers", "-q",
-                                          help="QI columns A,B,C: adds k/l/t and risk."),
+                                          help="QI columns A,B,C: adds k/l/t and risk "
+                                               "(without it: attributes and combinations only)."),
     sensitive: str = typer.Option(None, "--sensitive", "-s",
-                                  help="Sensitive attribute (l-diversity, t-closeness)."),
+                                  help="Sensitive attribute (l-diversity, t-closeness; "
+                                       "without it: k-anonymity only)."),
     thresholds: str = typer.Option("thirds", "--thresholds",
                                    help="thirds (as in the attribute-based PIA article) | "
                                         "LOW,HIGH absolute (e.g. 0.4,0.75) | HIGH | "
@@ -45,7 +47,8 @@ def assess_cmd(
                                          "(default: each number is a value, as the PIA article)."),
     population: Path = typer.Option(None, "--population",
                                     help="Population table (same QI columns): delta-presence "
-                                         "and journalist / marketer risk."),
+                                         "and journalist / marketer risk (without it: "
+                                         "prosecutor risk only)."),
     sensitive_kind: str = typer.Option("auto", "--sensitive-kind",
                                        help="t-closeness distance: auto | numeric (ordered) | "
                                             "categorical (equal)."),
@@ -71,7 +74,8 @@ def assess_cmd(
                                    "(exit 2, one line naming the column) or coerce (clamp, "
                                    "<other>/missing, drop rows with no place) values outside "
                                    "it."),
-    report: Path = typer.Option(None, "--report", help="Write an HTML report here."),
+    report: Path = typer.Option(None, "--report",
+                                help="Write an HTML report here (default: none)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Assess which attributes and combinations identify people, and how k/l/t read."""
@@ -93,6 +97,12 @@ def assess_cmd(
     if sources is None:
         frame = read_table(file, delimiter=delimiter)
         pop = read_table(population, delimiter=delimiter) if population is not None else None
+        # every column-naming option names a column of DATA (one line naming it, exit 2)
+        check_column_options(frame, file.name, {"--quasi-identifiers": qis,
+                                                "--sensitive": sensitive, "--attributes": attrs})
+        if pop is not None:
+            check_column_options(pop, f"--population {population.name}",
+                                 {"--quasi-identifiers": qis})
     from privlab.assess.pipeline import assess_steps
     from privlab.cli.progress import reporter
 

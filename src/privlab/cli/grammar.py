@@ -77,16 +77,6 @@ RANGE_OPTIONS: frozenset[str] = frozenset({"--bounds", "--rating-range", "--head
 # say what happens when it is omitted: it contains one of these words (case-insensitive).
 OMITTED_WORDS: tuple[str, ...] = ("default", "unset", "if omitted", "without it", "optional")
 
-# (command, option) pairs of files other work owns that do not say it yet (issue 23, tracked;
-# the test fails when one says it, so this list only shrinks)
-OMITTED_GAPS: frozenset[tuple[str, str]] = frozenset({
-    ("anonymize", "--l"), ("anonymize", "--sensitive"), ("anonymize", "--exclude"),
-    ("assess", "--quasi-identifiers"), ("assess", "--sensitive"), ("assess", "--population"),
-    ("assess", "--report"),
-    ("synth", "--schema"), ("synth", "--domain"), ("synth", "--exclude"),
-    ("synth", "--max-rows-per-unit"), ("synth", "--target"), ("synth", "--report"),
-    ("synth", "--seed"),
-})
 
 
 def value_table() -> str:

@@ -119,8 +119,8 @@ def check_cmd(
 @schema_app.command("from-domain")
 def from_domain_cmd(
     source: Path = typer.Argument(..., help="A retired `--domain` JSON declaration."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the schema here (atomically) "
-                             "instead of stdout."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the schema here (atomically; "
+                             "default: stdout)."),
     name: str = typer.Option(None, "--name", help="Schema name (default: the file's stem)."),
 ) -> None:
     """Convert a retired --domain JSON declaration into a schema (reads no data). A column

@@ -14,8 +14,6 @@ policy, conform and split off the holdout, fit + sample + write, evaluate / repo
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,6 @@ from privlab.cli.common import (
     check_delta_strength,
     console,
     emit_json,
-    err_console,
     exclude_columns,
 )
 from privlab.data.io import read_table
@@ -53,23 +50,26 @@ def synth_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="Output CSV (or .parquet)."),
     schema: str = typer.Option(None, "--schema",
                                help="Public schema: a bundled name (privlab schema list) or a "
-                                    "YAML/JSON file (draft: privlab schema draft DATA)."),
+                                    "YAML/JSON file (draft: privlab schema draft DATA). Required: "
+                                    "without it the command refuses (exit 2)."),
     on_invalid: str = typer.Option("refuse", "--on-invalid",
                                    help="Values outside the schema: refuse (exit 2, nothing "
                                         "written) | coerce (clamp, round, <other>/missing)."),
     estimate_domain: str = typer.Option(None, "--estimate-domain",
                                         help="'all' or columns A,B: only their type is read "
                                              "from the schema; their categories / bounds are "
-                                             "estimated under DP with part of the budget."),
+                                             "estimated under DP with part of the budget "
+                                             "(default: every column as declared)."),
     domain: str = typer.Option(None, "--domain", hidden=True,
                                help="Retired: refused with the --schema that replaces it."),
     exclude: str = typer.Option(None, "--exclude", help="Columns to leave out A,B "
-                                "(identifiers)."),
+                                "(identifiers; default: none beyond the schema's identifiers)."),
     drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a schema whose privacy_unit is a person "
                                                "column (aim, mst): keep each person's first M "
-                                               "rows; the guarantee is per person."),
+                                               "rows; the guarantee is per person (default: the "
+                                               "schema's max_rows_per_unit)."),
     bins: int = typer.Option(32, "--bins", help="Bins per numeric column (default 32)."),
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
@@ -87,13 +87,16 @@ def synth_cmd(
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
     target: str = typer.Option(None, "--target", "-t",
-                               help="Evaluation: class column for train-on-synthetic accuracy."),
+                               help="Evaluation: class column for train-on-synthetic "
+                                    "accuracy (without it: no accuracy is measured)."),
     evaluate: bool = typer.Option(False, "--evaluate",
                                   help="Evaluate utility and privacy (not private: for the "
                                        "data controller)."),
-    report: Path = typer.Option(None, "--report", help="Write an HTML report here."),
+    report: Path = typer.Option(None, "--report",
+                                help="Write an HTML report here (default: none)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY."),
+    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY "
+                                "(default: fresh randomness)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
@@ -111,15 +114,15 @@ def synth_cmd(
                              max_rows_per_unit=max_rows_per_unit, epochs=epochs,
                              workload=workload, max_model_mb=max_model_mb)
     synth = _build_synthesizer(method, options)
+    _check_delta_policy(synth, delta, allow_weak)  # public facts only: before any row is read
     frame = read_table(file, delimiter=delimiter)
     _check_column_options(frame, file, options["drop"], target)
-    _check_delta_policy(synth, delta, allow_weak)
     frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here
     train, hold, eval_columns = _holdout_split(synth, frame, holdout, seed)
     guarantee, evaluation = _fit_sample_write(
         synth, method, train, hold, eval_columns, epsilon=epsilon, delta=delta, rows=rows,
         out=out, evaluate=evaluate, report=report, target=target, seed=seed,
-        show=not as_json and sys.stderr.isatty())
+        as_json=as_json)
     payload = _payload(synth, guarantee, evaluation, rows=rows, out=out, report=report)
     if as_json:
         emit_json(payload)
@@ -222,18 +225,16 @@ def _holdout_split(synth: Any, frame: Any, holdout: float, seed: int | None
 
 def _fit_sample_write(synth: Any, method: str, train: Any, hold: Any, eval_columns: list[str],
                       *, epsilon: float, delta: float, rows: int, out: Path, evaluate: bool,
-                      report: Path | None, target: str | None, seed: int | None, show: bool
-                      ) -> tuple[Any, dict[str, Any] | None]:
+                      report: Path | None, target: str | None, seed: int | None,
+                      as_json: bool) -> tuple[Any, dict[str, Any] | None]:
     """Fit, sample `rows`, write them (atomically), then the optional (non-private)
-    evaluation and report; returns (guarantee, evaluation or None)."""
+    evaluation and report; returns (guarantee, evaluation or None). Progress per stage of the
+    synthesizer (privlab.cli.progress): AIM rounds, MST marginals, DP-SGD steps, whose totals
+    are fixed by the options or by DP estimates (a noisy row count), never the exact rows."""
+    from privlab.cli.progress import reporter
     from privlab.utils.atomic import atomic_write_frame
 
-    status = err_console.status("synthesizing", spinner="dots") if show else nullcontext()
-    with status as live:
-        def progress(stage: str, done: int, total: int) -> None:
-            if live is not None:
-                live.update(f"{method}: {stage} {done}/{total}")
-
+    with reporter(f"synth {method}", as_json) as progress:
         synth.progress = progress
         synth.fit(train, epsilon, delta)
         table = synth.sample(rows)
