@@ -1,0 +1,77 @@
+"""Choose epsilon: `privlab choose-epsilon` on Adult or a workspace file, run as a job (it
+trains models and attacks them at each candidate epsilon; it releases nothing, so nothing is
+charged to the ledger)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from privlab.errors import InvalidInputError, PrivlabError
+from privlab.studio.web import CheckedForm, SessionDep, back, number, page
+
+CHOOSE_POLICIES = ("finance", "medical", "recommender")
+
+router = APIRouter()
+
+
+@router.get("/choose", response_class=HTMLResponse)
+def choose_page(request: Request) -> Response:
+    return page(request, "choose.html.j2", policies=CHOOSE_POLICIES)
+
+
+@router.post("/choose")
+async def choose_start(form: CheckedForm, session: SessionDep) -> Response:
+    source = session.source
+    if source is None or (source.kind == "bundled" and source.name != "adult"):
+        session.flash("error", "choose Adult or a file first: choose-epsilon trains "
+                               "models on a table with a label column")
+        return back("/choose")
+    from privlab.studio.jobs import start_command
+
+    try:
+        options = choose_options(form)
+    except (PrivlabError, ValueError) as exc:
+        session.flash("error", str(exc))
+        return back("/choose")
+    data = "adult" if source.kind == "bundled" else str(source.path)
+    args = ["choose-epsilon", data, "--model", options["model"], "--policy", options["policy"],
+            "--epsilons", options["epsilons"], "--seeds", options["seeds"],
+            "--max-rows", options["max_rows"],
+            "--attacks", "loss", "--shadow-models", "1", "--epochs", "2",
+            "--report", "choose_epsilon.html"]
+    if options["target"]:
+        args += ["--target", options["target"]]
+    job = start_command(session.folder, args,
+                        f"Choose epsilon: {options['model']} on {source.label}, "
+                        f"epsilons {options['epsilons']}",
+                        [("choose_epsilon.html", "the report (HTML)"),
+                         ("out.txt", "the summary (text)")])
+    session.jobs[job.jid] = job
+    return back(f"/jobs/{job.jid}")
+
+
+def choose_options(form: Any) -> dict[str, str]:
+    """The form's options as `privlab choose-epsilon` arguments, each checked in turn
+    (target, model, policy, epsilons, seeds 1-8, max rows 200-100,000)."""
+    from privlab.core.guarantee import check_epsilon
+
+    target = str(form.get("target") or "").strip()
+    model = str(form.get("model") or "logreg")
+    if model not in ("logreg", "mlp"):
+        raise InvalidInputError("model: choose logreg or mlp")
+    policy = str(form.get("policy") or "finance")
+    if policy not in CHOOSE_POLICIES:
+        raise InvalidInputError(f"policy: choose one of {', '.join(CHOOSE_POLICIES)}")
+    epsilons = ",".join(f"{check_epsilon(number(e, 'epsilons')):g}" for e in
+                        str(form.get("epsilons") or "").split(",") if e.strip())
+    if not epsilons:
+        raise InvalidInputError("epsilons: give a comma list, e.g. 1,4")
+    seeds = int(number(form.get("seeds") or 2, "seeds"))
+    max_rows = int(number(form.get("max_rows") or 5000, "max rows"))
+    if not (1 <= seeds <= 8 and 200 <= max_rows <= 100_000):
+        raise InvalidInputError("seeds: 1 to 8; max rows: 200 to 100,000")
+    return {"target": target, "model": model, "policy": policy, "epsilons": epsilons,
+            "seeds": str(seeds), "max_rows": str(max_rows)}

@@ -1,0 +1,119 @@
+"""Synthetic data: the form with its public preview (MST's budget split and noise from the
+schema, epsilon, delta and a guessed row count: no private row), and the start of a
+synthesizer job, charged to the ledger first (refused: nothing charged, nothing started)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.studio.web import (
+    CheckedForm,
+    ConfigDep,
+    LedgerDep,
+    SessionDep,
+    back,
+    budget_for,
+    check_delta_policy,
+    form_list,
+    number,
+    page,
+)
+
+SYNTH_METHODS = ("mst", "aim")
+MAX_SYNTH_ROWS = 1_000_000
+
+router = APIRouter()
+
+
+@router.get("/synth", response_class=HTMLResponse)
+def synth_page(request: Request, session: SessionDep) -> Response:
+    """The form, and the budget split and noise preview of what it would run (public
+    information only: the schema, epsilon, delta, a guessed row count)."""
+    plan = preview = error = None
+    if session.schema is not None:
+        plan = synth_plan(session.schema, request.query_params)
+        try:
+            preview = plan_preview(session.schema, plan)
+        except (PrivlabError, ValueError) as exc:
+            error = str(exc)
+    return page(request, "synth.html.j2", methods=SYNTH_METHODS, plan=plan,
+                preview=preview, error=error)
+
+
+def synth_plan(schema: Any, qp: Any) -> dict[str, Any]:
+    """The plan the page shows, from its query string (defaults: MST over every released
+    column, epsilon 1, delta 1e-6, 1000 rows)."""
+    released = [c.name for c in schema.released_columns()]
+    chosen = [c for c in form_list(qp, "columns") if c in released] or released
+    return {"method": qp.get("method") or "mst", "columns": chosen,
+            "epsilon": qp.get("epsilon") or "1", "delta": qp.get("delta") or "1e-6",
+            "rows": qp.get("rows") or "1000", "expected_rows": qp.get("expected_rows") or ""}
+
+
+def plan_preview(schema: Any, plan: dict[str, Any]) -> Any:
+    """`synth_preview` of the plan: computed from public facts only."""
+    from privlab.core.guarantee import check_delta, check_epsilon
+    from privlab.studio.synth_preview import synth_preview
+
+    if plan["method"] not in SYNTH_METHODS:
+        raise InvalidInputError(f"method: choose {' or '.join(SYNTH_METHODS)}")
+    expected = plan["expected_rows"]
+    return synth_preview(schema, plan["method"], plan["columns"],
+                         check_epsilon(number(plan["epsilon"], "epsilon")),
+                         check_delta(number(plan["delta"], "delta")),
+                         int(number(expected, "expected rows")) if expected else None)
+
+
+@router.post("/synth")
+async def synth_start(form: CheckedForm, session: SessionDep, config: ConfigDep,
+                      ledger: LedgerDep) -> Response:
+    if session.source is None or session.schema is None:
+        session.flash("error", "choose data and a reviewed schema first")
+        return back("/")
+    from privlab.studio.jobs import start_synth
+
+    try:
+        method, epsilon, delta, rows, columns = synth_request(form, session.schema)
+        budget_for(ledger, config, session.source.principal)
+        entry = ledger.charge(session.source.principal, epsilon, delta,
+                              description=f"studio: {method} synthetic table "
+                                          f"({len(columns)} columns)")
+    except BudgetExceededError as exc:
+        session.flash("error", f"budget exceeded: nothing was started ({exc})")
+        return back("/synth")
+    except PrivlabError as exc:
+        session.flash("error", str(exc))
+        return back("/synth")
+    session.entry_ids.append(entry.entry_id)
+    job = start_synth(session.folder, source=session.source,
+                      schema_dict=session.schema.to_dict(), method=method,
+                      epsilon=epsilon, delta=delta, rows=rows, columns=columns)
+    session.jobs[job.jid] = job
+    return back(f"/jobs/{job.jid}")
+
+
+def synth_request(form: Any, schema: Any) -> tuple[str, float, float, int, list[str]]:
+    """(method, epsilon, delta, rows, columns) of the form, each checked, in that order;
+    the columns default to every released column of the schema."""
+    from privlab.core.guarantee import check_delta, check_epsilon
+
+    method = str(form.get("method", ""))
+    if method not in SYNTH_METHODS:
+        raise InvalidInputError(f"method: choose {' or '.join(SYNTH_METHODS)}")
+    epsilon = check_epsilon(number(form.get("epsilon"), "epsilon"))
+    delta = check_delta(number(form.get("delta") or "1e-6", "delta"))
+    if delta == 0:
+        raise InvalidInputError("delta: the synthesizers need delta > 0, e.g. 1e-6")
+    check_delta_policy(delta, schema)  # before anything is charged
+    rows = int(number(form.get("rows"), "rows"))
+    if not 1 <= rows <= MAX_SYNTH_ROWS:
+        raise InvalidInputError(f"rows: between 1 and {MAX_SYNTH_ROWS:,}")
+    released = [c.name for c in schema.released_columns()]
+    columns = [c for c in form_list(form, "columns") if c in released] or released
+    if len(columns) < 1:
+        raise InvalidInputError("columns: choose at least one column")
+    return method, epsilon, delta, rows, columns
