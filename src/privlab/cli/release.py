@@ -106,6 +106,42 @@ def release_cmd(
 
     An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/(public
     size) is refused (exit 4) unless --allow-weak. The size is public (never len(rows))."""
+    stat = statistic.value
+    epsilon, delta, pair, mech = _check_options(
+        epsilon, delta, bounds, mechanism, ledger=ledger, principal=principal,
+        public_size=public_size)
+    sch = load_schema(schema) if schema is not None else None
+    check_delta_strength(delta, allow_weak, public_size=public_size_of(sch, public_size),
+                         size_hint="--public-size N or a --schema that declares public_size")
+    # A header-only table is a table of 0 rows: it releases noise on 0 like its neighbours.
+    frame = read_table(file, delimiter=delimiter, allow_empty=True)
+    require_columns(frame, [column], "--column")
+    frame, domain = _declared_domain(frame, sch, stat, column, on_invalid, max_rows_per_unit,
+                                     mech, ReleaseDomain(pair, parse_list(categories,
+                                                                          "--categories"),
+                                                         bins, 1, None))
+    values, domain, coerced = _checked_values(frame[column], stat, column, domain, mech, q,
+                                              declared=sch is not None)
+    # Everything the query would refuse was refused above, before any budget is charged.
+    charge = _charge(ledger, principal, epsilon, delta,
+                     f"release {stat} of {column} from {file.name}")
+    result = _compute(stat, values, domain, epsilon / domain.per_unit, delta, mech, q, seed,
+                      integer=_declared_integer(schema, column))
+    result = dataclasses.replace(result, guarantee=release_guarantee(
+        result.guarantee, stat, column, epsilon, domain.per_unit, domain.unit, schema,
+        coerced=coerced))
+    payload = _payload(result, stat, column, domain, charge, principal)
+    if as_json:
+        emit_json(payload)
+        return
+    _print_human(result, payload, stat, column, charge, principal)
+
+
+def _check_options(epsilon: float, delta: float, bounds: str | None,
+                   mechanism: Mechanism | None, *, ledger: str | None, principal: str | None,
+                   public_size: int | None) -> tuple[float, float, Any, str | None]:
+    """Options that need neither the schema nor the rows: (epsilon, delta, bounds pair,
+    mechanism name or None), each refused with a one-line error naming it."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     warn_weak_epsilon(epsilon)
@@ -119,49 +155,44 @@ def release_cmd(
         raise InvalidInputError("--ledger and --principal go together")
     if public_size is not None and (isinstance(public_size, bool) or public_size < 1):
         raise InvalidInputError(f"--public-size must be a whole number >= 1, got {public_size}")
-    stat = statistic.value
-    sch = load_schema(schema) if schema is not None else None
-    check_delta_strength(delta, allow_weak, public_size=public_size_of(sch, public_size),
-                         size_hint="--public-size N or a --schema that declares public_size")
-    # A header-only table is a table of 0 rows: it releases noise on 0 like its neighbours.
-    frame = read_table(file, delimiter=delimiter, allow_empty=True)
-    require_columns(frame, [column], "--column")
-    cats = parse_list(categories, "--categories")
-    declared = ReleaseDomain(pair, cats, bins, 1, None)
+    return epsilon, delta, pair, mech
+
+
+def _declared_domain(frame: pd.DataFrame, sch: Any, stat: str, column: str, on_invalid: str,
+                     max_rows_per_unit: int | None, mech: str | None,
+                     given: ReleaseDomain) -> tuple[pd.DataFrame, ReleaseDomain]:
+    """The column's public domain: the schema's (rows conformed to it, each person's rows
+    bounded) where one is declared, else the command line's, each row one person."""
     if sch is not None:
-        frame, declared = conform_for_release(frame, sch, on_invalid, column, stat, declared,
-                                        max_rows_per_unit, mech)
-    elif max_rows_per_unit is not None:
+        return conform_for_release(frame, sch, on_invalid, column, stat, given,
+                                   max_rows_per_unit, mech)
+    if max_rows_per_unit is not None:
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
-    pair, cats, bins, per_unit, unit = declared
-    epsilon_record = epsilon / per_unit
-    values = frame[column]
-    coerced = sch is None and (stat in ("sum", "mean", "quantile")
-                               or (stat == "histogram" and cats is None))
+    return frame, given
+
+
+def _checked_values(values: pd.Series, stat: str, column: str, domain: ReleaseDomain,
+                    mech: str | None, q: float, *, declared: bool
+                    ) -> tuple[Any, ReleaseDomain, bool]:
+    """The values the statistic reads, and the domain with its histogram bins settled; every
+    refusal the query would make, made here (before any charge). `coerced`: without a
+    declared type, a cell that is not a number counts as missing, for every table, so one
+    text value cannot turn a release into a refusal (exit code) on a neighbour."""
+    pair, cats, bins = domain.bounds, domain.categories, domain.bins
+    numeric = stat in ("sum", "mean", "quantile")
+    coerced = not declared and (numeric or (stat == "histogram" and cats is None))
     if coerced:
-        # No declared type: a cell that is not a number counts as missing, for every table,
-        # so one text value cannot turn a release into a refusal (exit code) on a neighbour.
         values = pd.to_numeric(values, errors="coerce")
-    if stat in ("sum", "mean", "quantile") and pair is None:
+    if numeric and pair is None:
         raise InvalidInputError(f"{stat} needs --bounds LO:HI (public clamping range) or "
                                 "--schema (draft one with `privlab schema draft`); bounds "
                                 "taken from the data are not private")
-    if stat in ("sum", "mean", "quantile"):
+    if numeric:
         values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
-    # Everything the query would refuse is refused here, before any budget is charged.
     if pair is not None:
         queries.check_bounds(pair, "--bounds")
     if stat == "histogram":
-        if cats is None and pair is None:
-            raise InvalidInputError("histogram needs a public domain: --categories A,B,C, "
-                                    "--bounds LO:HI with --bins N for numbers, or --schema "
-                                    "(draft one with `privlab schema draft`)")
-        bins = 10 if bins is None else bins
-        if bins < 1:
-            raise InvalidInputError(f"--bins must be a positive integer, got {bins}")
-        values = values.dropna()
-        if cats is None:
-            values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
+        values, bins = _histogram_values(values, column, pair, cats, bins)
     if stat == "quantile":
         if mech not in (None, "laplace"):
             raise InvalidInputError("quantile uses the exponential mechanism; omit --mechanism")
@@ -169,41 +200,66 @@ def release_cmd(
             raise InvalidInputError(f"--q must be in [0, 1], got {q}")
     if stat == "sum" and mech == "geometric" and not all(float(b).is_integer() for b in pair):
         raise InvalidInputError("--mechanism geometric needs integer --bounds LO:HI; use laplace")
+    return values, domain._replace(bins=bins), coerced
 
-    def compute():
-        eps = epsilon_record
-        if stat == "count":
-            return queries.dp_count(values, eps, delta=delta, mechanism=mech or "geometric",
-                                    rng=seed)
-        if stat == "sum":
-            return queries.dp_sum(values, pair, eps, delta=delta, mechanism=mech or "laplace",
-                                  rng=seed)
-        if stat == "mean":
-            return queries.dp_mean(values, pair, eps, delta=delta,
-                                   mechanism=mech or "laplace", rng=seed)
-        if stat == "histogram":
-            return queries.dp_histogram(values, eps, categories=cats, bounds=pair,
-                                        bins=bins, delta=delta, mechanism=mech or "geometric",
-                                        rng=seed, integer=_declared_integer(schema, column))
-        return queries.dp_quantile(values, q, pair, eps, rng=seed)
 
-    charge = None
-    if ledger is not None:
-        from privlab.core.ledger import BudgetLedger
+def _histogram_values(values: pd.Series, column: str, pair: Any, cats: list[str] | None,
+                      bins: int | None) -> tuple[Any, int]:
+    """A histogram needs a public domain (categories, or bounds with bins): its values without
+    missing cells, and the number of bins (default 10)."""
+    if cats is None and pair is None:
+        raise InvalidInputError("histogram needs a public domain: --categories A,B,C, "
+                                "--bounds LO:HI with --bins N for numbers, or --schema "
+                                "(draft one with `privlab schema draft`)")
+    bins = 10 if bins is None else bins
+    if bins < 1:
+        raise InvalidInputError(f"--bins must be a positive integer, got {bins}")
+    values = values.dropna()
+    if cats is None:
+        values = queries.as_numeric(values.to_numpy(), f"column {column!r}")
+    return values, bins
 
-        book = BudgetLedger(str(ledger))
-        charge = book.charge(principal, epsilon, delta, description=f"release {stat} of {column} "
-                             f"from {file.name}")
-    result = compute()
-    result = dataclasses.replace(result, guarantee=release_guarantee(result.guarantee, stat, column,
-                                                             epsilon, per_unit, unit, schema,
-                                                             coerced=coerced))
+
+def _charge(ledger: str | None, principal: str | None, epsilon: float, delta: float,
+            description: str) -> Any:
+    """Charge the ledger first, in one transaction (refused past the budget: exit 3); the
+    value is computed only after the charge committed. None without --ledger."""
+    if ledger is None:
+        return None
+    from privlab.core.ledger import BudgetLedger
+
+    return BudgetLedger(str(ledger)).charge(principal, epsilon, delta, description=description)
+
+
+def _compute(stat: str, values: Any, domain: ReleaseDomain, eps: float, delta: float,
+             mech: str | None, q: float, seed: int | None, *, integer: bool) -> Any:
+    """The DP statistic at the per-record epsilon (`epsilon / per_unit`, group privacy)."""
+    pair = domain.bounds
+    if stat == "count":
+        return queries.dp_count(values, eps, delta=delta, mechanism=mech or "geometric",
+                                rng=seed)
+    if stat == "sum":
+        return queries.dp_sum(values, pair, eps, delta=delta, mechanism=mech or "laplace",
+                              rng=seed)
+    if stat == "mean":
+        return queries.dp_mean(values, pair, eps, delta=delta, mechanism=mech or "laplace",
+                               rng=seed)
+    if stat == "histogram":
+        return queries.dp_histogram(values, eps, categories=domain.categories, bounds=pair,
+                                    bins=domain.bins, delta=delta,
+                                    mechanism=mech or "geometric", rng=seed, integer=integer)
+    return queries.dp_quantile(values, q, pair, eps, rng=seed)
+
+
+def _payload(result: Any, stat: str, column: str, domain: ReleaseDomain, charge: Any,
+             principal: str | None) -> dict[str, Any]:
+    """The JSON output (the human output prints from it too)."""
     payload = {"statistic": stat, "column": column, **result.to_dict()}
     gaussian = "gaussian" in result.guarantee.mechanism
     ratio_hw = ratio_half_width(result.noise, result.details or {}, gaussian)
     if stat == "mean" and ratio_hw is not None:
         payload["mean_half_width_95_approx"] = ratio_hw["mean"]
-    if stat == "histogram" and cats:
+    if stat == "histogram" and domain.categories:
         # public wording, the same whatever the rows hold: saying "nothing matched" would
         # reveal the data (issue 23)
         payload["category_matching"] = CATEGORY_MATCHING_NOTE
@@ -211,9 +267,13 @@ def release_cmd(
         payload["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
                              "remaining_epsilon": charge.remaining_epsilon,
                              "remaining_delta": charge.remaining_delta}
-    if as_json:
-        emit_json(payload)
-        return
+    return payload
+
+
+def _print_human(result: Any, payload: dict[str, Any], stat: str, column: str, charge: Any,
+                 principal: str | None) -> None:
+    """The console output: headline, value, bins, half-width, guarantee, notes, ledger."""
+    gaussian = "gaussian" in result.guarantee.mechanism
     console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     _print_bin_labels(payload)

@@ -55,75 +55,80 @@ def parse_domain_json(spec: Any, name: str = "declared") -> DomainDeclaration:
         raise InvalidInputError("domain \"drop\" must be a list of column names")
     out.drop = list(drop)
     for col, raw in cols.items():
-        if not isinstance(raw, Mapping):
-            raise InvalidInputError(f"domain column {col!r} must be an object")
-        bad = set(raw) - _COLUMN_KEYS
-        if bad:
-            raise InvalidInputError(f"domain column {col!r} has unknown keys {sorted(bad)}; "
-                                    f"allowed: {sorted(_COLUMN_KEYS)}")
-        kind = raw.get("type")
-        if kind not in (None, "categorical", "numeric"):
-            raise InvalidInputError(f"domain column {col!r}: type must be \"categorical\" or "
-                                    f"\"numeric\", got {kind!r}")
-        decl = ColumnDeclaration(kind=kind, missing=bool(raw.get("missing", True)))
-        if "categories" in raw:
-            cats = raw["categories"]
-            if (not isinstance(cats, list) or not cats
-                    or len({str(c) for c in cats}) != len(cats)):
-                raise InvalidInputError(f"domain column {col!r}: categories must be a non-empty "
-                                        "list of distinct values")
-            if len(cats) > MAX_CATEGORIES:
-                raise InvalidInputError(f"domain column {col!r}: more than {MAX_CATEGORIES} "
-                                        "categories; coarsen it or drop it")
-            decl.categories = [str(c) for c in cats]
-            decl.kind = decl.kind or "categorical"
-        if "other" in raw:
-            decl.other = bool(raw["other"])
-        if "bounds" in raw:
-            decl.bounds = _check_bounds(raw["bounds"], col)
-            decl.kind = decl.kind or "numeric"
-        if "edges" in raw:
-            e = raw["edges"]
-            try:
-                arr = np.asarray(e, dtype=np.float64)
-            except (TypeError, ValueError):
-                arr = np.array([])
-            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) \
-                    or not np.all(np.diff(arr) > 0):
-                raise InvalidInputError(f"domain column {col!r}: edges must be >= 2 increasing "
-                                        "finite numbers")
-            decl.edges = arr.tolist()
-            decl.kind = decl.kind or "numeric"
-        if "bins" in raw:
-            b = raw["bins"]
-            if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BINS:
-                raise InvalidInputError(f"domain column {col!r}: bins must be an integer in "
-                                        f"[1, {MAX_BINS}], got {b!r}")
-            decl.bins = b
-        if "integer" in raw:
-            decl.integer = bool(raw["integer"])
-        if "scale" in raw:
-            if raw["scale"] not in ("linear", "log"):
-                raise InvalidInputError(f"domain column {col!r}: scale must be \"linear\" or "
-                                        "\"log\"")
-            decl.scale = raw["scale"]
-        if "point_masses" in raw:
-            pts = raw["point_masses"]
-            if not isinstance(pts, list) or not pts or any(
-                    isinstance(v, bool) or not isinstance(v, (int, float))
-                    or not math.isfinite(v) for v in pts) or len(set(pts)) != len(pts):
-                raise InvalidInputError(f"domain column {col!r}: point_masses must be a "
-                                        "non-empty list of distinct finite numbers, e.g. [0]")
-            decl.points = tuple(sorted(float(v) for v in pts))
-            decl.kind = decl.kind or "numeric"
-        if decl.kind == "categorical" and (decl.bounds or decl.edges or decl.points):
-            raise InvalidInputError(f"domain column {col!r}: a categorical column takes "
-                                    "categories, not bounds or edges")
-        if decl.kind == "numeric" and decl.categories:
-            raise InvalidInputError(f"domain column {col!r}: a numeric column takes bounds or "
-                                    "edges, not categories")
-        out.columns[str(col)] = decl
+        out.columns[str(col)] = _column_declaration(col, raw)
     return out
+
+
+def _column_declaration(col: Any, raw: Any) -> ColumnDeclaration:
+    """One column of a retired declaration, checked key by key as the old parser did."""
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError(f"domain column {col!r} must be an object")
+    bad = set(raw) - _COLUMN_KEYS
+    if bad:
+        raise InvalidInputError(f"domain column {col!r} has unknown keys {sorted(bad)}; "
+                                f"allowed: {sorted(_COLUMN_KEYS)}")
+    kind = raw.get("type")
+    if kind not in (None, "categorical", "numeric"):
+        raise InvalidInputError(f"domain column {col!r}: type must be \"categorical\" or "
+                                f"\"numeric\", got {kind!r}")
+    decl = ColumnDeclaration(kind=kind, missing=bool(raw.get("missing", True)))
+    if "categories" in raw:
+        cats = raw["categories"]
+        if (not isinstance(cats, list) or not cats
+                or len({str(c) for c in cats}) != len(cats)):
+            raise InvalidInputError(f"domain column {col!r}: categories must be a non-empty "
+                                    "list of distinct values")
+        if len(cats) > MAX_CATEGORIES:
+            raise InvalidInputError(f"domain column {col!r}: more than {MAX_CATEGORIES} "
+                                    "categories; coarsen it or drop it")
+        decl.categories = [str(c) for c in cats]
+        decl.kind = decl.kind or "categorical"
+    if "other" in raw:
+        decl.other = bool(raw["other"])
+    if "bounds" in raw:
+        decl.bounds = _check_bounds(raw["bounds"], col)
+        decl.kind = decl.kind or "numeric"
+    if "edges" in raw:
+        e = raw["edges"]
+        try:
+            arr = np.asarray(e, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = np.array([])
+        if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) \
+                or not np.all(np.diff(arr) > 0):
+            raise InvalidInputError(f"domain column {col!r}: edges must be >= 2 increasing "
+                                    "finite numbers")
+        decl.edges = arr.tolist()
+        decl.kind = decl.kind or "numeric"
+    if "bins" in raw:
+        b = raw["bins"]
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BINS:
+            raise InvalidInputError(f"domain column {col!r}: bins must be an integer in "
+                                    f"[1, {MAX_BINS}], got {b!r}")
+        decl.bins = b
+    if "integer" in raw:
+        decl.integer = bool(raw["integer"])
+    if "scale" in raw:
+        if raw["scale"] not in ("linear", "log"):
+            raise InvalidInputError(f"domain column {col!r}: scale must be \"linear\" or "
+                                    "\"log\"")
+        decl.scale = raw["scale"]
+    if "point_masses" in raw:
+        pts = raw["point_masses"]
+        if not isinstance(pts, list) or not pts or any(
+                isinstance(v, bool) or not isinstance(v, (int, float))
+                or not math.isfinite(v) for v in pts) or len(set(pts)) != len(pts):
+            raise InvalidInputError(f"domain column {col!r}: point_masses must be a "
+                                    "non-empty list of distinct finite numbers, e.g. [0]")
+        decl.points = tuple(sorted(float(v) for v in pts))
+        decl.kind = decl.kind or "numeric"
+    if decl.kind == "categorical" and (decl.bounds or decl.edges or decl.points):
+        raise InvalidInputError(f"domain column {col!r}: a categorical column takes "
+                                "categories, not bounds or edges")
+    if decl.kind == "numeric" and decl.categories:
+        raise InvalidInputError(f"domain column {col!r}: a numeric column takes bounds or "
+                                "edges, not categories")
+    return decl
 
 
 def _check_bounds(value: Any, col: str) -> tuple[float, float]:
