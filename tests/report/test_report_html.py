@@ -6,6 +6,7 @@ import base64
 import os
 
 import pandas as pd
+import pytest
 
 from privlab.assess import assess
 from privlab.assess.report import write_assessment_report
@@ -24,7 +25,7 @@ def test_bar_chart_is_a_png_data_uri():
 def test_write_page_sections_escaping_and_atomicity(tmp_path):
     path = tmp_path / "r.html"
     sections = [
-        Section("First part", paragraphs=["<script>alert(1)</script>"],
+        Section("In plain words", paragraphs=["<script>alert(1)</script>"],
                 facts={"rows": 1234, "share": 0.5},
                 tables=[Table(["name", "value", "tier"], [["x", 0.123456, "hide"],
                                                          {"name": "y", "value": 2, "tier": "low"}],
@@ -37,11 +38,21 @@ def test_write_page_sections_escaping_and_atomicity(tmp_path):
                guarantee=PrivacyGuarantee.not_private("m", "because"))
     html = path.read_text()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
-    assert '<section id="first-part">' in html and '<a href="#second-part">' in html
+    assert '<section id="in-plain-words">' in html and '<a href="#second-part">' in html
     assert "0.123" in html and "1,234" in html and 'class="highlight"' in html
     assert 'class="tier-hide"' in html and "NOT differentially private" in html
     assert "data:image/png;base64," in html and "a caption" in html
     assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
+
+
+def test_every_report_opens_with_in_plain_words(tmp_path):
+    """Issue 23: the shared page refuses a report whose first section is not "In plain
+    words", so no report (assess, audit, choose-epsilon, synth, demo) can lose it."""
+    with pytest.raises(ValueError, match="In plain words"):
+        write_page(tmp_path / "r.html", "R", [Section("Summary"), Section("In plain words")])
+    with pytest.raises(ValueError, match="In plain words"):
+        write_page(tmp_path / "r.html", "R", [])
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_fmt_and_pct():

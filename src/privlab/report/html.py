@@ -138,9 +138,18 @@ def write_html(path: str | Path, template: str, **context: Any) -> Path:
     return path
 
 
+#: The title of every report's first section.
+PLAIN_WORDS = "In plain words"
+
+
 def write_page(path: str | Path, title: str, sections: Sequence[Section], *,
                subtitle: str = "", guarantee: PrivacyGuarantee | None = None,
                meta: Mapping[str, Any] | None = None) -> Path:
-    """Write a generic report page made of `sections` (the shared layout)."""
+    """Write a generic report page made of `sections` (the shared layout). Every report
+    opens with "In plain words" (issue 23): a reader who stops after one section must still
+    learn what was done and how safe it is, so a page without it is a programming error."""
+    if not sections or sections[0].title != PLAIN_WORDS:
+        raise ValueError(f"a report's first section must be {PLAIN_WORDS!r}, got "
+                         f"{sections[0].title if sections else None!r}")
     return write_html(path, "page.html.j2", title=title, subtitle=subtitle, sections=sections,
                       guarantee=guarantee, meta=dict(meta or {}))
