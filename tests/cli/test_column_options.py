@@ -3,21 +3,9 @@ the option and the column (exit 2), before any training, charge or file is writt
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from privlab.cli.main import main
-
-
-@pytest.fixture(scope="module")
-def adult_csv(tmp_path_factory) -> Path:
-    from privlab.data.datasets import load_dataset
-
-    path = tmp_path_factory.mktemp("data") / "adult.csv"
-    load_dataset("adult").head(200).to_csv(path, index=False)
-    return path
-
 
 CASES = {
     "train --target": (["train", "{csv}", "--schema", "adult", "-t", "nosuch", "--model",

@@ -4,8 +4,6 @@ read and without writing anything, unless --allow-weak."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from test_grammar import _commands, _options
 
@@ -22,15 +20,6 @@ def test_every_command_with_delta_takes_allow_weak() -> None:
                if any("--delta" in p.opts for p in _options(cmd))
                and not any("--allow-weak" in p.opts for p in _options(cmd))]
     assert missing == []
-
-
-@pytest.fixture(scope="module")
-def adult_csv(tmp_path_factory) -> Path:
-    from privlab.data.datasets import load_dataset
-
-    path = tmp_path_factory.mktemp("data") / "adult.csv"
-    load_dataset("adult").head(200).to_csv(path, index=False)
-    return path
 
 
 # the cheapest invocation of each command; {tmp}: the folder that must stay empty

@@ -186,7 +186,7 @@ def test_ratings_file_users_without_ratings_no_catalogue_and_declared_range(tmp_
      "movieId: a rating refers to a movie missing from the catalogue"),
     ({"r.csv": RATINGS, "m.csv": "movieId,name\n1,x\n"}, ["--movies", "{tmp}/m.csv"],
      "movies table needs column 'title'"),
-    ({"r.csv": RATINGS}, ["--rating-range", "5:1"], "--rating-range must be finite with LO < HI"),
+    ({"r.csv": RATINGS}, ["--rating-range", "5:1"], "--rating-range: LO=5 must be below HI=1"),
     ({"r.csv": RATINGS}, ["--max-users", "0"], "--max-users must be >= 1, got 0"),
     ({"r.csv": RATINGS}, ["--clients-per-round", "0"], "--clients-per-round must be >= 1"),
     ({"r.csv": RATINGS}, ["--delta", "0"], "--delta must be > 0"),

@@ -70,7 +70,8 @@ def check_bounds(bounds: Any, what: str = "bounds") -> tuple[float, float]:
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise InvalidInputError(f"{what} must be finite, got {bounds!r}")
     if lo >= hi:
-        raise InvalidInputError(f"{what} are inverted or empty: LO={lo} must be < HI={hi}")
+        raise InvalidInputError(f"{what}: LO={lo:g} must be below HI={hi:g} (an inverted or "
+                                "empty range)")
     return lo, hi
 
 

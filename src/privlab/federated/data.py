@@ -87,15 +87,10 @@ class RatingsData:
 
 
 def check_rating_range(rating_range: tuple[float, float]) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in rating_range)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be two "
-                                f"numbers LO:HI, got {rating_range!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInputError(f"{option_name('rating_range', '--rating-range')} must be "
-                                f"finite with LO < HI, got {lo:g}:{hi:g}")
-    return lo, hi
+    """The declared public rating range (LO < HI, both finite), named as the caller spells it."""
+    from privlab.core.sensitivity import check_bounds
+
+    return check_bounds(rating_range, option_name("rating_range", "--rating-range"))
 
 
 def _have(frame: pd.DataFrame) -> str:

@@ -132,15 +132,9 @@ def _column_declaration(col: Any, raw: Any) -> ColumnDeclaration:
 
 
 def _check_bounds(value: Any, col: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"domain column {col!r}: bounds must be two numbers "
-                                f"[LO, HI], got {value!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInputError(f"domain column {col!r}: bounds must be finite with LO < HI, "
-                                f"got {value!r}")
-    return lo, hi
+    from privlab.core.sensitivity import check_bounds
+
+    return check_bounds(value, f"domain column {col!r}: bounds")
 
 
 def read_domain_json(path: str | Path) -> tuple[dict[str, Any], DomainDeclaration]:
