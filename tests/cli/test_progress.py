@@ -49,7 +49,9 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("argv,name,stage", COMMANDS, ids=[c[1] for c in COMMANDS])
-def test_long_commands_report_progress_on_stderr_only(argv, name, stage, capsys, monkeypatch):
+def test_long_commands_report_progress_on_stderr_only(argv, name, stage, capsys, monkeypatch,
+                                                      skip_without_ml):
+    skip_without_ml(argv[0])
     _, err = _run(argv, capsys, monkeypatch, "1")
     lines = [m for m in _progress(err) if m["name"] == name]
     assert any(m["stage"].startswith(stage) for m in lines), err
@@ -91,9 +93,10 @@ def test_demo_reports_each_step(tmp_path: Path, capsys, monkeypatch):
 
 
 def test_train_progress_is_identical_on_neighbouring_tables(tmp_path: Path, capsys,
-                                                            monkeypatch):
+                                                            monkeypatch, skip_without_ml):
     """Progress goes to stderr, which the neighbour fuzz compares byte for byte: it may show
     only what the options fix (epochs), never a batch or row count, and no timings."""
+    skip_without_ml("train")
     from privlab.data.datasets import load_dataset
 
     frame = load_dataset("adult").head(200).reset_index(drop=True)
