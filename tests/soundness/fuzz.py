@@ -274,10 +274,11 @@ def _train_options(draw: Any, ds: str) -> list[str]:
     if method == "dpsgd":
         out += draw(_opt("--sample-rate", [0.25]))
         out += draw(_opt("--accountant", ["rdp"]))
-        out += ["--delta", "1e-5"]
+        out += ["--delta", draw(st.sampled_from(["1e-5", "1e-5", "2e-3"]))]
     else:
-        out += ["--delta", draw(st.sampled_from(["0", "1e-5"]))]
+        out += ["--delta", draw(st.sampled_from(["0", "1e-5", "2e-3"]))]
     out += draw(_opt("--metrics-share", [0, 0.3]))
+    out += draw(_flag("--allow-weak"))
     if DATASETS[ds].schema is None:  # refused, or fitted on the data and labelled NOT DP
         out += draw(_flag("--unsafe-encoding"))
     else:
@@ -326,7 +327,17 @@ def _synth_options(draw: Any, ds: str) -> list[str]:
         out += ["--epochs", "1"]
     out += draw(st.sampled_from([[], [], ["--holdout", "0.25", "--evaluate"]]))
     out += draw(_ON_INVALID)
-    return out + ["--json"]
+    if method != "dpvae":
+        # categories / bounds estimated under DP instead of the declared ones
+        out += draw(st.sampled_from([[], [], ["--estimate-domain", "all"],
+                                     ["--estimate-domain", "age"]]))
+        out += draw(_opt("--bins", [8]))
+    out += draw(_opt("--missing", ["drop"]))
+    out += draw(_opt("--exclude", ["hours" if "people" in ds else "fnlwgt"]))
+    # the one delta policy: a weak delta is refused (exit 4) or accepted with a warning
+    out += draw(st.sampled_from([[], [], ["--delta", "2e-3"]]))
+    out += draw(_flag("--allow-weak"))
+    return out + draw(_JSON)
 
 
 SYNTH = Command(
@@ -405,9 +416,13 @@ class Case:
     dataset: str
     options: tuple[str, ...]
     edit: str
+    #: PRIVLAB_PROGRESS=1: plain progress lines on stderr, which must match too
+    progress: bool = False
 
     def __str__(self) -> str:
-        return f"{self.command} on {self.dataset} [{' '.join(self.options)}] edit={self.edit}"
+        env = "PRIVLAB_PROGRESS=1 " if self.progress else ""
+        return (f"{env}{self.command} on {self.dataset} [{' '.join(self.options)}] "
+                f"edit={self.edit}")
 
 
 @st.composite
@@ -425,7 +440,7 @@ def cases(draw: Any, commands: Iterable[str] = tuple(COMMANDS),
     # one-person edit on a person-level schema 3 times in 15)
     edit = draw(st.one_of(st.sampled_from(names),
                           st.sampled_from([n for n in names if n in PERSON | SIZE] or names)))
-    return Case(cmd.name, ds, tuple(opts), edit)
+    return Case(cmd.name, ds, tuple(opts), edit, progress=draw(st.booleans()))
 
 
 # --------------------------------------------------------------------------- the runner
@@ -475,13 +490,15 @@ def _read_output(path: Path) -> Any:
             "length": len(table)}
 
 
-def run_cli(argv: list[str], folder: Path, inputs: set[str]) -> Run:
-    """`main(argv)` with `folder` as the working directory, capturing everything it says."""
+def run_cli(argv: list[str], folder: Path, inputs: set[str], progress: bool = False) -> Run:
+    """`main(argv)` with `folder` as the working directory, capturing everything it says
+    (with `progress`, the plain progress lines of PRIVLAB_PROGRESS=1 too; else none)."""
     from privlab.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(folder), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err), warnings.catch_warnings(record=True) as caught:
+            contextlib.redirect_stderr(err), warnings.catch_warnings(record=True) as caught, \
+            _progress_env("1" if progress else "0"):
         warnings.simplefilter("always")
         code = main(argv)
     files = {p.name: _read_output(p) for p in sorted(folder.iterdir())
@@ -490,6 +507,19 @@ def run_cli(argv: list[str], folder: Path, inputs: set[str]) -> Run:
     here = str(folder.resolve())
     return Run(code, out.getvalue().replace(here, "<dir>"), err.getvalue().replace(here, "<dir>"),
                sorted({f"{w.category.__name__}: {w.message}" for w in caught}), files)
+
+
+@contextlib.contextmanager
+def _progress_env(value: str) -> Any:
+    old = os.environ.get("PRIVLAB_PROGRESS")
+    os.environ["PRIVLAB_PROGRESS"] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PRIVLAB_PROGRESS", None)
+        else:
+            os.environ["PRIVLAB_PROGRESS"] = old
 
 
 def resolve(opts: Iterable[str], frame: pd.DataFrame) -> list[str]:
@@ -514,7 +544,7 @@ def run_case(case: Case) -> tuple[Run, Run]:
                                  "--epsilon", "5", "--delta", "1e-4"], folder, inputs)
                 assert setup.code == 0, setup.stderr
                 inputs |= {p.name for p in folder.iterdir()}  # the ledger is an input
-            runs.append(run_cli(argv, folder, inputs))
+            runs.append(run_cli(argv, folder, inputs, progress=case.progress))
     return runs[0], runs[1]
 
 

@@ -41,8 +41,8 @@ def _fuzz(command: str, n: int, datasets: tuple[str, ...] | None,
     return test
 
 
-def _case(command: str, dataset: str, edit: str, options: str) -> Case:
-    return Case(command, dataset, tuple(options.split()), edit)
+def _case(command: str, dataset: str, edit: str, options: str, progress: bool = False) -> Case:
+    return Case(command, dataset, tuple(options.split()), edit, progress)
 
 
 test_release = _fuzz(
@@ -66,7 +66,10 @@ test_train = _fuzz(
           "--json"),
     # issue 21 (3): a person-level schema, record-level DP-SGD claim
     _case("train", "people-person", "remove_person", "--target label --model mlp --method "
-          "dpsgd --epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --json"))
+          "dpsgd --epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --json"),
+    # issue 23: progress per epoch on stderr, identical on both sides
+    _case("train", "people-row", "add", "--target label --model logreg --method dpsgd "
+          "--epochs 2 --batch-size 32 --epsilon 1 --delta 1e-5 --json", progress=True))
 
 test_audit = _fuzz(
     "audit", 1, ("people-row", "people-person"),
@@ -74,6 +77,14 @@ test_audit = _fuzz(
     _case("audit", "people-person", "remove_person", "--target label --members 20 --epochs 1 "
           "--batch-size 8 --attacks loss --epsilon 2 --json"))
 
-test_synth = _fuzz("synth", 5, ("people-row", "people-person"))
+test_synth = _fuzz(
+    "synth", 5, ("people-row", "people-person"),
+    # issue 24: categories / bounds estimated under DP (--estimate-domain), with the progress
+    # lines of PRIVLAB_PROGRESS=1 on stderr (issue 23), on a one-row edit that moves n
+    _case("synth", "people-row", "remove", "--method mst --epsilon 6 --rows 30 --out synth.csv "
+          "--estimate-domain age --json", progress=True),
+    # issue 23: the one delta policy, refused the same way on both sides
+    _case("synth", "people-row", "add", "--method aim --epsilon 6 --rows 30 --out synth.csv "
+          "--workload 2way --delta 2e-3 --json"))
 test_federated = _fuzz("federated", 8, None)
 test_trajectory = _fuzz("trajectory", 5, None)
