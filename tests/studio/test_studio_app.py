@@ -359,3 +359,29 @@ def test_gateway_page_lists_analysts_and_verifies_the_audit_log(tmp_path: Path,
     tamper_audit(folder, "UPDATE privlab_gateway_audit SET sql = 'SELECT 1' WHERE seq = 2")
     bad = client.post("/gateway/verify", data={"csrf": csrf}).text
     assert "TAMPERED" in bad and "audit row 2: contents do not match its HMAC" in bad
+
+
+def test_assess_uses_the_sessions_schema(workspace: Path) -> None:
+    """Issue 23: the studio's assessment reads the reviewed schema as `privlab assess
+    --schema` does: a column declared identifier is named as a direct identifier, not
+    assessed, and the rerun call carries the schema."""
+    from privlab.schema import parse_schema
+
+    spec = {"name": "people", "columns": {
+        "age": {"type": "integer", "bounds": [0, 120], "missing": False},
+        "sex": {"type": "categorical", "categories": ["F", "M"], "missing": False},
+        "city": {"type": "identifier", "missing": False},
+        "income": {"type": "integer", "bounds": [0, 5000], "missing": False}}}
+    (workspace / "people.schema.yaml").write_text(parse_schema(spec).to_yaml(),
+                                                  encoding="utf-8")
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "people.csv"})
+    page = client.post("/assess", data={"csrf": csrf, "quasi_identifiers": "age,sex",
+                                        "max_combination_size": "2"}).text
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "direct identifiers (declared in the schema" in text and "city" in text
+    assert "schema=privlab.schema.load_schema(&#39;schema.yaml&#39;)" in page
+    assert "<td>drop</td><td>city</td>" in page  # the recommendation: drop it
+    assert not re.search(r"\((?:hide|low|none)\): [^<]*city", page)  # never given a tier
+    assert re.search(r"\(hide\): [^<]*age", page)

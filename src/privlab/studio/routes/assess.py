@@ -44,21 +44,21 @@ async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
                         "and privacy models", guarantee=result.guarantee)
     session.assessment = {"sections": sections,
                           "headline": result.guarantee.headline(),
-                          "call": assess_call(qis, sensitive, size)}
+                          "call": assess_call(qis, sensitive, size, schema_call(session))}
     return back("/assess#results")
 
 
 def run_assessment(session: Session, qis: list[str], sensitive: str | None, size: int) -> Any:
-    """`privlab.assess.assess` on the session's data, over its schema's released columns
-    when it has a schema (every column otherwise)."""
+    """`privlab.assess.assess` on the session's data, with its schema when it has one (as
+    `privlab assess --schema`: the declared types decide each column's treatment, identifier
+    and text columns are flagged as direct identifiers instead of assessed, and a value
+    outside the schema is refused with one line naming its column)."""
     from privlab.assess import assess
 
     frame = session.source.load()
-    attrs = None
-    if session.schema is not None:
-        attrs = [c.name for c in session.schema.released_columns() if c.name in frame.columns]
-    return assess(frame, attributes=attrs, quasi_identifiers=qis or None, sensitive=sensitive,
-                  max_combination_size=size, source=session.source.label)
+    return assess(frame, quasi_identifiers=qis or None, sensitive=sensitive,
+                  max_combination_size=size, source=session.source.label,
+                  schema=session.schema, on_invalid="refuse")
 
 
 @router.get("/assess/report.html")
@@ -69,9 +69,24 @@ def assess_report(session: SessionDep) -> Response:
     return attachment(path.read_text(encoding="utf-8"), "assessment.html", "text/html")
 
 
-def assess_call(qis: list[str], sensitive: str | None, size: int) -> str:
+def schema_call(session: Session) -> str | None:
+    """How the rerun names the session's schema: the bundled one by name, else the reviewed
+    schema saved as schema.yaml; None without a schema."""
+    if session.schema is None:
+        return None
+    from privlab.studio.protect import _is_bundled
+
+    if session.source is not None and _is_bundled(session.schema, session.source):
+        return f"privlab.schema.bundled_schema({session.source.bundled_schema!r})"
+    return "privlab.schema.load_schema('schema.yaml')"
+
+
+def assess_call(qis: list[str], sensitive: str | None, size: int,
+                schema: str | None = None) -> str:
     """The library call that reruns the assessment (shown beside the results)."""
     args = ["frame"]
+    if schema is not None:
+        args.append(f"schema={schema}")
     if qis:
         args.append(f"quasi_identifiers={qis!r}")
     if sensitive:
