@@ -135,15 +135,30 @@ def test_duckdb_equals_pandas(capsys, tables, table, policy, bins):
         assert duck["schema"]["rows_dropped"] == 2 and duck["rows_in"] == 298
 
 
-def test_coerced_values_match_conform(capsys, tables):
-    """The coerced age column itself (clamped, rounded half to even) has the pandas path's
-    distinct values: one value per bin would hide a wrong rounding, so no --bin-numeric."""
+def test_coerced_rows_equal_conform(tables):
+    """The conformed view's rows are `conform_rows`' rows, cell for cell: clamped ages, ages
+    rounded half to even (32.5 -> 32, 33.5 -> 34), `<other>`, dropped rows, clamped dates."""
+    from privlab.assess.declared import conform_rows
+    from privlab.assess.declared_sql import ConformedSource
+    from privlab.assess.grouped import DuckDBSource
+    from privlab.schema import load_schema
+
+    schema = load_schema(str(tables["schema"]))
     csv, parquet = tables["invalid"]
-    opts = ["--schema", str(tables["schema"]), "--on-invalid", "coerce",
-            "--attributes", "age", "-q", "age"]
-    docs = [_json(capsys, ["assess", str(p), "--engine", e, *opts])
-            for p, e in ((csv, "pandas"), (parquet, "duckdb"))]
-    assert_close(docs[0], docs[1])
+    view = ConformedSource(DuckDBSource(parquet), schema, "coerce")
+    got = view.frame("SELECT * FROM __data ORDER BY pid")
+    want = conform_rows(pd.read_csv(csv), schema, "coerce").sort_values("pid")
+    want = want.reset_index(drop=True)
+    assert (view.rows_read, view.rows_kept) == (300, 298)
+    assert list(got.columns) == list(want.columns)
+    assert got["age"].tolist() == want["age"].tolist()
+    assert want["age"].iloc[:4].tolist() == [99, 0, 32, 34]
+    for c in ("score", "income"):
+        assert np.allclose(got[c].to_numpy(float), want[c].to_numpy(float), equal_nan=True)
+    for c in ("pid", "note", "sex", "region"):
+        assert got[c].fillna("<NA>").tolist() == want[c].fillna("<NA>").tolist()
+    assert (pd.to_datetime(got["day"]) == want["day"]).all()
+    assert (got["region"] == "<other>").sum() > 0
 
 
 @pytest.mark.parametrize("column,value", [
