@@ -113,13 +113,14 @@ def assert_close(a: Any, b: Any, where: str = "") -> None:
         assert a == b, (where, a, b)
 
 
-@pytest.mark.parametrize("table,policy,bins", [
-    ("clean", "refuse", None), ("clean", "refuse", "4"), ("clean", "coerce", "4"),
-    ("invalid", "coerce", None), ("invalid", "coerce", "3")])
-def test_duckdb_equals_pandas(capsys, tables, table, policy, bins):
+@pytest.mark.parametrize("table,policy,bins,extra", [
+    ("clean", "refuse", None, []), ("clean", "refuse", "4", []), ("clean", "coerce", "4", []),
+    ("invalid", "coerce", None, []), ("invalid", "coerce", "3", []),
+    ("invalid", "coerce", "3", ["--drop-missing"])])
+def test_duckdb_equals_pandas(capsys, tables, table, policy, bins, extra):
     csv, parquet = tables[table]
     opts = ["--schema", str(tables["schema"]), "--on-invalid", policy,
-            "-q", "age,sex,region", "-s", "income", "--max-combination-size", "3"]
+            "-q", "age,sex,region", "-s", "income", "--max-combination-size", "3", *extra]
     if bins is not None:
         opts += ["--bin-numeric", bins]
     pandas_doc = _json(capsys, ["assess", str(csv), *opts])
@@ -133,6 +134,22 @@ def test_duckdb_equals_pandas(capsys, tables, table, policy, bins):
     assert duck["schema"]["rows_read"] == 300
     if table == "invalid":  # 'male' (sex, missing: false) and the missing age are dropped
         assert duck["schema"]["rows_dropped"] == 2 and duck["rows_in"] == 298
+
+
+def test_report_text_is_the_same(capsys, tables):
+    """The console report (schema line, direct identifiers, tables) reads the same."""
+    csv, parquet = tables["invalid"]
+    opts = ["--schema", str(tables["schema"]), "--on-invalid", "coerce", "--bin-numeric", "3",
+            "-q", "age,sex"]
+    outs = []
+    for path, engine in ((csv, "pandas"), (parquet, "duckdb")):
+        code, out, err = _run(capsys, ["assess", str(path), "--engine", engine, *opts])
+        assert code == 0, err
+        outs.append((out.replace(path.name, "FILE"), err))
+    assert outs[0] == outs[1]
+    text = " ".join(outs[1][0].split())
+    assert "direct identifiers" in text and "pid (identifier), note (text)" in text
+    assert "2 of 300 rows dropped by the schema" in text
 
 
 def test_coerced_rows_equal_conform(tables):
