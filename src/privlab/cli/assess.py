@@ -44,7 +44,9 @@ def assess_cmd(
                                    help="Only assess these columns A,B,C (default: all)."),
     bin_numeric: int = typer.Option(None, "--bin-numeric",
                                     help="Bin numeric attributes into N equal-width bins "
-                                         "(default: each number is a value, as the PIA article)."),
+                                         "(with --schema: over the declared bounds, dates "
+                                         "too; default: each number is a value, as the PIA "
+                                         "article)."),
     population: Path = typer.Option(None, "--population",
                                     help="Population table (same QI columns): delta-presence "
                                          "and journalist / marketer risk (without it: "
