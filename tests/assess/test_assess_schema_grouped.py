@@ -246,3 +246,20 @@ def test_dates_binned_over_the_declared_range(capsys, tables):
                            "--attributes", "day"])
     assert plain["attributes"][0]["binned"] is False
     assert plain["attributes"][0]["distinct"] == frame["day"].nunique()
+
+
+def test_datetime_bin_edges_and_labels():
+    """Midnight edges read as dates; a range shorter than N microseconds is refused."""
+    from privlab.assess.declared import declared_bins
+    from privlab.errors import InvalidInputError
+    from privlab.schema import load_schema
+
+    schema = load_schema({"name": "d", "columns": {
+        "day": {"type": "datetime", "bounds": ["2020-01-01", "2021-01-01"]},
+        "tick": {"type": "datetime", "bounds": ["2020-01-01 00:00:00",
+                                                "2020-01-01 00:00:00.000003"]}}})
+    bins = declared_bins(schema, "day", 2)
+    assert bins is not None and bins.datetime
+    assert bins.labels() == ["[2020-01-01, 2020-07-02)", "[2020-07-02, 2021-01-01]"]
+    with pytest.raises(InvalidInputError, match="ask for fewer bins"):
+        declared_bins(schema, "tick", 4)
