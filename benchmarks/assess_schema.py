@@ -8,8 +8,8 @@ with the 1-minute load average before each run:
 
     .venv/bin/python benchmarks/assess_schema.py --rows 1000000
 
-The three runs must agree on the attributes' distinct counts (the conformed table equals the
-raw one here: the replica fits the bundled `adult` schema), or the script exits 1.
+The two runs with the schema (`--on-invalid coerce`: the replica's jitter pushes a few capital
+gains past the declared bound) must give the same attributes, or the script exits 1.
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from assess import replicate_adult  # noqa: E402
 
-RUNS = {"duckdb --schema adult": ["--engine", "duckdb", "--schema", "adult"],
+#: The replica's jitter pushes a few capital gains past the declared 99999: coerce clamps them
+#: (refuse would stop at the first), so both schema runs do the full conforming work.
+SCHEMA = ["--schema", "adult", "--on-invalid", "coerce"]
+RUNS = {"duckdb --schema adult": ["--engine", "duckdb", *SCHEMA],
         "duckdb, no schema": ["--engine", "duckdb"],
-        "pandas --schema adult": ["--engine", "pandas", "--schema", "adult"]}
+        "pandas --schema adult": ["--engine", "pandas", *SCHEMA]}
+CLI = "import sys; from privlab.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
 def timed(argv: list[str]) -> tuple[dict, float, float, float]:
@@ -38,7 +42,7 @@ def timed(argv: list[str]) -> tuple[dict, float, float, float]:
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "privlab", *argv, "--json"], check=True,
+    out = subprocess.run([sys.executable, "-c", CLI, *argv, "--json"], check=True,
                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -56,11 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         results, distinct = [], {}
         for name, opts in RUNS.items():
             doc, wall, cpu, load = timed(["assess", str(path), *opts])
-            distinct[name] = {a["name"]: a["distinct"] for a in doc["attributes"]}
+            distinct[name] = [(a["name"], a["distinct"], a["k"], round(a["richness"], 9))
+                              for a in doc["attributes"]]
             results.append({"run": name, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                             "load_1min": round(load, 2)})
     print(json.dumps({"rows": args.rows, "cpus": os.cpu_count(), "runs": results}, indent=1))
-    return 0 if len({json.dumps(d, sort_keys=True) for d in distinct.values()}) == 1 else 1
+    same = distinct["duckdb --schema adult"] == distinct["pandas --schema adult"]
+    return 0 if same else 1
 
 
 if __name__ == "__main__":
