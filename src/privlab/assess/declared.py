@@ -8,9 +8,10 @@ record id. With `--schema`, the declaration decides instead:
 - identifier and text columns are *direct identifiers*: left out of the assessed attributes
   (and of anonymize's output), refused as a quasi-identifier or sensitive attribute, and
   flagged in the report;
-- integer / numeric columns are binned over their declared bounds (public, data-independent
-  edges), an integer column whose declared range has no more values than the bins asked for
-  keeps one value per bin, and anonymize cuts its intervals over the declared range.
+- integer / numeric / datetime columns are binned over their declared bounds (public,
+  data-independent edges), an integer column whose declared range has no more values than the
+  bins asked for keeps one value per bin, a datetime range is cut into equal-width bins
+  labelled by ISO dates, and anonymize cuts its intervals over the declared range.
 
 Neither command is differential privacy; the schema makes their treatment of each column
 declared and reproducible, not private.
@@ -41,30 +42,59 @@ class DeclaredBins:
 
     `integer`: the edges are whole numbers and each bin is labelled by the inclusive range of
     the integers it holds ("17-24"); otherwise bins are half-open intervals, the last closed.
+    `datetime`: the edges are whole microseconds since the epoch (exact in pandas' nanoseconds
+    and in SQL TIMESTAMP literals) and bins are labelled by ISO dates.
     """
 
     edges: tuple[float, ...]
     integer: bool = False
+    datetime: bool = False
 
     def labels(self) -> list[str]:
         e = self.edges
+        if self.datetime:
+            return _interval_labels(_iso_edges(e))
         if not self.integer:
-            return [f"[{e[i]:.6g}, {e[i + 1]:.6g}" + ("]" if i == len(e) - 2 else ")")
-                    for i in range(len(e) - 1)]
+            return _interval_labels([f"{x:.6g}" for x in e])
         out = []
         for i in range(len(e) - 1):
             a, b = int(e[i]), int(e[i + 1]) - 1
             out.append(str(a) if a == b else f"{a}-{b}")
         return out
 
+    def timestamps(self) -> list[pd.Timestamp]:
+        """The edges of a datetime binning as timestamps."""
+        return [pd.Timestamp(int(x), unit="us") for x in self.edges]
+
+
+def _interval_labels(edges: Sequence[str]) -> list[str]:
+    """[a, b) ... [y, z]: half-open intervals, the last closed."""
+    return [f"[{edges[i]}, {edges[i + 1]}" + ("]" if i == len(edges) - 2 else ")")
+            for i in range(len(edges) - 1)]
+
+
+def _iso_edges(edges: Sequence[float]) -> list[str]:
+    """ISO dates when every edge is a midnight, else ISO date-times (to the second when that
+    keeps the edges apart)."""
+    stamps = [pd.Timestamp(int(x), unit="us") for x in edges]
+    if all(t == t.normalize() for t in stamps):
+        return [t.date().isoformat() for t in stamps]
+    seconds = [t.isoformat(timespec="seconds") for t in stamps]
+    if len(set(seconds)) == len(seconds):
+        return seconds
+    return [t.isoformat() for t in stamps]
+
 
 def declared_bins(schema: Schema, column: str, n_bins: int) -> DeclaredBins | None:
-    """`--bin-numeric N` for a declared integer / numeric column; None: no binning needed (an
-    integer column whose declared range holds at most N values keeps one value per bin)."""
+    """`--bin-numeric N` for a declared integer / numeric / datetime column; None: no binning
+    needed (an integer column whose declared range holds at most N values keeps one value per
+    bin). A datetime range is cut into N equal-width bins (whole microseconds)."""
     if n_bins < 1:
         raise InvalidInputError(f"--bin-numeric must be >= 1, got {n_bins}")
     col = schema.column(column)
     lo, hi = col.bounds  # type: ignore[misc]
+    if col.type == "datetime":
+        return _datetime_bins(column, lo, hi, n_bins)
     if col.type == "integer":
         lo, hi = int(lo), int(hi)
         size = hi - lo + 1
@@ -74,6 +104,22 @@ def declared_bins(schema: Schema, column: str, n_bins: int) -> DeclaredBins | No
         starts = list(range(lo, hi + 1, width))
         return DeclaredBins(tuple(float(s) for s in [*starts, hi + 1]), integer=True)
     return DeclaredBins(tuple(float(x) for x in np.linspace(float(lo), float(hi), n_bins + 1)))
+
+
+def _datetime_bins(column: str, lo: Any, hi: Any, n_bins: int) -> DeclaredBins:
+    start, end = (pd.Timestamp(b).value // 1000 for b in (lo, hi))
+    span = end - start
+    if span < n_bins:
+        raise InvalidInputError(f"--bin-numeric {n_bins}: the declared range of {column!r} "
+                                "is shorter than that many microseconds; ask for fewer bins")
+    return DeclaredBins(tuple(start + span * i // n_bins for i in range(n_bins + 1)),
+                        datetime=True)
+
+
+def binnable(schema: Schema, column: str) -> bool:
+    """Whether `--bin-numeric` cuts this declared column (numbers and dates have bounds)."""
+    col = schema.column(column)
+    return col.is_numeric or col.type == "datetime"
 
 
 def direct_identifiers(schema: Schema, columns: Sequence[str]) -> list[dict[str, str]]:
@@ -121,5 +167,5 @@ def schema_summary(schema: Schema, policy: str, rows_read: int, rows_kept: int,
             "direct_identifiers": identifiers}
 
 
-__all__ = ["DIRECT_KIND", "DeclaredBins", "conform_rows", "declared_bins", "direct_identifiers",
-           "refuse_direct", "schema_summary"]
+__all__ = ["DIRECT_KIND", "DeclaredBins", "binnable", "conform_rows", "declared_bins",
+           "direct_identifiers", "refuse_direct", "schema_summary"]

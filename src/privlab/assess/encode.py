@@ -249,23 +249,8 @@ def encode_column(series: pd.Series, name: str | None = None,
     binned = False
     n = len(series)
     counts = None
-    if bins is not None and numeric:
-        values = series.to_numpy(dtype=float, na_value=np.nan)
-        if isinstance(bins, DeclaredBins):  # edges from the declared bounds (--schema)
-            edges = np.asarray(bins.edges, dtype=float)
-            labels_all = np.array(bins.labels(), dtype=object)
-        else:
-            edges = _bin_edges(values, bins)
-            labels_all = np.array([f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])}"
-                                   + ("]" if i == len(edges) - 2 else ")")
-                                   for i in range(len(edges) - 1)], dtype=object)
-        missing = np.isnan(values)
-        raw = np.searchsorted(edges, np.where(missing, edges[0], values), side="right") - 1
-        raw = np.clip(raw, 0, len(edges) - 2)
-        present = np.bincount(raw[~missing], minlength=len(edges) - 1) > 0
-        remap = np.cumsum(present) - 1
-        codes = remap[raw]
-        labels = labels_all[present]
+    if bins is not None and (numeric or _declared_dates(series, bins)):
+        codes, labels, missing = _binned(series, bins)
         binned = True
     elif (numeric and pd.api.types.is_integer_dtype(series.dtype)
           and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype)
@@ -315,6 +300,39 @@ def encode_column(series: pd.Series, name: str | None = None,
                         n_missing=n_missing, missing_code=missing_code, binned=binned,
                         value_counts=counts)
     return col, missing
+
+
+def _declared_dates(series: pd.Series, bins: object) -> bool:
+    """A datetime column with bins over its declared range (--schema, --bin-numeric)."""
+    return (isinstance(bins, DeclaredBins) and bins.datetime
+            and pd.api.types.is_datetime64_any_dtype(series.dtype))
+
+
+def _binned(series: pd.Series, bins: int | Sequence[float] | DeclaredBins
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, labels, missing) of a numeric or datetime column cut into bins: bin
+    `searchsorted(edges, x, side="right") - 1`, clipped to the first and last bin."""
+    if isinstance(bins, DeclaredBins) and bins.datetime:  # whole microseconds, compared in ns
+        missing = series.isna().to_numpy()
+        values: np.ndarray = series.to_numpy(dtype="datetime64[ns]").view(np.int64)
+        edges = np.asarray(bins.edges, dtype=np.int64) * 1000
+        labels_all = np.array(bins.labels(), dtype=object)
+    else:
+        values = series.to_numpy(dtype=float, na_value=np.nan)
+        missing = np.isnan(values)
+        if isinstance(bins, DeclaredBins):  # edges from the declared bounds (--schema)
+            edges = np.asarray(bins.edges, dtype=float)
+            labels_all = np.array(bins.labels(), dtype=object)
+        else:
+            edges = _bin_edges(values, bins)
+            labels_all = np.array([f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])}"
+                                   + ("]" if i == len(edges) - 2 else ")")
+                                   for i in range(len(edges) - 1)], dtype=object)
+    raw = np.searchsorted(edges, np.where(missing, edges[0], values), side="right") - 1
+    raw = np.clip(raw, 0, len(edges) - 2)
+    present = np.bincount(raw[~missing], minlength=len(edges) - 1) > 0
+    remap = np.cumsum(present) - 1
+    return remap[raw], labels_all[present], missing
 
 
 def _fmt(x: float) -> str:
@@ -376,7 +394,8 @@ def encode_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     for c in columns:
         series = frame[c]
         col_bins = bins.get(c) if isinstance(bins, Mapping) else bins
-        if col_bins is not None and not _numeric(series):
+        if col_bins is not None and not _numeric(series) \
+                and not _declared_dates(series, col_bins):
             if isinstance(bins, Mapping):
                 raise InvalidInputError(f"cannot bin {c!r}: it is not numeric; drop it from "
                                         "the bins option")

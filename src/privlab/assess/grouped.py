@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.assess.combinations import CombinationResult, SetStats, apriori
+from privlab.assess.declared import DeclaredBins
 from privlab.assess.encode import MISSING_LABEL, MissingPolicy
 from privlab.assess.models import SensitiveKind, evaluate_privacy
 from privlab.assess.pipeline import (
@@ -39,6 +40,7 @@ from privlab.assess.pipeline import (
 from privlab.assess.recommend import recommend
 from privlab.assess.richness import Thresholds, parse_thresholds, resolve_bounds
 from privlab.errors import InvalidInputError
+from privlab.schema.model import Schema
 
 #: Grouping sets per query: Spark expands every row once per set, so a level with many sets
 #: is cut into batches of this many.
@@ -221,7 +223,7 @@ def _prepare(src: CountSource, attrs: list[str], missing: MissingPolicy,
         b = bins.get(a) if isinstance(bins, Mapping) else bins
         if b is None:
             continue
-        if not numeric[a]:
+        if not numeric[a] and not (isinstance(b, DeclaredBins) and b.datetime):
             if isinstance(bins, Mapping):
                 raise InvalidInputError(f"cannot bin {a!r}: it is not numeric; drop it from "
                                         "the bins option")
@@ -249,14 +251,11 @@ def _prepare(src: CountSource, attrs: list[str], missing: MissingPolicy,
             pos += 2
             if hi == lo:
                 hi = lo + 1.0
-            edges = np.linspace(lo, hi, b + 1)
+            edges = [_lit(e) for e in np.linspace(lo, hi, b + 1)]
         else:
-            edges = np.asarray(b, dtype=float)
-            if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
-                raise InvalidInputError("bin edges must be an increasing list of at least two "
-                                        "numbers")
+            edges = _edge_literals(b)
         # searchsorted(edges, x, side="right") - 1, clipped to [0, N-1]: the in-memory rule
-        whens = " ".join(f"WHEN {raw[a]} >= {_lit(edges[i])} THEN {i}"
+        whens = " ".join(f"WHEN {raw[a]} >= {edges[i]} THEN {i}"
                          for i in range(len(edges) - 2, 0, -1))
         exprs[a] = f"CASE WHEN {raw[a]} IS NULL THEN NULL {whens} ELSE 0 END"
     where = "TRUE"
@@ -269,6 +268,17 @@ def _prepare(src: CountSource, attrs: list[str], missing: MissingPolicy,
                                     "--drop-missing (count missing as a value) or fill the gaps")
     return _Prepared(exprs, raw, numeric, {a: a in to_bin for a in attrs}, where, rows_in,
                      rows_used, missing_counts)
+
+
+def _edge_literals(bins: Sequence[float] | DeclaredBins) -> list[str]:
+    """SQL literals of explicit bin edges (declared bins: numbers or timestamps)."""
+    if isinstance(bins, DeclaredBins) and bins.datetime:
+        return [f"CAST('{t.isoformat(sep=' ')}' AS TIMESTAMP)" for t in bins.timestamps()]
+    edges = np.asarray(bins.edges if isinstance(bins, DeclaredBins) else bins, dtype=float)
+    if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
+        raise InvalidInputError("bin edges must be an increasing list of at least two "
+                                "numbers")
+    return [_lit(e) for e in edges]
 
 
 def set_stats(src: CountSource, prep: _Prepared,
@@ -329,6 +339,22 @@ def _grouped_frame(src: CountSource, prep: _Prepared | None, cols: list[str]) ->
     return frame
 
 
+def _check_columns(src: CountSource, attributes: Sequence[str] | None,
+                   qis: Sequence[str] | None, sensitive: str | None) -> list[str]:
+    """The assessed attributes (default: every column); every named column must exist."""
+    have = list(src.columns)
+    attrs = have if attributes is None else list(attributes)
+    if not attrs:
+        raise InvalidInputError("no attributes to assess; pass at least one column")
+    for field_name, cols in (("attribute", attrs), ("quasi-identifier", qis or []),
+                             ("sensitive attribute", [sensitive] if sensitive else [])):
+        for c in cols:
+            if c not in src.columns:
+                raise InvalidInputError(f"unknown {field_name} {c!r}; the table has: "
+                                        f"{', '.join(have[:20])}")
+    return attrs
+
+
 def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
                    quasi_identifiers: Sequence[str] | None = None,
                    sensitive: str | None = None,
@@ -338,9 +364,11 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
                    population: CountSource | None = None,
                    sensitive_kind: SensitiveKind = "auto", recursive_l: int | None = None,
                    risk_threshold: float = 0.2, target_k: int = 5, source: str = "<table>",
-                   progress: Callable[[str, int, int], None] | None = None) -> Assessment:
+                   progress: Callable[[str, int, int], None] | None = None,
+                   schema: Schema | None = None, on_invalid: str = "refuse") -> Assessment:
     """`assess()` over an engine: same arguments (population as a CountSource), same result
-    (and the same progress steps)."""
+    (and the same progress steps). With a declared `schema` the rows are conformed inside
+    the engine (`privlab.assess.declared_sql`), as `assess()` conforms them in memory."""
     total = assess_steps(max_combination_size, quasi_identifiers is not None)
     report = progress or (lambda _stage, _done, _total: None)
     if max_combination_size < 1:
@@ -352,16 +380,14 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
     if sensitive is not None and quasi_identifiers is None:
         raise InvalidInputError("--sensitive needs --quasi-identifiers (the classes it is "
                                 "measured in)")
-    have = list(src.columns)
-    attrs = have if attributes is None else list(attributes)
-    if not attrs:
-        raise InvalidInputError("no attributes to assess; pass at least one column")
-    for field_name, cols in (("attribute", attrs), ("quasi-identifier", quasi_identifiers or []),
-                             ("sensitive attribute", [sensitive] if sensitive else [])):
-        for c in cols:
-            if c not in src.columns:
-                raise InvalidInputError(f"unknown {field_name} {c!r}; the table has: "
-                                        f"{', '.join(have[:20])}")
+    attrs = _check_columns(src, attributes, quasi_identifiers, sensitive)
+    schema_info, direct = None, []
+    if schema is not None:
+        from privlab.assess.declared_sql import conformed_sources
+
+        src, population, attrs, bins, schema_info, direct = conformed_sources(
+            src, population, schema, on_invalid, attributes, quasi_identifiers, sensitive,
+            bins)
     report(f"counting on {src.name}", 0, total)
     prep = _prepare(src, attrs, missing, bins)
     report("domain richness", 1, total)
@@ -371,8 +397,11 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
     for a in attrs:
         s = single[(a,)]
         kind = "numeric" if prep.numeric[a] and not prep.binned[a] else "categorical"
+        b = bins.get(a) if isinstance(bins, Mapping) else None
+        labels = tuple(b.labels()) if isinstance(b, DeclaredBins) else None
         results.append(AttributeResult(a, kind, s.distinct, s.richness, bounds.tier(s.richness),
-                                       s.unique_share, s.k, prep.missing[a], prep.binned[a]))
+                                       s.unique_share, s.k, prep.missing[a], prep.binned[a],
+                                       declared_bins=labels))
     warnings: list[str] = [bounds.note] if bounds.note else []
     tiers = {a.name: a.tier for a in results}
     combos = _combinations(src, prep, attrs, tiers, bounds, max_combination_size,
@@ -389,7 +418,7 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
     result = Assessment(source=source, rows_in=prep.rows_in, rows_used=prep.rows_used,
                         missing_policy=missing, missing_statement=statement,
                         attributes=results, bounds=bounds, combinations=combos,
-                        warnings=warnings)
+                        warnings=warnings, schema=schema_info, direct_identifiers=direct)
     if quasi_identifiers is not None:
         report("privacy models", total - 1, total)
         qis = list(quasi_identifiers)

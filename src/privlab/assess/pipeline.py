@@ -222,6 +222,7 @@ def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: 
                   bins: int | Mapping[str, Any] | None) -> tuple[Any, ...]:
     """Conform the rows, set direct identifiers apart, and bin over the declared bounds."""
     from privlab.assess.declared import (
+        binnable,
         conform_rows,
         declared_bins,
         direct_identifiers,
@@ -246,7 +247,6 @@ def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: 
             raise InvalidInputError(f"schema {schema.name!r} declares every column identifier "
                                     "or text: nothing to assess")
     if isinstance(bins, int) and not isinstance(bins, bool):
-        bins = {c: declared_bins(schema, c, bins) for c in attributes
-                if schema.column(c).is_numeric}
+        bins = {c: declared_bins(schema, c, bins) for c in attributes if binnable(schema, c)}
     info = schema_summary(schema, policy, rows_read, len(frame), direct)
     return frame, population, attributes, bins, info, direct

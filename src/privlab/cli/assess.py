@@ -44,7 +44,9 @@ def assess_cmd(
                                    help="Only assess these columns A,B,C (default: all)."),
     bin_numeric: int = typer.Option(None, "--bin-numeric",
                                     help="Bin numeric attributes into N equal-width bins "
-                                         "(default: each number is a value, as the PIA article)."),
+                                         "(with --schema: over the declared bounds, dates "
+                                         "too; default: each number is a value, as the PIA "
+                                         "article)."),
     population: Path = typer.Option(None, "--population",
                                     help="Population table (same QI columns): delta-presence "
                                          "and journalist / marketer risk (without it: "
@@ -68,8 +70,9 @@ def assess_cmd(
     schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
                                "(privlab schema list) or a YAML/JSON file. Its types decide "
                                "each column's treatment: identifier/text columns are flagged "
-                               "as direct identifiers, not assessed; --bin-numeric cuts over "
-                               "the declared bounds. Default: kinds guessed from the data."),
+                               "as direct identifiers, not assessed; --bin-numeric cuts "
+                               "numbers and dates over the declared bounds. Default: kinds "
+                               "guessed from the data."),
     on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
                                    "(exit 2, one line naming the column) or coerce (clamp, "
                                    "<other>/missing, drop rows with no place) values outside "
@@ -89,9 +92,7 @@ def assess_cmd(
         raise InvalidInputError(f"--report directory does not exist: {report.parent}")
     qis = parse_list(quasi_identifiers, "--quasi-identifiers")
     attrs = parse_list(attributes, "--attributes")
-    declared = _declared_schema(schema, on_invalid, engine)
-    if declared is not None and engine == "auto":
-        engine = "pandas"  # the rows are conformed in memory
+    declared = _declared_schema(schema, on_invalid)
     sources = _count_sources(file, population, engine, master)
     frame = pop = None
     if sources is None:
@@ -120,8 +121,8 @@ def assess_cmd(
         else:
             from privlab.assess.grouped import assess_grouped
 
-            result = assess_grouped(sources[0], population=sources[1],
-                                    **options)  # type: ignore[arg-type]
+            result = assess_grouped(sources[0], population=sources[1], schema=declared,
+                                    on_invalid=on_invalid, **options)  # type: ignore[arg-type]
         if report is not None:
             progress("writing the HTML report", steps, steps)
             write_assessment_report(result, report)
@@ -147,17 +148,14 @@ ASSESSMENT_GUARANTEE = PrivacyGuarantee.not_private(
     "recommendation is computed exactly from the input rows; do not publish it")
 
 
-def _declared_schema(schema: str | None, on_invalid: str, engine: str):  # noqa: ANN202
+def _declared_schema(schema: str | None, on_invalid: str):  # noqa: ANN202
     """The --schema declaration (bundled name or file), or None; checked before any row is
-    read. Conforming needs the rows in memory, so it runs on the pandas path."""
+    read. Every engine conforms the rows: pandas in memory, DuckDB / Spark in SQL."""
     from privlab.schema import check_policy, load_schema
 
     check_policy(on_invalid)
     if schema is None:
         return None
-    if engine in ("duckdb", "spark"):
-        raise InvalidInputError(f"--schema conforms the rows in memory: use --engine pandas "
-                                f"(or auto) with it, not --engine {engine}")
     return load_schema(schema)
 
 
