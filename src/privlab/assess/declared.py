@@ -20,7 +20,7 @@ declared and reproducible, not private.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,3 +169,29 @@ def schema_summary(schema: Schema, policy: str, rows_read: int, rows_kept: int,
 
 __all__ = ["DIRECT_KIND", "DeclaredBins", "binnable", "conform_rows", "declared_bins",
            "direct_identifiers", "refuse_direct", "schema_summary"]
+
+
+def refuse_direct_roles(schema: Schema, attributes: Sequence[str] | None,
+                        qis: Sequence[str] | None, sensitive: str | None) -> None:
+    """No option may name a declared identifier or text column as something to assess."""
+    refuse_direct(schema, attributes, "--attributes")
+    refuse_direct(schema, qis, "--quasi-identifiers")
+    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
+
+
+def declared_attributes(schema: Schema, names: Sequence[str],
+                        attributes: Sequence[str] | None,
+                        bins: int | Mapping[str, Any] | None
+                        ) -> tuple[list[dict[str, str]], list[str], Any]:
+    """(direct identifiers, attributes to assess, bins) of the conformed columns `names`:
+    identifier and text columns set apart, an int `bins` cut over each declared range.
+    Shared by the in-memory and the grouped (DuckDB / Spark) paths."""
+    direct = direct_identifiers(schema, names)
+    if attributes is None:
+        attributes = [c for c in names if schema.column(c).is_released]
+        if not attributes:
+            raise InvalidInputError(f"schema {schema.name!r} declares every column identifier "
+                                    "or text: nothing to assess")
+    if isinstance(bins, int) and not isinstance(bins, bool):
+        bins = {c: declared_bins(schema, c, bins) for c in attributes if binnable(schema, c)}
+    return direct, list(attributes), bins

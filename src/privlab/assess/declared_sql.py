@@ -238,31 +238,19 @@ def conformed_sources(src: CountSource, population: CountSource | None, schema: 
     """`privlab.assess.pipeline._apply_schema` on the grouped path: the same refusals, direct
     identifiers, attributes, declared bins and schema block, with the rows conformed in SQL."""
     from privlab.assess.declared import (
-        binnable,
-        declared_bins,
-        direct_identifiers,
-        refuse_direct,
+        declared_attributes,
+        refuse_direct_roles,
         schema_summary,
     )
 
     policy = check_policy(on_invalid)
-    refuse_direct(schema, attributes, "--attributes")
-    refuse_direct(schema, qis, "--quasi-identifiers")
-    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
+    refuse_direct_roles(schema, attributes, qis, sensitive)
     data = ConformedSource(src, schema, policy)
     if population is not None:
         population = ConformedSource(population, schema, policy, "--population")
-    names = list(data.columns)
-    direct = direct_identifiers(schema, names)
-    if attributes is None:
-        attributes = [c for c in names if schema.column(c).is_released]
-        if not attributes:
-            raise InvalidInputError(f"schema {schema.name!r} declares every column identifier "
-                                    "or text: nothing to assess")
-    if isinstance(bins, int) and not isinstance(bins, bool):
-        bins = {c: declared_bins(schema, c, bins) for c in attributes if binnable(schema, c)}
+    direct, attributes, bins = declared_attributes(schema, list(data.columns), attributes, bins)
     info = schema_summary(schema, policy, data.rows_read, data.rows_kept, direct)
-    return data, population, list(attributes), bins, info, direct
+    return data, population, attributes, bins, info, direct
 
 
 __all__ = ["ConformedSource", "conformed_sources", "declared_column", "source_kind"]

@@ -222,31 +222,20 @@ def _apply_schema(frame: pd.DataFrame, population: pd.DataFrame | None, schema: 
                   bins: int | Mapping[str, Any] | None) -> tuple[Any, ...]:
     """Conform the rows, set direct identifiers apart, and bin over the declared bounds."""
     from privlab.assess.declared import (
-        binnable,
         conform_rows,
-        declared_bins,
-        direct_identifiers,
-        refuse_direct,
+        declared_attributes,
+        refuse_direct_roles,
         schema_summary,
     )
     from privlab.schema.conform import check_policy
 
     policy = check_policy(on_invalid)
-    refuse_direct(schema, attributes, "--attributes")
-    refuse_direct(schema, qis, "--quasi-identifiers")
-    refuse_direct(schema, [sensitive] if sensitive is not None else None, "--sensitive")
+    refuse_direct_roles(schema, attributes, qis, sensitive)
     rows_read = len(frame)
     frame = conform_rows(frame, schema, policy)
     if population is not None:
         population = conform_rows(population, schema, policy, "--population")
-    names = [str(c) for c in frame.columns]
-    direct = direct_identifiers(schema, names)
-    if attributes is None:
-        attributes = [c for c in names if schema.column(c).is_released]
-        if not attributes:
-            raise InvalidInputError(f"schema {schema.name!r} declares every column identifier "
-                                    "or text: nothing to assess")
-    if isinstance(bins, int) and not isinstance(bins, bool):
-        bins = {c: declared_bins(schema, c, bins) for c in attributes if binnable(schema, c)}
+    direct, attributes, bins = declared_attributes(schema, [str(c) for c in frame.columns],
+                                                   attributes, bins)
     info = schema_summary(schema, policy, rows_read, len(frame), direct)
     return frame, population, attributes, bins, info, direct
