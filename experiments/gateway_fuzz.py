@@ -16,7 +16,6 @@ Results JSON: experiments/results/gateway_fuzz.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -37,8 +36,10 @@ from privlab.query.neighbours import (  # noqa: E402
     config,
     differences,
     gateway_sql,
+    print_run,
     send,
     write_duckdb,
+    write_fuzz_summary,
     write_postgres,
 )
 from privlab.service.app import create_app  # noqa: E402
@@ -118,22 +119,14 @@ def main() -> int:
                 for edit in args.edits:
                     stats = run(engine, edit, args.examples, args.seed, Path(tmp), pg_url)
                     results.append(stats)
-                    print(json.dumps({k: v for k, v in stats.items()
-                                      if k != "examples_of_differences"}), flush=True)
+                    print_run(stats)
     finally:
         if admin is not None:
             with admin.connect() as conn:
                 conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.dispose()
-    bad = sum(r["differing"] + r["server_errors"] + r["engine_failures_after_charge"]
-              for r in results)
-    out = {"examples_per_run": args.examples, "seed": args.seed, "engines": engines,
-           "total_queries": sum(r["queries"] for r in results), "problems": bad,
-           "runs": results}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    print(f"{out['total_queries']} queries, {bad} problems -> {args.json}")
-    return 1 if bad else 0
+    return write_fuzz_summary(results, args.json, examples_per_run=args.examples,
+                              seed=args.seed, engines=engines)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ two must be 0. Results JSON: experiments/results/gateway_types_fuzz.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -35,10 +34,12 @@ from privlab.query.neighbours import (  # noqa: E402
     ask,
     differences,
     fallbacks,
+    print_run,
     type_cases,
     typed_config,
     typed_sql,
     typed_statements,
+    write_fuzz_summary,
 )
 
 
@@ -117,17 +118,9 @@ def main() -> int:
         for engine in engines:
             stats = run(engine, args.examples, args.seed, Path(tmp), pg_url)
             results.append(stats)
-            print(json.dumps({k: v for k, v in stats.items()
-                              if k != "examples_of_differences"}), flush=True)
-    bad = sum(r["differing"] + r["server_errors"] + r["engine_failures_after_charge"]
-              for r in results)
-    out = {"examples_per_engine": args.examples, "seed": args.seed, "engines": engines,
-           "total_queries": sum(r["queries"] for r in results), "problems": bad,
-           "runs": results}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    print(f"{out['total_queries']} queries, {bad} problems -> {args.json}")
-    return 1 if bad else 0
+            print_run(stats)
+    return write_fuzz_summary(results, args.json, examples_per_engine=args.examples,
+                              seed=args.seed, engines=engines)
 
 
 if __name__ == "__main__":

@@ -407,7 +407,8 @@ def test_reopen_after_fork_uses_own_connection(tmp_path):
     book.set_budget("p", 1.0)
     book.charge("p", 0.1)
     if "fork" not in mp.get_all_start_methods():
-        pytest.skip("needs fork")
+        pytest.skip("the fork start method does not exist on this platform (Windows): the "
+                    "test is about a ledger opened before fork() in the parent")
     child = mp.get_context("fork").Process(target=book.charge, args=("p", 0.2))
     child.start()
     child.join(30)

@@ -562,3 +562,28 @@ def fallbacks(*gateways: Any) -> list[tuple[Any, Any]]:
     """(sql, reason) of every audit row whose answer did not come from the engine's rows."""
     return [(r.sql, r.reason) for gw in gateways for r in gw.audit.all()
             if r.decision in ("released_fallback", "error")]
+
+
+def print_run(stats: dict[str, Any]) -> None:
+    """One fuzz run's counts on stdout (its example differences go to the JSON only)."""
+    import json
+
+    print(json.dumps({k: v for k, v in stats.items() if k != "examples_of_differences"}),
+          flush=True)
+
+
+def write_fuzz_summary(results: list[dict[str, Any]], path: str | Path,
+                       **settings: Any) -> int:
+    """The gateway fuzzes' result file: the settings, the runs, and the problems (differing
+    answers, server errors, engine failures after a charge); the exit code, 1 on a problem."""
+    import json
+
+    bad = sum(r["differing"] + r["server_errors"] + r["engine_failures_after_charge"]
+              for r in results)
+    out = {**settings, "total_queries": sum(r["queries"] for r in results), "problems": bad,
+           "runs": results}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"{out['total_queries']} queries, {bad} problems -> {path}")
+    return 1 if bad else 0
