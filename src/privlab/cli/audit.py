@@ -31,6 +31,7 @@ from privlab.cli.common import (
     emit_json,
     parse_floats,
     parse_list,
+    print_baseline,
     require_extra,
     warn,
 )
@@ -229,16 +230,9 @@ def _print_table(result: dict[str, Any]) -> None:
 
 def _print_baseline(model: dict[str, Any]) -> None:
     """The majority-class baseline beside the target's accuracies (exact, like them)."""
-    base = model.get("baseline")
-    if not base:
-        return
-    console.print(f"  majority-class baseline: train {base['train_accuracy']:.3f}, test "
-                  f"{base['test_accuracy']:.3f} by always predicting "
-                  f"{escape(repr(base['majority_class']))}", highlight=False)
-    if not base["better_than_baseline"]:
-        console.print(f"  [bold yellow]the target is {escape(base['verdict'])}[/bold yellow]: "
-                      "it learnt nothing useful, so the audit says little about a model worth "
-                      "releasing")
+    print_baseline(model.get("baseline"), subject="the target",
+                   advice="it learnt nothing useful, so the audit says little about a model "
+                          "worth releasing")
 
 
 def _audit_lm(epsilon: float | None, delta: float, seed: int, quick: bool,

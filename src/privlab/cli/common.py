@@ -168,6 +168,24 @@ def check_column_options(frame: Any, source: str,
                 raise InvalidInputError(f"{option} {name!r} is not a column of {source}")
 
 
+def print_baseline(base: dict[str, Any] | None, *, subject: str, advice: str,
+                   digits: int = 3, noisy: bool = False) -> None:
+    """A model's majority-class baseline (`privlab.learn.baseline`: train and test accuracy of
+    always predicting the majority class) on the console, and the verdict when `subject` did
+    not beat it. `noisy`: the baseline comes from noisy counts, and says so."""
+    if not base:
+        return
+    from rich.markup import escape
+
+    console.print(f"  {'noisy ' if noisy else ''}majority-class baseline: test accuracy "
+                  f"{base['test_accuracy']:.{digits}f} (train "
+                  f"{base['train_accuracy']:.{digits}f}) by always predicting "
+                  f"{escape(repr(base['majority_class']))}", highlight=False)
+    if not base["better_than_baseline"]:
+        console.print(f"  [bold yellow]{subject} is {escape(base['verdict'])}[/bold yellow]: "
+                      f"{advice}")
+
+
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:
     """Warn (once, one line) when epsilon is above WEAK_EPSILON; True when it warned."""
     if epsilon > WEAK_EPSILON:

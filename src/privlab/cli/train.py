@@ -23,7 +23,14 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json, err_console
+from privlab.cli.common import (
+    ALLOW_WEAK_HELP,
+    check_delta_policy,
+    console,
+    emit_json,
+    err_console,
+    print_baseline,
+)
 from privlab.errors import InvalidInputError
 
 
@@ -236,17 +243,10 @@ def train_cmd(
 def _print_baseline(payload: dict[str, Any]) -> None:
     """The majority-class baseline beside the accuracy, and the verdict when the model did not
     beat it (the baseline comes from the same noisy counts as the accuracy)."""
-    base = payload.get("baseline")
-    if not base:
-        return
-    noisy = "noisy " if "baseline" in payload["noised"] else ""
-    console.print(f"  {noisy}majority-class baseline: test accuracy {base['test_accuracy']:.4f} "
-                  f"(train {base['train_accuracy']:.4f}) by always predicting "
-                  f"{escape(repr(base['majority_class']))}", highlight=False)
-    if not base["better_than_baseline"]:
-        console.print(f"  [bold yellow]the model is {escape(base['verdict'])}[/bold yellow]: "
-                      "it learnt nothing useful (more epochs, more rows or a larger epsilon "
-                      "may help)")
+    print_baseline(payload.get("baseline"), subject="the model", digits=4,
+                   noisy="baseline" in payload["noised"],
+                   advice="it learnt nothing useful (more epochs, more rows or a larger "
+                          "epsilon may help)")
 
 
 def register(app: typer.Typer) -> None:
