@@ -371,6 +371,16 @@ def test_deleting_the_newest_rows_then_querying_keeps_failing(
     with pytest.raises(AuditLogBroken, match="missing or altered"):
         checker.record("x", "refused", analyst="alice", sql="SELECT 1")
     assert len(rows(target)) == len(before) - 5
+    # `serve --accept-broken-audit-log`: the acceptance is chained onto the truncated head
+    # (a plain append would be refused, as above), and the log never verifies clean again
+    seq = checker.accept_broken("y", "started with --accept-broken-audit-log: rows missing")
+    assert rows(target)[-1]["seq"] == seq and rows(target)[-1]["decision"] == \
+        "broken_log_accepted"
+    problems = checker.verify()
+    assert problems and f"audit row {seq}: the gateway was started on a broken log" in \
+        problems[0]
+    checker.record("z", "refused", analyst="alice", sql="SELECT 1")  # appends go on
+    assert checker.verify() == problems
     checker.close()
     app.gateway.close()
 

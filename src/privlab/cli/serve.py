@@ -104,8 +104,8 @@ def serve_cmd(
             raise AuditLogBroken(f"audit log {audit.describe()}: {problems[0]}; investigate "
                                  "(`privlab audit-log verify`), then start a new audit log or "
                                  "pass --accept-broken-audit-log (recorded in the log)")
-        audit.record(uuid.uuid4().hex, "broken_log_accepted",
-                     reason=("started with --accept-broken-audit-log: " + problems[0])[:500])
+        audit.accept_broken(uuid.uuid4().hex,
+                            ("started with --accept-broken-audit-log: " + problems[0])[:500])
         err_console.print(f"[yellow]warning:[/yellow] audit log fails verification "
                           f"({problems[0]}); started anyway, as --accept-broken-audit-log "
                           "asked (recorded in the log)")

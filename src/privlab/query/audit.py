@@ -281,6 +281,8 @@ class AuditLog:
         self._appends = GroupCommit(self._append_many)
         #: (seq, hash) of the newest row this process saw intact (None: none yet)
         self._seen: tuple[int, str] | None = None
+        #: the checkpoint file's bytes and (seq, hash) as this process last read or wrote them
+        self._cp_cache: tuple[bytes, tuple[int, str]] | None = None
         #: set when the log was found truncated or altered; every later append refuses
         self.alarm: str | None = None
         self.exists = True
@@ -428,7 +430,23 @@ class AuditLog:
                 results.append(exc)
         return results
 
-    def _append_chain(self, batch: list[dict[str, Any]]) -> list[int]:
+    def accept_broken(self, query_id: str, reason: str) -> int:
+        """Record that the operator started on a log that fails verification (`serve
+        --accept-broken-audit-log`): the `broken_log_accepted` row is chained onto the
+        database's head as it is now, and this writer and the checkpoint re-anchor on it.
+        A normal append would refuse, rightly, when the newest rows were deleted (its tail
+        check anchors on the checkpoint); the acceptance is the one explicit way past that,
+        and `verify` reports every acceptance row from then on, so the log never verifies
+        as intact again."""
+        values = {"query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
+                  "analyst": None, "sql": None, "epsilon": None, "delta": None,
+                  "decision": "broken_log_accepted", "reason": escape_nul(reason),
+                  "ledger_entry_id": None, "epsilon_spent": None, "delta_spent": None,
+                  "result": None}
+        self.alarm = None
+        return self._append_chain([values], accept=True)[0]
+
+    def _append_chain(self, batch: list[dict[str, Any]], accept: bool = False) -> list[int]:
         if self.alarm is not None:
             raise AuditLogBroken(self.alarm)
         seqs: list[int] = []
@@ -438,7 +456,7 @@ class AuditLog:
         try:
             with write_transaction(engine, writer=self._writer_lock,
                                    setup=setup) as cur:
-                seq, prev = self._check_tail(cur)
+                seq, prev = self._raw_head(cur) if accept else self._check_tail(cur)
                 for values in rows:
                     seq += 1
                     values["seq"] = seq
@@ -450,7 +468,7 @@ class AuditLog:
             raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
         self._seen = (seqs[-1], prev)
         if self.checkpoint is not None:
-            self._write_checkpoint(seqs[-1], prev)
+            self._write_checkpoint(seqs[-1], prev, reset=accept)
         return seqs
 
     def _check_tail(self, cur: Any) -> tuple[int, str]:
@@ -490,6 +508,16 @@ class AuditLog:
             seq, prev = seq + 1, str(row["hash"])
         return seq, prev
 
+    @staticmethod
+    def _raw_head(cur: Any) -> tuple[int, str]:
+        """(seq, hash) of the newest row as it stands, unchecked (only `accept_broken`)."""
+        cur.execute(_HEAD_SQL)
+        tail = cur.fetchall()
+        if not tail:
+            return 0, GENESIS
+        row = dict(zip(_ROW_COLUMNS, tail[0], strict=True))
+        return int(row["seq"]), str(row["hash"])
+
     def _raise_alarm(self, problem: str) -> None:
         """Refuse every later append and say so loudly: the log was tampered with."""
         self.alarm = (f"audit log {self.describe()}: {problem}; refusing to append (run "
@@ -508,7 +536,7 @@ class AuditLog:
             data = os.pread(fd, 2 * _SLOT + 1, 0)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
-        cached = getattr(self, "_cp_cache", None)
+        cached = self._cp_cache
         if cached is not None and cached[0] == data:  # unchanged since last read or write
             return cached[1]
         cp = self._parse_checkpoint(data)
@@ -533,9 +561,10 @@ class AuditLog:
             self._cp_fd, self._cp_pid = fd, os.getpid()
         return fd
 
-    def _write_checkpoint(self, seq: int, head: str) -> None:
+    def _write_checkpoint(self, seq: int, head: str, reset: bool = False) -> None:
         """Record (seq, hash) of the newest row in the checkpoint file, signed with the key;
-        never moves it backwards (several processes append to one log).
+        never moves it backwards (several processes append to one log), except on `reset`
+        (`accept_broken`: the head the checkpoint names is gone), which writes both slots.
 
         Two fixed-size slots written in place (`pwrite`, the older slot each time) under an
         exclusive `flock`: a rename per append costs milliseconds on some filesystems,
@@ -546,16 +575,18 @@ class AuditLog:
             data = os.pread(fd, 2 * _SLOT, 0)
             slots = _read_slots(data)
             seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1 for x in slots]
-            if max(seqs) >= seq:
+            if max(seqs) >= seq and not reset:
                 return
             record = json.dumps({"seq": seq, "hash": head,
                                  "mac": _checkpoint_mac(self.key, seq, head)})
             line = record.ljust(_SLOT - 1).encode("utf-8")[:_SLOT - 1] + b"\n"
-            offset = _SLOT * (0 if seqs[0] <= seqs[1] else 1)
-            os.pwrite(fd, line, offset)
+            offsets = (0, _SLOT) if reset else (_SLOT * (0 if seqs[0] <= seqs[1] else 1),)
+            content = bytearray(data.ljust(2 * _SLOT if reset else offsets[0] + _SLOT,
+                                           b"\x00"))
+            for offset in offsets:
+                os.pwrite(fd, line, offset)
+                content[offset:offset + _SLOT] = line
             # what the file now holds: the next append's check need not parse and verify it
-            content = bytearray(data.ljust(offset + _SLOT, b"\x00"))
-            content[offset:offset + _SLOT] = line
             self._cp_cache = (bytes(content), (seq, head))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -643,6 +674,7 @@ class AuditLog:
         if self.format != FORMAT:
             return [_format_problem(self.format)]
         problems: list[str] = []
+        accepted: list[str] = []
         prev, expected = GENESIS, 1
         rows_by_seq: dict[int, str] = {}
         last_seq = None
@@ -669,9 +701,14 @@ class AuditLog:
             prev, expected = r.hash, seq + 1
             rows_by_seq[seq] = r.hash
             last_seq = seq
+            if r.decision == "broken_log_accepted":
+                # the damage before it (e.g. deleted newest rows) no longer shows in the
+                # chain once a row follows it: the log stays broken, and says where
+                accepted.append(f"audit row {seq}: the gateway was started on a broken log "
+                                f"here ({r.reason})")
         if not problems:
             problems += self._check_checkpoint(rows_by_seq, last_seq)
-        problems += self.trigger_problems()
+        problems += accepted + self.trigger_problems()
         if not problems:
             self._seen = None if last_seq is None else (last_seq, rows_by_seq[last_seq])
         return problems
