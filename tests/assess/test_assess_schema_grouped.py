@@ -263,3 +263,20 @@ def test_datetime_bin_edges_and_labels():
     assert bins.labels() == ["[2020-01-01, 2020-07-02)", "[2020-07-02, 2021-01-01]"]
     with pytest.raises(InvalidInputError, match="ask for fewer bins"):
         declared_bins(schema, "tick", 4)
+
+
+def test_a_column_named_like_the_relation(capsys, tmp_path):
+    """Review: the grouped path rewrote every `__data` in its SQL to the view's name, column
+    names included, so a declared column `my__data` made every query fail. Only the relation
+    after FROM is rewritten now; DuckDB equals pandas on such a table."""
+    spec = {"name": "odd", "columns": {
+        "my__data": {"type": "categorical", "categories": ["a", "b"], "missing": False},
+        "age": {"type": "integer", "bounds": [0, 99], "missing": False}}}
+    schema = tmp_path / "odd.yaml"
+    schema.write_text(yaml.safe_dump(spec, sort_keys=False))
+    frame = pd.DataFrame({"my__data": ["a", "b", "a"] * 40, "age": list(range(20, 140, 1))[:120]})
+    frame["age"] = frame["age"].clip(upper=99)
+    csv, parquet = _write(frame, tmp_path, "odd")
+    opts = ["--schema", str(schema), "-q", "my__data,age"]
+    assert_close(_json(capsys, ["assess", str(csv), *opts]),
+                 _json(capsys, ["assess", str(parquet), "--engine", "duckdb", *opts]))

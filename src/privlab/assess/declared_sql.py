@@ -222,7 +222,9 @@ class ConformedSource(CountSource):
         return int(row[0]), int(row[1] or 0)
 
     def _text(self, text: str) -> str:
-        return text.replace("__data", self.view)
+        from privlab.assess.grouped import read_from
+
+        return read_from(text, self.view)
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:
         return self.inner.sql(self._text(text))

@@ -18,6 +18,7 @@ edges (`np.linspace(min, max, N + 1)`, right-closed last bin) as the in-memory p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,13 +188,24 @@ class SparkSource(CountSource):
     def _text(self, text: str) -> str:
         from privlab.engines.spark import to_spark_sql
 
-        return to_spark_sql(text.replace("__data", q(self.view)))
+        return to_spark_sql(read_from(text, q(self.view)))
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(self._text(text)).collect()]
 
     def frame(self, text: str) -> pd.DataFrame:
         return self.spark.sql(self._text(text)).toArrow().to_pandas()
+
+
+
+#: The relation every grouped query reads (`FROM __data`); a column may contain the same
+#: letters ("my__data"), so only the relation after FROM is ever rewritten.
+_RELATION = re.compile(r"\bFROM __data\b")
+
+
+def read_from(text: str, relation: str) -> str:
+    """A grouped query with its `FROM __data` pointed at `relation`."""
+    return _RELATION.sub(lambda _m: f"FROM {relation}", text)
 
 
 @dataclass
