@@ -35,6 +35,8 @@ CASES = {
     "assess --sensitive": (["assess", "{csv}", "-q", "age", "-s", "nosuch"], "--sensitive"),
     "assess --attributes": (["assess", "{csv}", "--attributes", "age,nosuch", "--report",
                              "{tmp}/r.html"], "--attributes"),
+    "assess duckdb --quasi-identifiers": (["assess", "{parquet}", "--engine", "duckdb", "-q",
+                                           "age,nosuch"], "--quasi-identifiers"),
 }
 
 
@@ -45,7 +47,13 @@ def test_unknown_column_is_one_line_naming_the_option(case, adult_csv, tmp_path,
     argv, option = CASES[case]
     if case.startswith("audit"):
         skip_without_ml("audit")  # a missing extra is refused first (exit 5)
-    code = main([a.format(csv=adult_csv, tmp=tmp_path) for a in argv] + ["--json"])
+    parquet = adult_csv.with_suffix(".parquet")
+    if not parquet.exists():
+        import pandas as pd
+
+        pd.read_csv(adult_csv).to_parquet(parquet, index=False)
+    code = main([a.format(csv=adult_csv, parquet=parquet, tmp=tmp_path) for a in argv]
+                + ["--json"])
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert code == 2, err

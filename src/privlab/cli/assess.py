@@ -98,12 +98,14 @@ def assess_cmd(
     if sources is None:
         frame = read_table(file, delimiter=delimiter)
         pop = read_table(population, delimiter=delimiter) if population is not None else None
-        # every column-naming option names a column of DATA (one line naming it, exit 2)
-        check_column_options(frame, file.name, {"--quasi-identifiers": qis,
-                                                "--sensitive": sensitive, "--attributes": attrs})
-        if pop is not None:
-            check_column_options(pop, f"--population {population.name}",
-                                 {"--quasi-identifiers": qis})
+    # every column-naming option names a column of DATA (one line naming it, exit 2), on
+    # every engine (a grouped source's `columns` are its header too)
+    data, other = (frame, pop) if sources is None else sources
+    check_column_options(data, file.name, {"--quasi-identifiers": qis,
+                                           "--sensitive": sensitive, "--attributes": attrs})
+    if other is not None:
+        check_column_options(other, f"--population {population.name}",
+                             {"--quasi-identifiers": qis})
     from privlab.assess.pipeline import assess_steps
     from privlab.cli.progress import reporter
 

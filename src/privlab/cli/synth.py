@@ -21,7 +21,9 @@ import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
-    check_delta_strength,
+    ALLOW_WEAK_HELP,
+    check_column_options,
+    check_delta_policy,
     console,
     emit_json,
     exclude_columns,
@@ -41,11 +43,11 @@ def synth_cmd(
                                help="aim (workload-adaptive marginals) | mst (tree of "
                                     "marginals) | dpvae (DP-SGD autoencoder)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
-    delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose << 1/rows); above "
-                                "1e-3 or not below 1/rows is refused (exit 4) unless "
-                                "--allow-weak, as in every command."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 or "
-                                    "not below 1/rows (with a warning)."),
+    delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose far below 1 / the "
+                                "number of rows); above 1e-3, or not below 1/(public size) "
+                                "when the schema declares public_size, is refused (exit 4) "
+                                "unless --allow-weak, as in every command."),
+    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
     rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
     out: Path = typer.Option(..., "--out", "-o", help="Output CSV (or .parquet)."),
     schema: str = typer.Option(None, "--schema",
@@ -101,6 +103,7 @@ def synth_cmd(
 ) -> None:
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
     from privlab.core.guarantee import check_delta, check_epsilon
+    from privlab.synth import make_synthesizer
 
     if domain is not None:
         _refuse_retired_domain(domain)
@@ -113,8 +116,9 @@ def synth_cmd(
                              bins=bins, missing=missing, seed=seed,
                              max_rows_per_unit=max_rows_per_unit, epochs=epochs,
                              workload=workload, max_model_mb=max_model_mb)
-    synth = _build_synthesizer(method, options)
-    _check_delta_policy(synth, delta, allow_weak)  # public facts only: before any row is read
+    synth = make_synthesizer(method, **options)  # its schema loaded and checked
+    # the one delta policy, against the schema's public size only: before any row is read
+    check_delta_policy(delta, allow_weak, synth.schema)
     frame = read_table(file, delimiter=delimiter)
     _check_column_options(frame, file, options["drop"], target)
     frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here
@@ -183,22 +187,6 @@ def _synth_options(method: str, *, schema: str | None, estimate_domain: str | No
                                     f"1e6, got {max_model_mb!r}")
         options["max_model_cells"] = max(1, int(max_model_mb * 2 ** 20 // 8))
     return options
-
-
-def _build_synthesizer(method: str, options: dict[str, Any]) -> Any:
-    """The synthesizer, its schema loaded and checked (before any row is read)."""
-    from privlab.synth import make_synthesizer
-
-    return make_synthesizer(method, **options)
-
-
-def _check_delta_policy(synth: Any, delta: float, allow_weak: bool) -> None:
-    """One delta policy in every command (the check `release` uses): refused before any work
-    against the schema's public size, never len(frame) (issue 21); without one only the
-    data-independent ceiling applies here."""
-    public_size = synth.schema.public_size if synth.schema is not None else None
-    check_delta_strength(delta, allow_weak, public_size=public_size,
-                         size_hint="a --schema that declares public_size", require_size=False)
 
 
 def _holdout_split(synth: Any, frame: Any, holdout: float, seed: int | None
@@ -319,12 +307,9 @@ def _print_evaluation(evaluation: dict[str, Any]) -> None:
 
 
 def _check_column_options(frame: Any, file: Path, drop: list[str], target: str | None) -> None:
-    """Every option that names columns names columns of DATA (one-line error, exit 2)."""
-    from privlab.data.io import require_columns
-
-    require_columns(frame, drop, "--exclude column")
-    if target is not None and target not in frame.columns:
-        raise InvalidInputError(f"--target {target!r} is not a column of {file.name}")
+    """Every option that names columns names columns of DATA (one-line error, exit 2), and
+    the class column is not left out."""
+    check_column_options(frame, file.name, {"--exclude": drop, "--target": target})
     if target is not None and target in drop:
         raise InvalidInputError(f"--target {target!r} is also in --exclude; keep the class column")
 
