@@ -108,18 +108,19 @@ def test_piped_progress_prints_plain_lines(capsys, monkeypatch):
     """A piped stderr gets plain lines when asked (PRIVLAB_PROGRESS=1, for logs): no clock in
     them (stderr is compared between neighbouring tables), nothing without it."""
     from privlab.cli import common
+    from privlab.cli.progress import reporter
 
     monkeypatch.setattr(type(common.err_console), "is_terminal", property(lambda self: False))
     monkeypatch.setenv("PRIVLAB_PROGRESS", "1")
-    with common.progress_reporter("choose-epsilon", True) as progress:
+    with reporter("choose-epsilon", as_json=False) as progress:
         progress("training 8 DP model(s)", 1, 3)
     err = capsys.readouterr().err
     assert err == "progress: choose-epsilon: training 8 DP model(s) 1/3\n"
     monkeypatch.delenv("PRIVLAB_PROGRESS")
-    with common.progress_reporter("choose-epsilon", True) as progress:
+    with reporter("choose-epsilon", as_json=False) as progress:
         progress("training 8 DP model(s)", 1, 3)
     assert capsys.readouterr().err == ""
-    with common.progress_reporter("x", False) as quiet:
+    with reporter("x", as_json=True) as quiet:
         quiet("nothing", 0, 1)
     assert capsys.readouterr().err == ""
 

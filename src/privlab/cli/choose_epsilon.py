@@ -24,7 +24,6 @@ from privlab.cli.common import (
     err_console,
     parse_floats,
     parse_list,
-    progress_reporter,
     warn_weak_epsilon,
 )
 from privlab.core.guarantee import PrivacyGuarantee
@@ -157,7 +156,9 @@ def choose_epsilon_cmd(
                          seed=seed, schema=declared, on_invalid=on_invalid,
                          public="adult" if declared is None and bundled == "adult" else None)
     util = UtilityConfig(w_stability=w_stability, w_cost=w_cost)
-    with progress_reporter("choose-epsilon", not as_json) as progress:
+    from privlab.cli.progress import reporter
+
+    with reporter("choose-epsilon", as_json) as progress:
         result = choose_epsilon(frame, target, pol, cfg, util, relative_utility=relative,
                                 progress=progress)
     doc = result.to_dict()

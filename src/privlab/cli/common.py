@@ -6,7 +6,7 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -239,11 +239,3 @@ def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
             f"with: pip install 'privlab[{extra}]'")
 
 
-@contextlib.contextmanager
-def progress_reporter(name: str, show: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A progress callback (stage, done, total) for a long step: `privlab.cli.progress`
-    decides how it shows (`show` False is --json)."""
-    from privlab.cli.progress import reporter
-
-    with reporter(name, as_json=not show) as update:
-        yield update

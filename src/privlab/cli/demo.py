@@ -479,9 +479,9 @@ def _choose_epsilon_step(frame: Any, epsilons: str, out: Path, seed: int | None,
         return {"skipped": "torch/opacus are not installed; install the ml extra "
                            "(pip install torch==2.13.0 && pip install -e '.[ml]') to choose "
                            "epsilon, or pass --epsilons none"}
-    from privlab.cli.common import progress_reporter
+    from privlab.cli.progress import reporter
 
-    with progress_reporter("choose-epsilon", show) as progress:
+    with reporter("choose-epsilon", as_json=not show) as progress:
         return _choose_epsilon(frame, grid, out, seed, progress=progress)
 
 
