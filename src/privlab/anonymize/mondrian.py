@@ -221,9 +221,6 @@ class _Partitioner:
         best = cand[np.argmin(np.abs(left[cand] - n / 2))]
         return lo + int(best)
 
-    def run(self, rows: np.ndarray) -> list[np.ndarray]:
-        return [leaf for leaf, _ in self.run_regions(rows)]
-
     def _split_region(self, region: dict[int, tuple[float, float, bool]], j: int,
                       c: int) -> tuple[dict, dict]:
         """The two halves of a declared numeric region when dim j is cut after code c: left

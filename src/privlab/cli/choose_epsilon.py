@@ -163,7 +163,8 @@ def choose_epsilon_cmd(
                                 progress=progress)
     doc = result.to_dict()
     doc["source"] = source
-    doc["guarantee"] = choice_guarantee(doc).to_dict()
+    guarantee = choice_guarantee(doc)
+    doc["guarantee"] = guarantee.to_dict()
     if report is not None:
         write_report(doc, report, title=f"Choosing epsilon: {source}", assess=assessment,
                      source=source)
@@ -175,7 +176,7 @@ def choose_epsilon_cmd(
     if as_json:
         emit_json(doc)
         return
-    console.print(f"[bold red]{escape(choice_guarantee(doc).headline())}[/bold red]",
+    console.print(f"[bold red]{escape(guarantee.headline())}[/bold red]",
                   highlight=False)
     chosen = doc["chosen_epsilon"]
     unc = doc.get("uncertainty") or {}

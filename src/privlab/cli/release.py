@@ -126,7 +126,7 @@ def release_cmd(
     charge = _charge(ledger, principal, epsilon, delta,
                      f"release {stat} of {column} from {file.name}")
     result = _compute(stat, values, domain, epsilon / domain.per_unit, delta, mech, q, seed,
-                      integer=_declared_integer(schema, column))
+                      integer=sch is not None and sch.column(column).type == "integer")
     result = dataclasses.replace(result, guarantee=release_guarantee(
         result.guarantee, stat, column, epsilon, domain.per_unit, domain.unit, schema,
         coerced=coerced))
@@ -330,16 +330,6 @@ def half_width_text(width: float | None, noise: dict, details: dict | None = Non
 
 def register(app: typer.Typer) -> None:
     app.command("release")(release_cmd)
-
-
-def _declared_integer(schema: str | None, column: str) -> bool:
-    """Is the column declared integer (whole-number histogram bins, one per value when the
-    range is small)? Public: read from the schema, never from the rows."""
-    if schema is None:
-        return False
-    from privlab.schema import load_schema
-
-    return load_schema(schema).column(column).type == "integer"
 
 
 def _print_bin_labels(payload: dict[str, Any]) -> None:
