@@ -38,13 +38,16 @@ def group_words(unique_share: float, k: int, target_k: int) -> str:
     """'12% of people unique', 'no one unique, but groups as small as 3', or 'no one unique,
     every value shared by at least 139': the exposure in words that never contradict k."""
     if unique_share > 0:
-        return f"{_share(unique_share)} of people unique"
+        return f"{share_words(unique_share)} of people unique"
     if identifies_alone(k, target_k):
         return f"no one unique, but groups as small as {k}"
     return f"no one unique, every value shared by at least {k}"
 
 
-def _share(x: float) -> str:
+def share_words(x: float) -> str:
+    """A share of people, rounded for people: "none", "under 1%", or whole percent."""
+    if x <= 0:
+        return "none"
     return "under 1%" if x < 0.01 else f"{x:.0%}"
 
 

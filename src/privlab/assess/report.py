@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from privlab.assess.pipeline import Assessment
-from privlab.assess.recommend import group_words, identifies_alone
+from privlab.assess.recommend import group_words, identifies_alone, share_words
 from privlab.assess.richness import TIER_MEANING
 from privlab.report import Image, Section, Table, bar_chart, fmt, pct, write_page
 
@@ -139,13 +139,6 @@ def assessment_sections(result: Assessment) -> list[Section]:
 
 #: How many of the riskiest combinations the plain-language section names.
 PLAIN_COMBINATIONS = 6
-
-
-def share_words(x: float) -> str:
-    """A share of people, rounded for people: "none", "under 1%", or whole percent."""
-    if x <= 0:
-        return "none"
-    return "under 1%" if x < 0.01 else f"{x:.0%}"
 
 
 def plain_section(result: Assessment) -> Section:
