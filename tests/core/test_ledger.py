@@ -423,3 +423,20 @@ def test_sqlite_pragmas(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+
+
+def test_replace_with_fresh_ledger(tmp_path):
+    """`privlab demo`'s fresh ledger per run lives in the ledger module: the new database
+    holds only the given budgets, the old one's journal is gone, no temporary file is left."""
+    from privlab.core.ledger import replace_with_fresh_ledger
+
+    path = tmp_path / "budget.db"
+    assert replace_with_fresh_ledger(path, {"a": 2.0}) is False
+    with BudgetLedger(path) as book:
+        book.charge("a", 1.5)
+    (tmp_path / "budget.db-journal").write_bytes(b"stale")
+    assert replace_with_fresh_ledger(path, {"a": 2.0, "b": 1.0}) is True
+    assert not (tmp_path / "budget.db-journal").exists()
+    with BudgetLedger(path) as book:
+        assert book.principals() == ["a", "b"] and book.spent("a") == (0.0, 0.0)
+    assert sorted(p.name for p in tmp_path.iterdir() if ".fresh-" in p.name) == []

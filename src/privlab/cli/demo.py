@@ -77,33 +77,12 @@ def _check_demo_ledger(path: Path) -> None:
 
 
 def _fresh_demo_ledger(path: Path, budget: float) -> bool:
-    """A new ledger for this run, built beside `path` and moved over it in one rename: each
-    run of the demo starts from its full budget, so re-running it just works. Returns
-    whether an old demo ledger was replaced."""
-    import contextlib
-    import os
+    """A new ledger for this run, moved over the old one in one rename: each run of the demo
+    starts from its full budget, so re-running it just works. Returns whether an old demo
+    ledger was replaced."""
+    from privlab.core.ledger import replace_with_fresh_ledger
 
-    from privlab.core.ledger import BudgetLedger
-
-    tmp = path.with_name(f".{path.name}.fresh-{os.getpid()}")
-    sidecars = ("-wal", "-shm", "-journal", "-writer.lock")
-    for suffix in ("", *sidecars):  # leftovers of a crashed earlier attempt
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{tmp}{suffix}")
-    try:
-        with BudgetLedger(str(tmp)) as fresh:
-            fresh.set_budget(DEMO_PRINCIPAL, budget)
-        replaced = path.exists()
-        # the old database's journal must not be read as the new one's
-        for suffix in ("-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{path}{suffix}")
-        os.replace(tmp, path)
-    finally:
-        for suffix in ("", *sidecars):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{tmp}{suffix}")
-    return replaced
+    return replace_with_fresh_ledger(path, {DEMO_PRINCIPAL: budget})
 
 
 def _drop_stale_outputs(out: Path, chosen: dict | None, pdf: bool) -> None:

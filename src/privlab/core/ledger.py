@@ -947,3 +947,33 @@ class BudgetLedger:
     def __repr__(self) -> str:
         return f"BudgetLedger({self._where!r})"
 
+
+#: SQLite's own files beside a database `<db>` (rollback journal, WAL and its index).
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def replace_with_fresh_ledger(path: Path, budgets: dict[str, float]) -> bool:
+    """Replace the SQLite ledger at `path` by a new one holding only `budgets`, in one rename:
+    built beside it, the old database's journal files removed first so that they are never
+    read as the new one's. Returns whether a ledger was replaced. (`privlab demo`: each run
+    starts from its full budget.)"""
+    from privlab.core.writer_lock import LOCK_SUFFIX
+
+    def unlink(base: Path, suffixes: tuple[str, ...]) -> None:
+        for suffix in suffixes:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{base}{suffix}")
+
+    tmp = path.with_name(f".{path.name}.fresh-{os.getpid()}")
+    every = ("", *SQLITE_SIDECARS, LOCK_SUFFIX)
+    unlink(tmp, every)  # leftovers of a crashed earlier attempt
+    try:
+        with BudgetLedger(str(tmp)) as fresh:
+            for principal, epsilon in budgets.items():
+                fresh.set_budget(principal, epsilon)
+        replaced = path.exists()
+        unlink(path, SQLITE_SIDECARS)
+        os.replace(tmp, path)
+    finally:
+        unlink(tmp, every)
+    return replaced

@@ -32,6 +32,10 @@ def sqlite_file(database: str | None) -> Path | None:
     return Path(database)
 
 
+#: The writer lock's file beside the SQLite database `<db>`: `<db>` + LOCK_SUFFIX.
+LOCK_SUFFIX = "-writer.lock"
+
+
 class WriterLock:
     """`with lock.held(): ...` holds the thread lock and an exclusive `flock` on `<db>-writer.lock`.
 
@@ -40,7 +44,7 @@ class WriterLock:
 
     def __init__(self, database: Path, timeout_s: float = 30.0) -> None:
         self.timeout_s = timeout_s
-        self.path = database.with_name(database.name + "-writer.lock")
+        self.path = database.with_name(database.name + LOCK_SUFFIX)
         self._thread_lock = threading.Lock()
         self._fd: int | None = None
         self._pid: int | None = None
