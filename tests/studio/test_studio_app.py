@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from studio_helpers import csrf_of, gateway_config, make_client, tamper_audit
+from studio_helpers import PEOPLE_CSV, csrf_of, gateway_config, make_client, tamper_audit
 
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
 from privlab.studio import StudioConfig
@@ -110,6 +110,33 @@ def test_two_sessions_never_see_each_other(workspace: Path) -> None:
     assert bob.get(f"/results/{rid}").status_code == 404
     # bob's upload CSRF token is not alice's
     assert bob.post("/data/upload", data={"csrf": ca}, files=files).status_code == 403
+
+
+def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -> None:
+    """An upload's ledger principal is the sha256 of its bytes: the same rows uploaded again
+    in a new session or under another name draw on the same budget (the principal used to be
+    the session id and the file name, a fresh budget each time)."""
+    import hashlib
+
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    body = PEOPLE_CSV.encode()
+    principal = f"upload:sha256:{hashlib.sha256(body).hexdigest()}"
+    left = []
+    for name in ("people.csv", "renamed.csv", "people.csv"):
+        client = TestClient(app, base_url="http://127.0.0.1:8765")  # a new session each time
+        csrf = csrf_of(client)
+        client.post("/data/upload", data={"csrf": csrf},
+                    files={"file": (name, body, "text/csv")})
+        client.post("/data/select", data={"csrf": csrf, "kind": "upload", "name": name})
+        (session,) = [s for s in app.state.store.all() if s.csrf == csrf]
+        assert session.source.principal == principal
+        left.append(remaining(client.get("/").text))
+        app.state.ledger.charge(principal, 1.0, 0.0, description="a release")
+    assert left == [10.0, 9.0, 8.0]
 
 
 def test_preview_reads_no_private_row(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:

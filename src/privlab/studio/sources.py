@@ -44,11 +44,15 @@ class Source:
     def principal(self) -> str:
         """The ledger principal: the budget belongs to the data, not to a browser session,
         so a new session (or a changed epsilon) never starts a fresh budget. Workspace files
-        by their relative name; uploads by their session folder and name."""
+        by their relative name (the curator places them); uploads by the sha256 of their
+        content (`upload:sha256:HEX`), so the same rows uploaded again in a new session or
+        under another name draw on the same budget (an edited file is other bytes: a new
+        principal)."""
         if self.kind == "bundled":
             name = f"bundled:{self.name}"
         elif self.kind == "upload" and self.path is not None:
-            name = f"upload:{self.path.parent.parent.name[:12]}:{self.name}"
+            st = self.path.stat()
+            name = f"upload:sha256:{_content_sha256(str(self.path), st.st_mtime_ns, st.st_size)}"
         else:
             name = f"workspace:{self.name}"
         if len(name) > 200:  # the ledger's limit: keep a readable head and a hash
@@ -93,6 +97,16 @@ def _bundled_frame(name: str) -> pd.DataFrame:
     if name not in BUNDLED:
         raise InvalidInputError(f"dataset: choose one of {', '.join(BUNDLED)}, got {name!r}")
     return load_dataset(name, **BUNDLED[name][1])
+
+
+@functools.lru_cache(maxsize=64)
+def _content_sha256(path: str, mtime_ns: int, size: int) -> str:
+    """The hex sha256 of a file's bytes (cached per path, mtime and size: every page asks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=8)
