@@ -4,6 +4,7 @@ review, the release package and the gateway page."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from studio_helpers import PEOPLE_CSV, csrf_of, gateway_config, make_client, tamper_audit
@@ -253,6 +255,43 @@ def test_the_package_reruns_from_a_clean_folder(workspace: Path, tmp_path: Path)
     assert again_by["ledger"]["remaining_epsilon"] == 6.0
     assert "privlab release histogram adult.csv --column sex" in \
         (folder / "reproduce.sh").read_text()
+
+
+VISITS_SCHEMA = """name: visits
+privacy_unit: pid
+max_rows_per_unit: 2
+columns:
+  pid: {type: identifier}
+  sex: {type: categorical, categories: [F, M]}
+  age: {type: integer, bounds: [0, 99]}
+"""
+
+
+def person_release(workspace: Path, client: Any, csrf: str) -> str:
+    """A release of a workspace file whose reviewed schema is per person; its result id."""
+    (workspace / "visits.csv").write_text("pid,sex,age\n" + "".join(
+        f"p{i % 20},{'FM'[i % 2]},{20 + i % 40}\n" for i in range(60)), encoding="utf-8")
+    (workspace / "visits.schema.yaml").write_text(VISITS_SCHEMA, encoding="utf-8")
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "visits.csv"})
+    page = release(client, csrf, statistic="mean", column="age", epsilon="2").text
+    return re.search(r"/results/([0-9a-f]+)/", page).group(1)
+
+
+def test_a_person_release_report_says_per_person(workspace: Path) -> None:
+    """report.html's guarantee banner is the release's own guarantee: a per-person release
+    says user-level (it was rebuilt from four fields and said "one record")."""
+    from privlab.core.guarantee import NEIGHBOURING
+
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    pid = person_release(workspace, client, csrf)
+    released = json.loads(client.get(f"/results/{pid}/release.json").text)
+    assert released["guarantee"]["neighbouring"] == "user"
+    files = zipfile.ZipFile(io.BytesIO(client.get(
+        f"/results/{pid}/privlab-release-{pid}.zip").content))
+    report = files.read(f"privlab-release-{pid}/report.html").decode()
+    banner = html.unescape(re.search(r'id="guarantee">(.*?)</div>', report, re.S).group(1))
+    assert NEIGHBOURING["user"] in banner and NEIGHBOURING["add_remove_record"] not in banner
 
 
 def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path) -> None:

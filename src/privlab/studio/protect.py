@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privlab.core import queries
-from privlab.core.guarantee import check_epsilon
+from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.errors import InvalidInputError
 from privlab.schema import OTHER, Schema
 from privlab.studio.sources import Source, quote
@@ -219,6 +219,9 @@ class Result:
     cli: str
     script: str
     schema_yaml: str | None
+    #: The release's guarantee itself (the report's banner): rebuilt from the JSON it would
+    #: lose the neighbouring relation (a per-person release would read "one record").
+    privacy: PrivacyGuarantee
     created: float = field(default_factory=time.time)
 
     @property
@@ -267,7 +270,7 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
                  cli=cli_command(plan, source, schema_arg, str(ledger.location), principal),
                  script=python_script(plan, d, source, schema_arg, str(ledger.location),
                                       principal),
-                 schema_yaml=schema_yaml)
+                 schema_yaml=schema_yaml, privacy=guarantee)
     return out, entry
 
 
@@ -402,7 +405,6 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
 
 def report_html(result: Result) -> str:
     """The release as one self-contained page of the shared report layout."""
-    from privlab.core.guarantee import PrivacyGuarantee
     from privlab.report import Section, Table, render_html
 
     v = result.payload
@@ -434,11 +436,9 @@ def report_html(result: Result) -> str:
                                         "With the library: reproduce.py in this package. A "
                                         "rerun draws fresh noise and is charged again."]),
     ]
-    guarantee = PrivacyGuarantee(epsilon=g["epsilon"], delta=g["delta"],
-                                 mechanism=g["mechanism"], accountant=g["accountant"])
     return render_html("page.html.j2", title=f"privlab release {result.rid}",
                        subtitle=f"{result.statistic} of {result.column}", sections=sections,
-                       guarantee=guarantee)
+                       guarantee=result.privacy)
 
 
 def package_files(result: Result) -> dict[str, str]:
