@@ -236,16 +236,28 @@ def test_the_package_reruns_from_a_clean_folder(workspace: Path, tmp_path: Path)
     assert not any("seeded" in n for n in by_group["guarantee"]["notes"])
     zipfile.ZipFile(io.BytesIO(client.get(f"/results/{gid}/privlab-release-{gid}.zip").content)
                     ).extractall(clean)
-    # both scripts rerun from the clean folder, in one interpreter
+    # and a release of a per-person table (its schema in the package)
+    pid = person_release(workspace, client, csrf)
+    per_person = json.loads(client.get(f"/results/{pid}/release.json").text)
+    zipfile.ZipFile(io.BytesIO(client.get(f"/results/{pid}/privlab-release-{pid}.zip").content)
+                    ).extractall(clean)
+    # the three scripts rerun from the clean folder, in one interpreter
     env = {**os.environ, "PYTHONPATH": SRC}
     driver = ("import runpy, sys\n"
               "for f in sys.argv[1:]:\n"
               "    runpy.run_path(f, run_name='__main__')\n    print('=====')\n")
     run = subprocess.run([sys.executable, "-c", driver, f"privlab-release-{rid}/reproduce.py",
-                          f"privlab-release-{gid}/reproduce.py"], cwd=clean, env=env,
+                          f"privlab-release-{gid}/reproduce.py",
+                          f"privlab-release-{pid}/reproduce.py"], cwd=clean, env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    again, again_by = (json.loads(x) for x in run.stdout.split("=====")[:2])
+    again, again_by, again_person = (json.loads(x) for x in run.stdout.split("=====")[:3])
+    # a rerun's guarantee is the studio's (covers, per-person claim, by-group note)
+    assert again["guarantee"] == released["guarantee"]
+    assert again_by["guarantee"] == by_group["guarantee"]
+    assert again_person["guarantee"] == per_person["guarantee"]
+    assert again_person["guarantee"]["neighbouring"] == "user"
+    assert again_person["ledger"]["remaining_epsilon"] == 6.0  # 10 - 2 - 2
     assert again["details"]["labels"] == released["details"]["labels"] == ["Female", "Male"]
     assert again["noise"] == released["noise"]
     assert again["guarantee"]["epsilon"] == released["guarantee"]["epsilon"]
