@@ -344,6 +344,37 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     assert released["ledger"]["remaining_epsilon"] == 8.0
 
 
+def test_a_reviewed_schema_belongs_to_its_file_not_to_its_name(workspace: Path) -> None:
+    """Two files named people.csv (in two folders, or an upload) never share the schema one
+    of them was reviewed with (it was saved as schemas/people.yaml and adopted by both)."""
+    for sub in ("a", "b"):
+        (workspace / sub).mkdir()
+        (workspace / sub / "people.csv").write_text(PEOPLE_CSV, encoding="utf-8")
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                      "path": "a/people.csv"})
+    client.post("/schema/draft", data={"csrf": csrf})
+    form = {"csrf": csrf, "privacy_unit": "row", "c0_lo": "0", "c0_hi": "120",
+            "c1_categories": "F, M", "c2_categories": "Ankara, Izmir, Kyiv", "c3_lo": "0",
+            "c3_hi": "5000"}
+    for i, kind in enumerate(("integer", "categorical", "categorical", "integer")):
+        form.update({f"c{i}_type": kind, f"c{i}_reviewed": "on"})
+    assert str(client.post("/schema/save", data=form).url).endswith("/protect")
+    for other in ({"kind": "workspace", "path": "b/people.csv"},
+                  {"kind": "upload", "name": "people.csv"}):
+        if other["kind"] == "upload":
+            client.post("/data/upload", data={"csrf": csrf},
+                        files={"file": ("people.csv", PEOPLE_CSV.encode(), "text/csv")})
+        r = client.post("/data/select", data={"csrf": csrf, **other})
+        assert str(r.url).endswith("/schema"), other  # no reviewed schema yet
+    r = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                          "path": "a/people.csv"})
+    assert str(r.url).endswith("/protect")  # its own reviewed schema is still its own
+    (saved,) = (workspace / ".privlab-studio" / "sessions").glob("*/schemas/*.yaml")
+    assert saved.name.startswith("people-")
+
+
 def test_a_visit_that_writes_nothing_leaves_nothing(workspace: Path) -> None:
     client = make_client(StudioConfig(workspace=workspace))
     for path in ("/", "/protect", "/assess", "/results", "/static/studio.css"):
