@@ -115,10 +115,13 @@ def test_two_sessions_never_see_each_other(workspace: Path) -> None:
 
 
 def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -> None:
-    """An upload's ledger principal is the sha256 of its bytes: the same rows uploaded again
-    in a new session or under another name draw on the same budget (the principal used to be
-    the session id and the file name, a fresh budget each time)."""
+    """An upload's ledger principal is a keyed hash of its bytes: the same rows uploaded
+    again in a new session or under another name draw on the same budget (the principal used
+    to be the session id and the file name, a fresh budget each time). Keyed (the workspace's
+    upload.key): the principal goes into every package, and a plain sha256 of the private
+    file would confirm a guessed table."""
     import hashlib
+    import hmac
 
     from fastapi.testclient import TestClient
 
@@ -126,7 +129,7 @@ def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -
 
     app = create_app(StudioConfig(workspace=workspace))
     body = PEOPLE_CSV.encode()
-    principal = f"upload:sha256:{hashlib.sha256(body).hexdigest()}"
+    key_file = workspace / ".privlab-studio" / "upload.key"
     left = []
     for name in ("people.csv", "renamed.csv", "people.csv"):
         client = TestClient(app, base_url="http://127.0.0.1:8765")  # a new session each time
@@ -135,7 +138,11 @@ def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -
                     files={"file": (name, body, "text/csv")})
         client.post("/data/select", data={"csrf": csrf, "kind": "upload", "name": name})
         (session,) = [s for s in app.state.store.all() if s.csrf == csrf]
+        assert key_file.stat().st_mode & 0o077 == 0  # owner-only
+        key = bytes.fromhex(key_file.read_text())
+        principal = f"upload:{hmac.new(key, body, hashlib.sha256).hexdigest()}"
         assert session.source.principal == principal
+        assert hashlib.sha256(body).hexdigest() not in principal
         left.append(remaining(client.get("/").text))
         app.state.ledger.charge(principal, 1.0, 0.0, description="a release")
     assert left == [10.0, 9.0, 8.0]

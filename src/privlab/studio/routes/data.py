@@ -12,7 +12,13 @@ from privlab.studio.config import StudioConfig, inside, workspace_files
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
 from privlab.studio.sessions import Session
-from privlab.studio.sources import BUNDLED, Source, bundled, safe_upload_name
+from privlab.studio.sources import (
+    BUNDLED,
+    Source,
+    bundled,
+    safe_upload_name,
+    upload_content_id,
+)
 from privlab.studio.web import (
     CheckedForm,
     ConfigDep,
@@ -67,7 +73,7 @@ def chosen_source(form: FormData, session: Session, config: StudioConfig) -> Sou
         path = inside(session.folder / "uploads", str(form.get("name", "")))
         if not path.is_file():
             raise InvalidInputError("upload: no such file in this session")
-        return Source("upload", path.name, path)
+        return Source("upload", path.name, path, upload_content_id(path, config.state_dir))
     raise InvalidInputError("kind: choose a bundled dataset or a file")
 
 
