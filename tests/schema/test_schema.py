@@ -211,3 +211,31 @@ def test_older_adult_declarations_agree_with_the_bundled_schema():
     for name, (lo, hi) in ADULT_BOUNDS.items():
         b = s.column(name).bounds
         assert b[0] <= lo and hi <= b[1], name
+
+
+def test_select_keeps_the_privacy_unit_instead_of_turning_it_into_rows() -> None:
+    """Selecting columns without the person column used to reset privacy_unit to "row": a
+    synthesizer fitted on it gave a per-row guarantee and no per-person row limit."""
+    schema = parse_schema({"privacy_unit": "pid", "max_rows_per_unit": 3, "columns": {
+        "pid": {"type": "identifier"},
+        "sex": {"type": "categorical", "categories": ["F", "M"]},
+        "age": {"type": "integer", "bounds": [0, 99]}}}, name="visits")
+    picked = schema.select(["age"])
+    assert picked.privacy_unit == "pid" and picked.max_rows_per_unit == 3
+    assert picked.names == ["age", "pid"] and picked.column("pid").type == "identifier"
+    assert schema.select(["sex", "pid"]).names == ["sex", "pid"]
+    rows = parse_schema({"columns": {"a": {"type": "integer", "bounds": [0, 1]},
+                                     "b": {"type": "integer", "bounds": [0, 1]}}}, name="r")
+    assert rows.select(["b"]).names == ["b"] and rows.select(["b"]).privacy_unit == "row"
+
+
+def test_schema_check_of_a_person_schema_checks_each_column_alone(tmp_path, capsys):
+    """`privlab schema check` conforms one column at a time: the person column is not
+    reported missing from every other column's check."""
+    (tmp_path / "v.csv").write_text("pid,age\np1,30\np1,31\np2,40\n", encoding="utf-8")
+    (tmp_path / "v.yaml").write_text("name: v\nprivacy_unit: pid\ncolumns:\n"
+                                     "  pid: {type: identifier}\n"
+                                     "  age: {type: integer, bounds: [0, 99]}\n")
+    assert main(["schema", "check", str(tmp_path / "v.csv"), "--schema",
+                 str(tmp_path / "v.yaml"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []

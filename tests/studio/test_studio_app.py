@@ -4,6 +4,7 @@ review, the release package and the gateway page."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
@@ -13,9 +14,10 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from studio_helpers import csrf_of, gateway_config, make_client, tamper_audit
+from studio_helpers import PEOPLE_CSV, csrf_of, gateway_config, make_client, tamper_audit
 
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
 from privlab.studio import StudioConfig
@@ -110,6 +112,40 @@ def test_two_sessions_never_see_each_other(workspace: Path) -> None:
     assert bob.get(f"/results/{rid}").status_code == 404
     # bob's upload CSRF token is not alice's
     assert bob.post("/data/upload", data={"csrf": ca}, files=files).status_code == 403
+
+
+def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -> None:
+    """An upload's ledger principal is a keyed hash of its bytes: the same rows uploaded
+    again in a new session or under another name draw on the same budget (the principal used
+    to be the session id and the file name, a fresh budget each time). Keyed (the workspace's
+    upload.key): the principal goes into every package, and a plain sha256 of the private
+    file would confirm a guessed table."""
+    import hashlib
+    import hmac
+
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    body = PEOPLE_CSV.encode()
+    key_file = workspace / ".privlab-studio" / "upload.key"
+    left = []
+    for name in ("people.csv", "renamed.csv", "people.csv"):
+        client = TestClient(app, base_url="http://127.0.0.1:8765")  # a new session each time
+        csrf = csrf_of(client)
+        client.post("/data/upload", data={"csrf": csrf},
+                    files={"file": (name, body, "text/csv")})
+        client.post("/data/select", data={"csrf": csrf, "kind": "upload", "name": name})
+        (session,) = [s for s in app.state.store.all() if s.csrf == csrf]
+        assert key_file.stat().st_mode & 0o077 == 0  # owner-only
+        key = bytes.fromhex(key_file.read_text())
+        principal = f"upload:{hmac.new(key, body, hashlib.sha256).hexdigest()}"
+        assert session.source.principal == principal
+        assert hashlib.sha256(body).hexdigest() not in principal
+        left.append(remaining(client.get("/").text))
+        app.state.ledger.charge(principal, 1.0, 0.0, description="a release")
+    assert left == [10.0, 9.0, 8.0]
 
 
 def test_preview_reads_no_private_row(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,16 +243,28 @@ def test_the_package_reruns_from_a_clean_folder(workspace: Path, tmp_path: Path)
     assert not any("seeded" in n for n in by_group["guarantee"]["notes"])
     zipfile.ZipFile(io.BytesIO(client.get(f"/results/{gid}/privlab-release-{gid}.zip").content)
                     ).extractall(clean)
-    # both scripts rerun from the clean folder, in one interpreter
+    # and a release of a per-person table (its schema in the package)
+    pid = person_release(workspace, client, csrf)
+    per_person = json.loads(client.get(f"/results/{pid}/release.json").text)
+    zipfile.ZipFile(io.BytesIO(client.get(f"/results/{pid}/privlab-release-{pid}.zip").content)
+                    ).extractall(clean)
+    # the three scripts rerun from the clean folder, in one interpreter
     env = {**os.environ, "PYTHONPATH": SRC}
     driver = ("import runpy, sys\n"
               "for f in sys.argv[1:]:\n"
               "    runpy.run_path(f, run_name='__main__')\n    print('=====')\n")
     run = subprocess.run([sys.executable, "-c", driver, f"privlab-release-{rid}/reproduce.py",
-                          f"privlab-release-{gid}/reproduce.py"], cwd=clean, env=env,
+                          f"privlab-release-{gid}/reproduce.py",
+                          f"privlab-release-{pid}/reproduce.py"], cwd=clean, env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    again, again_by = (json.loads(x) for x in run.stdout.split("=====")[:2])
+    again, again_by, again_person = (json.loads(x) for x in run.stdout.split("=====")[:3])
+    # a rerun's guarantee is the studio's (covers, per-person claim, by-group note)
+    assert again["guarantee"] == released["guarantee"]
+    assert again_by["guarantee"] == by_group["guarantee"]
+    assert again_person["guarantee"] == per_person["guarantee"]
+    assert again_person["guarantee"]["neighbouring"] == "user"
+    assert again_person["ledger"]["remaining_epsilon"] == 6.0  # 10 - 2 - 2
     assert again["details"]["labels"] == released["details"]["labels"] == ["Female", "Male"]
     assert again["noise"] == released["noise"]
     assert again["guarantee"]["epsilon"] == released["guarantee"]["epsilon"]
@@ -226,6 +274,43 @@ def test_the_package_reruns_from_a_clean_folder(workspace: Path, tmp_path: Path)
     assert again_by["ledger"]["remaining_epsilon"] == 6.0
     assert "privlab release histogram adult.csv --column sex" in \
         (folder / "reproduce.sh").read_text()
+
+
+VISITS_SCHEMA = """name: visits
+privacy_unit: pid
+max_rows_per_unit: 2
+columns:
+  pid: {type: identifier}
+  sex: {type: categorical, categories: [F, M]}
+  age: {type: integer, bounds: [0, 99]}
+"""
+
+
+def person_release(workspace: Path, client: Any, csrf: str) -> str:
+    """A release of a workspace file whose reviewed schema is per person; its result id."""
+    (workspace / "visits.csv").write_text("pid,sex,age\n" + "".join(
+        f"p{i % 20},{'FM'[i % 2]},{20 + i % 40}\n" for i in range(60)), encoding="utf-8")
+    (workspace / "visits.schema.yaml").write_text(VISITS_SCHEMA, encoding="utf-8")
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "visits.csv"})
+    page = release(client, csrf, statistic="mean", column="age", epsilon="2").text
+    return re.search(r"/results/([0-9a-f]+)/", page).group(1)
+
+
+def test_a_person_release_report_says_per_person(workspace: Path) -> None:
+    """report.html's guarantee banner is the release's own guarantee: a per-person release
+    says user-level (it was rebuilt from four fields and said "one record")."""
+    from privlab.core.guarantee import NEIGHBOURING
+
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    pid = person_release(workspace, client, csrf)
+    released = json.loads(client.get(f"/results/{pid}/release.json").text)
+    assert released["guarantee"]["neighbouring"] == "user"
+    files = zipfile.ZipFile(io.BytesIO(client.get(
+        f"/results/{pid}/privlab-release-{pid}.zip").content))
+    report = files.read(f"privlab-release-{pid}/report.html").decode()
+    banner = html.unescape(re.search(r'id="guarantee">(.*?)</div>', report, re.S).group(1))
+    assert NEIGHBOURING["user"] in banner and NEIGHBOURING["add_remove_record"] not in banner
 
 
 def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path) -> None:
@@ -264,6 +349,37 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     # charged to the file's own budget, named by its place in the workspace
     assert released["ledger"]["principal"] == "workspace:people.csv"
     assert released["ledger"]["remaining_epsilon"] == 8.0
+
+
+def test_a_reviewed_schema_belongs_to_its_file_not_to_its_name(workspace: Path) -> None:
+    """Two files named people.csv (in two folders, or an upload) never share the schema one
+    of them was reviewed with (it was saved as schemas/people.yaml and adopted by both)."""
+    for sub in ("a", "b"):
+        (workspace / sub).mkdir()
+        (workspace / sub / "people.csv").write_text(PEOPLE_CSV, encoding="utf-8")
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                      "path": "a/people.csv"})
+    client.post("/schema/draft", data={"csrf": csrf})
+    form = {"csrf": csrf, "privacy_unit": "row", "c0_lo": "0", "c0_hi": "120",
+            "c1_categories": "F, M", "c2_categories": "Ankara, Izmir, Kyiv", "c3_lo": "0",
+            "c3_hi": "5000"}
+    for i, kind in enumerate(("integer", "categorical", "categorical", "integer")):
+        form.update({f"c{i}_type": kind, f"c{i}_reviewed": "on"})
+    assert str(client.post("/schema/save", data=form).url).endswith("/protect")
+    for other in ({"kind": "workspace", "path": "b/people.csv"},
+                  {"kind": "upload", "name": "people.csv"}):
+        if other["kind"] == "upload":
+            client.post("/data/upload", data={"csrf": csrf},
+                        files={"file": ("people.csv", PEOPLE_CSV.encode(), "text/csv")})
+        r = client.post("/data/select", data={"csrf": csrf, **other})
+        assert str(r.url).endswith("/schema"), other  # no reviewed schema yet
+    r = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                          "path": "a/people.csv"})
+    assert str(r.url).endswith("/protect")  # its own reviewed schema is still its own
+    (saved,) = (workspace / ".privlab-studio" / "sessions").glob("*/schemas/*.yaml")
+    assert saved.name.startswith("people-")
 
 
 def test_a_visit_that_writes_nothing_leaves_nothing(workspace: Path) -> None:

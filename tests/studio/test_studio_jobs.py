@@ -1,11 +1,14 @@
-"""Long jobs of privlab studio: a synthesizer or a CLI command in its own process, progress,
-cancel (the charge stays), and jobs visible only to the session that started them."""
+"""Long jobs of privlab studio: a privlab CLI command (synth, train, choose-epsilon) in its own
+process, progress, cancel (the charge stays), and jobs visible only to the session that
+started them."""
 
 from __future__ import annotations
 
 import html
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from studio_helpers import csrf_of, make_client
@@ -140,3 +143,58 @@ def test_a_weak_delta_is_refused_before_the_charge(workspace: Path) -> None:
         assert "--allow-weak" not in page  # the studio offers no such option
         assert app.state.ledger.remaining("bundled:adult")[0] == 10.0  # nothing charged
         assert app.state.store.all()[0].jobs == {}
+
+
+VISITS_SCHEMA = """name: visits
+privacy_unit: pid
+max_rows_per_unit: 2
+columns:
+  pid: {type: identifier}
+  sex: {type: categorical, categories: [F, M]}
+  city: {type: categorical, categories: [Ankara, Izmir]}
+  age: {type: integer, bounds: [0, 99]}
+"""
+
+
+def test_a_synth_job_on_a_person_schema_is_per_person(workspace: Path) -> None:
+    """A synthetic table of a schema whose privacy unit is a person column is the CLI's
+    `privlab synth` on that schema: the person column is not dropped with the unchosen
+    columns (it was: the guarantee said one record while the ledger charged the data's
+    per-person budget, and no per-person row limit applied)."""
+    (workspace / "visits.csv").write_text("pid,sex,city,age\n" + "".join(
+        f"p{i % 150},{'FM'[i % 2]},{['Ankara', 'Izmir'][i % 3 % 2]},{20 + i % 40}\n"
+        for i in range(600)), encoding="utf-8")
+    (workspace / "visits.schema.yaml").write_text(VISITS_SCHEMA, encoding="utf-8")
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(client)
+    r = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                          "path": "visits.csv"})
+    assert str(r.url).endswith("/protect")  # the reviewed schema beside the file
+    r = client.post("/synth", data={"csrf": csrf, "method": "mst", "epsilon": "2",
+                                    "delta": "1e-6", "rows": "30",
+                                    "columns": ["sex", "city"]})
+    jid = str(r.url).rsplit("/", 1)[1]
+    job = app.state.store.all()[0].jobs[jid]
+    args = job.process.args
+    assert args[args.index("synth"):args.index("synth") + 4] == [
+        "synth", str((workspace / "visits.csv").resolve()), "--schema", "schema.yaml"]
+    assert args[args.index("--exclude") + 1] == "age"
+    deadline = time.time() + 120
+    while client.get(f"/jobs/{jid}/status").json()["state"] in ("starting", "running"):
+        assert time.time() < deadline, (job.folder / "progress.log").read_text()
+        time.sleep(0.2)
+    status = client.get(f"/jobs/{jid}/status").json()
+    assert status["state"] == "done", status
+    assert status["headline"] == "(2, delta=1e-06)-DP"
+    guarantee = json.loads(client.get(f"/jobs/{jid}/result.json").text)["guarantee"]
+    assert guarantee["neighbouring"] == "user"
+    assert any("each person's rows are bounded to their first 2" in n
+               for n in guarantee["notes"]), guarantee
+    lines = client.get(f"/jobs/{jid}/synthetic.csv").text.splitlines()
+    assert lines[0] == "sex,city" and len(lines) == 31
+    assert "progress: synth mst: " in (job.folder / "progress.log").read_text()

@@ -98,7 +98,7 @@ def check_cmd(
             problems.append(f"column {col.name!r}: missing from the data")
             continue
         try:
-            conform(frame[[col.name]], schema.select([col.name]), "refuse")
+            conform(frame[[col.name]], schema, "refuse", columns=[col.name])
         except InvalidInputError as exc:
             problems.append(str(exc).split("; fix the data")[0])
     extra = [str(c) for c in frame.columns if schema.get(str(c)) is None]

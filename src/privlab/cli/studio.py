@@ -4,7 +4,6 @@ stays inside the workspace."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -47,7 +46,6 @@ def studio_cmd(
     url = f"http://{shown}:{port}/" + ("?token=" + token if token else "")
     console.print(f"privlab studio on {url} (workspace {config.workspace}); Ctrl-C stops it",
                   highlight=False)
-    os.environ.setdefault("PRIVLAB_STUDIO", "1")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 

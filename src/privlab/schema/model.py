@@ -173,10 +173,15 @@ class Schema:
         return [c for c in self.columns if c.is_released]
 
     def select(self, names: list[str]) -> Schema:
-        """The same schema restricted to `names` (in that order)."""
-        cols = tuple(self.column(n) for n in names)
-        unit = self.privacy_unit if self.privacy_unit in names else "row"
-        return Schema(cols, name=self.name, description=self.description, privacy_unit=unit,
+        """The same schema restricted to `names` (in that order), with the same privacy unit:
+        a person column not among `names` is kept (last) with its declaration, because
+        dropping it would silently turn a per-person guarantee into a per-row one."""
+        keep = list(names)
+        if self.privacy_unit != "row" and self.privacy_unit not in keep:
+            keep.append(self.privacy_unit)
+        cols = tuple(self.column(n) for n in keep)
+        return Schema(cols, name=self.name, description=self.description,
+                      privacy_unit=self.privacy_unit,
                       max_rows_per_unit=self.max_rows_per_unit, public_size=self.public_size,
                       draft=self.draft, source=self.source)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privlab.core import queries
-from privlab.core.guarantee import check_epsilon
+from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.errors import InvalidInputError
 from privlab.schema import OTHER, Schema
 from privlab.studio.sources import Source, quote
@@ -219,6 +219,9 @@ class Result:
     cli: str
     script: str
     schema_yaml: str | None
+    #: The release's guarantee itself (the report's banner): rebuilt from the JSON it would
+    #: lose the neighbouring relation (a per-person release would read "one record").
+    privacy: PrivacyGuarantee
     created: float = field(default_factory=time.time)
 
     @property
@@ -251,23 +254,22 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
             result, value=[r.value for r in results],
             details={"groups": d.groups, "by": plan.by,
                      "per_group": [r.details for r in results]},
-            guarantee=result.guarantee.with_notes(
-                f"by {plan.by}: one release per declared group ({len(results)}); each row is "
-                f"in one group, so they compose in parallel at epsilon {plan.epsilon:g}"))
-    schema_arg = source.bundled_schema if _is_bundled(schema, source) else "schema.yaml"
+            guarantee=result.guarantee.with_notes(by_group_note(plan, len(results))))
+    is_bundled = _is_bundled(schema, source)
+    schema_arg = source.bundled_schema if is_bundled else "schema.yaml"
     guarantee = release_guarantee(result.guarantee, plan.statistic, plan.column, plan.epsilon,
                            d.per_unit, d.unit, schema_arg)
     result = dataclasses.replace(result, guarantee=guarantee)
     payload = {"statistic": plan.statistic, "column": plan.column, **result.to_dict(),
                "ledger": {"principal": principal, "entry_id": entry.entry_id,
                           "remaining_epsilon": entry.remaining_epsilon}}
-    schema_yaml = None if _is_bundled(schema, source) else schema.to_yaml()
+    schema_yaml = None if is_bundled else schema.to_yaml()
     out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
                  epsilon=plan.epsilon, payload=payload, source_label=source.label,
                  cli=cli_command(plan, source, schema_arg, str(ledger.location), principal),
                  script=python_script(plan, d, source, schema_arg, str(ledger.location),
                                       principal),
-                 schema_yaml=schema_yaml)
+                 schema_yaml=schema_yaml, privacy=guarantee)
     return out, entry
 
 
@@ -304,6 +306,12 @@ def _split(frame: Any, schema: Schema, plan: Plan, d: Domain) -> list[Any]:
     return [rows.loc[key == g, cols] for g in d.groups or []]
 
 
+def by_group_note(plan: Plan, groups: int) -> str:
+    """The guarantee's note on a by-group release (the release and its rerun script)."""
+    return (f"by {plan.by}: one release per declared group ({groups}); each row is in one "
+            f"group, so they compose in parallel at epsilon {plan.epsilon:g}")
+
+
 def _is_bundled(schema: Schema, source: Source) -> bool:
     if source.bundled_schema is None:
         return False
@@ -330,7 +338,9 @@ def cli_command(plan: Plan, source: Source, schema_arg: str, ledger: str, princi
 def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger: str,
                   principal: str) -> str:
     """A standalone script that reruns the release with the library (fresh noise, charged to
-    the same ledger and principal; it refuses once the budget is spent)."""
+    the same ledger and principal; it refuses once the budget is spent). Its guarantee is the
+    studio's: the query's, with `release_guarantee` applied (covers, person-level claim) and
+    the by-group note, so the rerun's guarantee equals release.json's."""
     if schema_arg == "schema.yaml":
         schema_line = ("schema = load_schema(Path(__file__).with_name('schema.yaml'))")
     else:
@@ -346,6 +356,7 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
         "from privlab.core import queries",
         "from privlab.core.ledger import BudgetLedger",
         "from privlab.schema import conform, load_schema",
+        "from privlab.schema.release import release_guarantee",
         source.python_load(),
         schema_line,
         f"frame = conform(frame, schema, 'coerce', columns={keep!r})",
@@ -368,21 +379,23 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
         lines.append("    values = queries.as_numeric(values.dropna().to_numpy())")
     elif plan.statistic == "histogram":
         lines.append("    values = values.dropna()")
+    mech = f"mechanism={DEFAULT_MECHANISM[plan.statistic]!r}"
     if plan.statistic == "count":
-        lines.append("    return queries.dp_count(values, eps)")
+        lines.append(f"    return queries.dp_count(values, eps, {mech})")
     elif plan.statistic in ("sum", "mean"):
-        lines.append(f"    return queries.dp_{plan.statistic}(values, {d.bounds!r}, eps)")
+        lines.append(f"    return queries.dp_{plan.statistic}(values, {d.bounds!r}, eps, {mech})")
     elif d.categories is not None:
         lines.append(f"    return queries.dp_histogram(values, eps, "
-                     f"categories={d.categories!r})")
+                     f"categories={d.categories!r}, {mech})")
     else:
         lines.append(f"    return queries.dp_histogram(values, eps, bounds={d.bounds!r}, "
-                     f"bins={d.bins or 10})")
+                     f"bins={d.bins or 10}, {mech})")
     lines += ["", ""]
     if plan.by is None:
         lines += [f"release = query(frame[{plan.column!r}])",
                   f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
-                  "**release.to_dict()}"]
+                  "**release.to_dict()}",
+                  "guarantee = release.guarantee"]
     else:
         lines += [
             f"groups = {d.groups!r}  # declared in the schema",
@@ -392,9 +405,17 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
             f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
             f"'by': {plan.by!r}, 'groups': groups,",
             "       'value': [r.to_dict()['value'] for r in releases],",
-            "       'noise': releases[0].noise,",
-            "       'guarantee': releases[0].guarantee.to_dict()}",
+            "       'noise': releases[0].noise}",
+            "# each row is in one group: the groups compose in parallel",
+            "guarantee = releases[0].guarantee.with_notes(",
+            f"    {by_group_note(plan, len(d.groups or []))!r})",
         ]
+    lines += [
+        "# what the release covers and, with a person column, the per-person claim",
+        f"guarantee = release_guarantee(guarantee, {plan.statistic!r}, {plan.column!r}, "
+        f"{plan.epsilon!r}, {d.per_unit!r}, {d.unit!r}, {schema_arg!r})",
+        "out['guarantee'] = guarantee.to_dict()",
+    ]
     lines += ["out['ledger'] = {'remaining_epsilon': entry.remaining_epsilon}",
               "print(json.dumps(out, indent=2, default=str))", ""]
     return "\n".join(lines)
@@ -402,7 +423,6 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
 
 def report_html(result: Result) -> str:
     """The release as one self-contained page of the shared report layout."""
-    from privlab.core.guarantee import PrivacyGuarantee
     from privlab.report import Section, Table, render_html
 
     v = result.payload
@@ -434,11 +454,9 @@ def report_html(result: Result) -> str:
                                         "With the library: reproduce.py in this package. A "
                                         "rerun draws fresh noise and is charged again."]),
     ]
-    guarantee = PrivacyGuarantee(epsilon=g["epsilon"], delta=g["delta"],
-                                 mechanism=g["mechanism"], accountant=g["accountant"])
     return render_html("page.html.j2", title=f"privlab release {result.rid}",
                        subtitle=f"{result.statistic} of {result.column}", sections=sections,
-                       guarantee=guarantee)
+                       guarantee=result.privacy)
 
 
 def package_files(result: Result) -> dict[str, str]:

@@ -44,7 +44,7 @@ class Session:
     releases: list[Any] = field(default_factory=list)  # privlab.studio.protect.Result
     assessment: Any = None  # (sections, report file name)
     entry_ids: list[int] = field(default_factory=list)  # ledger entries this session made
-    jobs: dict[str, Any] = field(default_factory=dict)  # job id -> privlab.studio.jobs.Job
+    jobs: dict[str, Any] = field(default_factory=dict)  # id -> privlab.studio.jobs.CommandJob
     gateway_check: Any = None  # last audit-log verification result
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) flash
 

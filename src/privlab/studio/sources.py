@@ -27,11 +27,13 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class Source:
-    """A chosen table. kind: "bundled" (name), "workspace" or "upload" (path)."""
+    """A chosen table. kind: "bundled" (name), "workspace" or "upload" (path); an upload's
+    `content_id` is `upload_content_id` of its bytes (its ledger principal)."""
 
     kind: str
     name: str
     path: Path | None = None
+    content_id: str | None = None
 
     @property
     def label(self) -> str:
@@ -44,11 +46,16 @@ class Source:
     def principal(self) -> str:
         """The ledger principal: the budget belongs to the data, not to a browser session,
         so a new session (or a changed epsilon) never starts a fresh budget. Workspace files
-        by their relative name; uploads by their session folder and name."""
+        by their relative name (the curator places them); uploads by a keyed hash of their
+        content (`upload:HEX`, see `upload_content_id`), so the same rows uploaded again in a
+        new session or under another name draw on the same budget (an edited file is other
+        bytes: a new principal)."""
         if self.kind == "bundled":
             name = f"bundled:{self.name}"
-        elif self.kind == "upload" and self.path is not None:
-            name = f"upload:{self.path.parent.parent.name[:12]}:{self.name}"
+        elif self.kind == "upload":
+            if self.content_id is None:
+                raise InvalidInputError("upload: its content id is missing; choose it again")
+            name = f"upload:{self.content_id}"
         else:
             name = f"workspace:{self.name}"
         if len(name) > 200:  # the ledger's limit: keep a readable head and a hash
@@ -93,6 +100,40 @@ def _bundled_frame(name: str) -> pd.DataFrame:
     if name not in BUNDLED:
         raise InvalidInputError(f"dataset: choose one of {', '.join(BUNDLED)}, got {name!r}")
     return load_dataset(name, **BUNDLED[name][1])
+
+
+def upload_content_id(path: Path, state_dir: Path) -> str:
+    """An upload's identity for the ledger: HMAC-SHA256 of its bytes under the workspace's
+    own key (`.privlab-studio/upload.key`, made once, owner-only). Keyed, because the
+    principal is written into every release package: a plain sha256 of the private file
+    would let anyone holding a candidate table confirm it (it tells D from D' exactly)."""
+    import hmac
+
+    digest = hmac.new(_upload_key(state_dir), digestmod=hashlib.sha256)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _upload_key(state_dir: Path) -> bytes:
+    import os
+    import secrets
+
+    path = state_dir / "upload.key"
+    if not path.is_file():
+        try:  # exclusive create: two servers on one workspace agree on one key
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(secrets.token_hex(32))
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) != 64:
+        raise InvalidInputError(f"{path}: not a studio upload key; remove it to make a new one "
+                                "(uploads then get new budgets)")
+    return bytes.fromhex(key)
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,8 +15,7 @@ from typing import Any
 
 from privlab.core.calibration import rho_for_target
 from privlab.schema import Schema
-
-DEFAULT_BINS = 32  # privlab.synth.domain.DEFAULT_BINS: numeric columns' bins by default
+from privlab.synth.domain import DEFAULT_BINS  # numeric columns' bins by default
 
 
 def cells(schema: Schema, name: str) -> int:

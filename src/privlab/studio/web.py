@@ -76,11 +76,16 @@ def back(url: str) -> RedirectResponse:
 
 def ledger_view(ledger: BudgetLedger, config: StudioConfig,
                 session: Session) -> dict[str, Any] | None:
-    """The chosen data's budget, and the charges this session made (not other sessions')."""
+    """The chosen data's budget, and the charges this session made (not other sessions').
+    Read-only (a page is a GET): a source the ledger does not know yet shows the budget it
+    will get at its first charge (`budget_for`)."""
     if session.source is None:
         return None
     principal = session.source.principal
-    budget_for(ledger, config, principal)
+    if principal not in ledger.principals():
+        return {"principal": principal, "budget": config.budget_epsilon, "spent": 0.0,
+                "remaining": config.budget_epsilon, "remaining_delta": config.budget_delta,
+                "entries": []}
     st = ledger.status(principal)
     return {"principal": principal, "budget": float(st.budget_epsilon_exact),
             "spent": float(st.spent_epsilon_exact),

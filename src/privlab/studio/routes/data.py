@@ -8,11 +8,17 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from privlab.errors import InvalidInputError, PrivlabError
-from privlab.studio.config import StudioConfig, inside, workspace_files
+from privlab.studio.config import DATA_SUFFIXES, StudioConfig, inside, workspace_files
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
 from privlab.studio.sessions import Session
-from privlab.studio.sources import BUNDLED, Source, bundled, safe_upload_name
+from privlab.studio.sources import (
+    BUNDLED,
+    Source,
+    bundled,
+    safe_upload_name,
+    upload_content_id,
+)
 from privlab.studio.web import (
     CheckedForm,
     ConfigDep,
@@ -22,9 +28,6 @@ from privlab.studio.web import (
     budget_for,
     page,
 )
-
-#: What the upload accepts (by name; the readers refuse what does not parse).
-UPLOAD_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".parquet", ".txt")
 
 router = APIRouter()
 
@@ -67,7 +70,7 @@ def chosen_source(form: FormData, session: Session, config: StudioConfig) -> Sou
         path = inside(session.folder / "uploads", str(form.get("name", "")))
         if not path.is_file():
             raise InvalidInputError("upload: no such file in this session")
-        return Source("upload", path.name, path)
+        return Source("upload", path.name, path, upload_content_id(path, config.state_dir))
     raise InvalidInputError("kind: choose a bundled dataset or a file")
 
 
@@ -94,7 +97,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
         session.flash("error", "file: choose a CSV or Parquet file to upload")
         return back("/")
     name = safe_upload_name(item.filename)
-    if not name.lower().endswith(UPLOAD_SUFFIXES):
+    if not name.lower().endswith(DATA_SUFFIXES):  # the readers refuse what does not parse
         session.flash("error", f"file {name!r}: upload a .csv, .tsv or .parquet file")
         return back("/")
     folder = session.folder / "uploads"

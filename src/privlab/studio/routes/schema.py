@@ -28,9 +28,14 @@ router = APIRouter()
 
 
 def schema_file(session: Session, source: Source) -> Path:
-    """Where this session keeps the schema it reviewed for `source`."""
+    """Where this session keeps the schema it reviewed for `source`: named after the source's
+    ledger principal (hashed), so two files with one stem (a/people.csv, b/people.csv, an
+    upload people.csv) never share a schema or its privacy unit; the stem keeps it readable."""
+    import hashlib
+
     stem = safe_upload_name(source.name).split(".")[0] or "data"
-    return session.folder / "schemas" / f"{stem}.yaml"
+    key = hashlib.sha256(source.principal.encode()).hexdigest()[:16]
+    return session.folder / "schemas" / f"{stem}-{key}.yaml"
 
 
 def saved_schema(session: Session, source: Source, config: StudioConfig) -> Any:

@@ -1,6 +1,8 @@
 """Synthetic data: the form with its public preview (MST's budget split and noise from the
 schema, epsilon, delta and a guessed row count: no private row), and the start of a
-synthesizer job, charged to the ledger first (refused: nothing charged, nothing started)."""
+`privlab synth` job on the reviewed schema (unchosen columns `--exclude`d, the privacy unit
+kept, so the per-person bound, the delta policy and the guarantee are the CLI's), charged to
+the ledger first (refused: nothing charged, nothing started)."""
 
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def synth_plan(schema: Any, qp: Any) -> dict[str, Any]:
     chosen = [c for c in form_list(qp, "columns") if c in released] or released
     return {"method": qp.get("method") or "mst", "columns": chosen,
             "epsilon": qp.get("epsilon") or "1", "delta": qp.get("delta") or "1e-6",
-            "rows": qp.get("rows") or "1000", "expected_rows": qp.get("expected_rows") or ""}
+            "rows": qp.get("rows") or "1000", "expected_rows": qp.get("expected_rows") or "",
+            "exclude": excluded_columns(schema, chosen)}
 
 
 def plan_preview(schema: Any, plan: dict[str, Any]) -> Any:
@@ -74,12 +77,13 @@ async def synth_start(form: CheckedForm, session: SessionDep, config: ConfigDep,
     if session.source is None or session.schema is None:
         session.flash("error", "choose data and a reviewed schema first")
         return back("/")
-    from privlab.studio.jobs import start_synth
+    from privlab.studio.jobs import start_command
 
+    source, schema = session.source, session.schema
     try:
-        method, epsilon, delta, rows, columns = synth_request(form, session.schema)
-        budget_for(ledger, config, session.source.principal)
-        entry = ledger.charge(session.source.principal, epsilon, delta,
+        method, epsilon, delta, rows, columns = synth_request(form, schema)
+        budget_for(ledger, config, source.principal)
+        entry = ledger.charge(source.principal, epsilon, delta,
                               description=f"studio: {method} synthetic table "
                                           f"({len(columns)} columns)")
     except BudgetExceededError as exc:
@@ -89,11 +93,49 @@ async def synth_start(form: CheckedForm, session: SessionDep, config: ConfigDep,
         session.flash("error", str(exc))
         return back("/synth")
     session.entry_ids.append(entry.entry_id)
-    job = start_synth(session.folder, source=session.source,
-                      schema_dict=session.schema.to_dict(), method=method,
-                      epsilon=epsilon, delta=delta, rows=rows, columns=columns)
+    args = synth_args(data_file(session), schema, method, epsilon, delta, rows, columns)
+    job = start_command(session.folder, args,
+                        f"Synthetic table: {method.upper()}, epsilon {epsilon:g}, "
+                        f"delta {delta:g}, {rows} rows",
+                        [("synthetic.csv", f"the synthetic table (CSV, {rows} rows)"),
+                         ("result.json", "its guarantee and budget split (JSON)")],
+                        stdout_name="result.json", files={"schema.yaml": schema.to_yaml()},
+                        result="result.json")
     session.jobs[job.jid] = job
     return back(f"/jobs/{job.jid}")
+
+
+def synth_args(data: str, schema: Any, method: str, epsilon: float, delta: float, rows: int,
+               columns: list[str]) -> list[str]:
+    """The `privlab synth` command of the job: the reviewed schema (written as schema.yaml
+    in the job's folder), every released column not chosen excluded; identifiers (the privacy
+    unit's column among them) are the CLI's to handle, so a per-person schema stays per
+    person."""
+    args = ["synth", data, "--schema", "schema.yaml", "--method", method,
+            "--epsilon", f"{epsilon!r}", "--delta", f"{delta!r}", "--rows", str(rows),
+            "--out", "synthetic.csv", "--on-invalid", "coerce", "--json"]
+    excluded = excluded_columns(schema, columns)
+    return args + (["--exclude", ",".join(excluded)] if excluded else [])
+
+
+def excluded_columns(schema: Any, columns: list[str]) -> list[str]:
+    """The released columns of the schema that are not in `columns`."""
+    return [c.name for c in schema.released_columns() if c.name not in columns]
+
+
+def data_file(session: Any) -> str:
+    """The file `privlab synth` reads: a workspace file or upload by its path; a bundled
+    dataset exported once into the session's folder (as `privlab datasets export` would)."""
+    source = session.source
+    if source.kind != "bundled":
+        return str(source.path)
+    from privlab.utils.atomic import atomic_write_frame
+
+    path = session.folder / "data" / f"{source.name}.csv"
+    if not path.is_file():
+        path.parent.mkdir(exist_ok=True)
+        atomic_write_frame(source.load(), path)
+    return str(path)
 
 
 def synth_request(form: Any, schema: Any) -> tuple[str, float, float, int, list[str]]:
@@ -114,6 +156,9 @@ def synth_request(form: Any, schema: Any) -> tuple[str, float, float, int, list[
         raise InvalidInputError(f"rows: between 1 and {MAX_SYNTH_ROWS:,}")
     released = [c.name for c in schema.released_columns()]
     columns = [c for c in form_list(form, "columns") if c in released] or released
+    if any("," in c for c in excluded_columns(schema, columns)):
+        raise InvalidInputError("columns: a column whose name has a comma cannot be left "
+                                "out; keep it or rename it")
     if len(columns) < 1:
         raise InvalidInputError("columns: choose at least one column")
     return method, epsilon, delta, rows, columns
