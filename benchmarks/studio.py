@@ -137,9 +137,9 @@ def main() -> None:
                                "epsilon": "1", "delta": "1e-6", "rows": "1000"})
     jid = str(r.url).rsplit("/", 1)[1]
     deadline = time.monotonic() + 120
-    while True:  # measure only once the job is fitting (past start-up and reading the rows)
+    while True:  # measure only once the job is fitting (its first progress line: "domain")
         before = b.get(f"/jobs/{jid}/status").json()
-        if before["state"] == "running" and before["stage"] != "reading the data":
+        if before["state"] == "running" and before["stage"] != "starting":
             break
         assert before["state"] in ("starting", "running"), before
         assert time.monotonic() < deadline, "the AIM job did not start fitting in 120 s"
