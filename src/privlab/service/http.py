@@ -12,8 +12,11 @@ forever (no timer runs until a first response), and errors the server answers it
 - at most `limits.max_connections` open connections per process (503, JSON, closed);
 - a malformed request is answered 400 with the JSON error body.
 
-The limits are read from the app it serves (the `FrontDoor`'s `limits`), so the class can be
-named by its import path: uvicorn's worker processes import it by name.
+The limits are read from the app it serves (the `FrontDoor`'s `limits`, found through the
+`.app` chain of whatever uvicorn wraps around it, e.g. its message logger under
+`--log-level trace`), so the class can be named by its import path: uvicorn's worker
+processes import it by name. An app that carries no limits is refused (each connection
+fails with `UnsafeConfigurationError` in the server log), never served with defaults.
 `uvicorn_options(config)` is what `privlab serve` passes to uvicorn; it also turns uvicorn's
 X-Forwarded-For handling off (`proxy_headers=False`): the front door believes that header
 only from `trusted_proxies`.
@@ -27,9 +30,10 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from privlab.errors import UnsafeConfigurationError
 from privlab.query.config import GatewayConfig, Limits
 
-__all__ = ["GatewayHttpProtocol", "uvicorn_options"]
+__all__ = ["GatewayHttpProtocol", "limits_of", "uvicorn_options"]
 
 _REASONS = {400: b"Bad Request", 408: b"Request Timeout",
             431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
@@ -45,14 +49,30 @@ def uvicorn_options(config: GatewayConfig) -> dict[str, Any]:
             "server_header": False}
 
 
+def limits_of(app: Any) -> Limits:
+    """The `Limits` of the gateway app under any wrappers (each keeps the inner app in
+    `.app`, as uvicorn's middlewares do); refuses an app that carries none, so the
+    configured limits are never silently replaced by defaults."""
+    seen: set[int] = set()
+    current = app
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        limits = getattr(current, "limits", None)
+        if isinstance(limits, Limits):
+            return limits
+        current = getattr(current, "app", None)
+    raise UnsafeConfigurationError(
+        f"GatewayHttpProtocol serves the privlab gateway only: {type(app).__name__} carries "
+        "no gateway limits (through its .app chain); serve privlab.service.create_app(...)")
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with head size and time limits, a connection cap and
     JSON errors (module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        limits = getattr(self.app, "limits", None)
-        self._limits: Limits = limits if isinstance(limits, Limits) else Limits()
+        self._limits: Limits = limits_of(self.app)
         self._in_head = True
         self._head_bytes = 0
         self._refused = False
