@@ -54,6 +54,8 @@ from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
 from privlab.utils.text import escape_nul
 
+#: "denied" is no longer written (a hidden table is refused like a missing one); it stays so
+#: rows of older logs still read
 DECISIONS = ("released", "released_fallback", "refused", "denied", "budget_exceeded", "error",
              "charged_outcome_unknown", "unauthenticated", "rate_limited",
              "broken_log_accepted", "log_migrated")

@@ -44,7 +44,7 @@ from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig
 from privlab.query.noise import Answer, Budget, answer, dry_run, plan_budget
-from privlab.query.planner import AccessDenied, Planner, QueryPlan, QueryRefused
+from privlab.query.planner import Planner, QueryPlan, QueryRefused
 
 log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
@@ -231,10 +231,6 @@ class Gateway:
                       delta=delta if isinstance(delta, (int, float)) else None)
         try:
             plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
-        except AccessDenied as exc:
-            self.audit.record(qid, "denied", reason=str(exc)[:300],
-                              **{**common, "sql": compact_sql(sql)})
-            raise
         except InvalidInputError as exc:
             self.audit.record(qid, "refused", reason=str(exc)[:300],
                               **{**common, "sql": compact_sql(sql)})
