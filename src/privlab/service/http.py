@@ -41,11 +41,12 @@ _DRAIN_S = 1.0  # read and drop what a refused client still sends, so it reads t
 
 
 def uvicorn_options(config: GatewayConfig) -> dict[str, Any]:
-    """uvicorn settings for the gateway (`uvicorn.run(app, **uvicorn_options(cfg))`)."""
+    """uvicorn settings for the gateway (`uvicorn.run(app, **uvicorn_options(cfg))`). The
+    head limit is `GatewayHttpProtocol`'s own (h11's `h11_max_incomplete_event_size` is not
+    read by the httptools protocol, so it is not set)."""
     limits = config.limits
     return {"http": "privlab.service.http:GatewayHttpProtocol", "proxy_headers": False,
             "forwarded_allow_ips": "", "timeout_keep_alive": limits.keep_alive_s,
-            "h11_max_incomplete_event_size": limits.max_header_bytes,
             "server_header": False}
 
 
