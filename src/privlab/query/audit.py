@@ -215,20 +215,23 @@ def _mac(data: bytes, key: bytes | None) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
+def _row_body(values: dict[str, Any]) -> str:
+    """The row's fields as canonical JSON (sorted keys, no spaces): what both formats MAC."""
+    return json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+
+
 def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None, *,
               seq: int) -> str:
     """The row's MAC (format 2): its sequence number, the previous row's MAC and its
     fields, so a renumbered or re-linked row no longer matches."""
-    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
+    body = _row_body(values)
     return _mac(f"privlab-audit-row:{FORMAT}:{int(seq)}:{prev}:{body}".encode(), key)
 
 
 def _row_hash_v1(prev: str, values: dict[str, Any], key: bytes | None = None) -> str:
     """The MAC of a format-1 row (previous MAC and fields; no seq): `migrate` only."""
-    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
-    return _mac((prev + body).encode("utf-8"), key)
+    return _mac((prev + _row_body(values)).encode("utf-8"), key)
 
 
 def _norm(sql: str) -> str:
