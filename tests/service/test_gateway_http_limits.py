@@ -160,6 +160,24 @@ def test_a_huge_header_is_refused(make_live: Any) -> None:
     assert request(host, port, "GET", "/healthz", {})[0] == 200
 
 
+def test_a_head_over_the_limit_in_one_read_is_refused(make_live: Any) -> None:
+    """Regression: the head was measured per received chunk only while it was incomplete,
+    so a head over the limit that arrived whole in one read (4 KiB against a 2 KiB limit,
+    or 60 KiB against the default 16 KiB) was served. The parser's own pieces are counted
+    now; heads under the limit, pipelined in one read, are each answered."""
+    app, host, port = make_live(limits={"max_header_bytes": 2048})
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n"
+    status, body = json_status(raw_exchange(host, port, big, wait=5))
+    assert status == 431 and "(2048 bytes)" in body["reason"]
+    line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1500 + b"\r\n\r\n"
+    answers = raw_exchange(host, port, line * 3, wait=2)
+    assert answers.count(b"HTTP/1.1 200") == 3, answers[:300]
+    _, host, port = make_live()  # the default limit, 16 KiB
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 60_000 + b"\r\n\r\n"
+    status, body = json_status(raw_exchange(host, port, big, wait=5))
+    assert status == 431 and body["error"] == "header_too_large"
+
+
 def test_connections_over_the_cap_get_a_json_503(make_live: Any) -> None:
     _, host, port = make_live(limits={"max_connections": 3})
     held = [socket.create_connection((host, port), timeout=5) for _ in range(3)]

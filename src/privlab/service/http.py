@@ -67,6 +67,10 @@ def limits_of(app: Any) -> Limits:
         "no gateway limits (through its .app chain); serve privlab.service.create_app(...)")
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the limit (answered 431)."""
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with head size and time limits, a connection cap and
     JSON errors (module docstring)."""
@@ -75,7 +79,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._limits: Limits = limits_of(self.app)
         self._in_head = True
-        self._head_bytes = 0
+        self._head_bytes = 0  # bytes received while a head is incomplete (a head in pieces)
+        self._parsed_head = 0  # request line and headers the parser has read (a whole head)
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
 
@@ -98,13 +103,21 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self._in_head and self._head_bytes > self._limits.max_header_bytes \
                 and not self._refused:
-            self._refuse(431, "header_too_large", "the request line and headers are limited "
-                         f"to limits.max_header_bytes ({self._limits.max_header_bytes} bytes)")
+            self._refuse_head()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
+        self._parsed_head = 0
         self._arm_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)  # "name: value\r\n"
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -117,9 +130,24 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._in_head = True
 
     def send_400_response(self, msg: str) -> None:
-        self._refuse(400, "refused", "malformed HTTP request")
+        if not self._refused:  # else already answered (e.g. 431 from a parser callback)
+            self._refuse(400, "refused", "malformed HTTP request")
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _count_head(self, n: int) -> None:
+        """Count a parsed piece of the head; over the limit, answer 431 and stop the parser
+        (the error it raises ends the request before the app sees it). This catches a head
+        that arrives whole in one read, which `data_received`'s count lets through."""
+        self._parsed_head += n
+        if self._parsed_head > self._limits.max_header_bytes:
+            if not self._refused:
+                self._refuse_head()
+            raise _HeadTooLarge
+
+    def _refuse_head(self) -> None:
+        self._refuse(431, "header_too_large", "the request line and headers are limited to "
+                     f"limits.max_header_bytes ({self._limits.max_header_bytes} bytes)")
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
