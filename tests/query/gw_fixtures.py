@@ -301,9 +301,11 @@ HOSTILE = [
 
 
 @contextlib.contextmanager
-def serve_on_loopback(app: Any, backlog: int = 2048) -> Iterator[str]:
+def serve_on_loopback(app: Any, backlog: int = 2048,
+                      log_level: str = "warning") -> Iterator[str]:
     """Run the ASGI `app` under uvicorn in a thread on a free 127.0.0.1 port; yields its
-    base URL and stops the server on exit."""
+    base URL and stops the server on exit (`log_level="trace"` makes uvicorn wrap the app
+    in its message logger)."""
     import socket
     import threading
     import time
@@ -319,7 +321,7 @@ def serve_on_loopback(app: Any, backlog: int = 2048) -> Iterator[str]:
     # the gateway runs with the settings `privlab serve` gives uvicorn
     gateway = getattr(app, "gateway", None)
     options = uvicorn_options(gateway.config) if gateway is not None else {}
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                            backlog=backlog, **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from gw_fixtures import PEOPLE, SMALL_TABLES, VISITS, adult_cfg, small_config
+from gw_fixtures import PEOPLE, SMALL_JOINS, SMALL_TABLES, VISITS, adult_cfg, small_config
 
 from privlab.core.ledger import BudgetLedger
 from privlab.errors import BudgetExceededError
@@ -329,3 +329,40 @@ def test_tiny_deltas_are_refused_before_the_charge(backend: dict[str, Any], sql:
     assert out["delta_spent"] == floor and out["epsilon_spent"] == epsilon
     decisions = [r.decision for r in g.audit.all() if r.analyst == a.name]
     assert decisions == ["refused"] * (2 if mechanism == "gaussian" else 1) + ["released"]
+
+
+REGION_SUM = ("SELECT region, SUM(amount) FROM visits JOIN people "
+              "ON visits.person_id = people.id GROUP BY region")
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(1e-10, 1e-10), (1e-30, 0.5)])
+def test_uncalibratable_noise_is_refused_on_the_library_path(small_duckdb: str, tmp_path: Any,
+                                                             epsilon: float,
+                                                             delta: float) -> None:
+    """Regression: DPQuery ran the calibration dry run without the gateway's catch, so the
+    Gaussian calibration's root finder failing for extreme parameters reached a library
+    caller as a raw ValueError ("f(a) and f(b) must have different signs") or RuntimeError
+    ("Failed to converge"); the gateway did not catch the RuntimeError either (HTTP 500).
+    Both now share `noise.dry_run`: a one-line QueryRefused, nothing charged."""
+    from privlab.engines.duckdb import DuckDBEngine
+    from privlab.query.runner import DPQuery
+
+    ledger = BudgetLedger(tmp_path / "lib.db")
+    ledger.set_budget("lib", 10.0, 0.9)
+    q = DPQuery(SMALL_TABLES, DuckDBEngine(small_duckdb), joins=SMALL_JOINS, ledger=ledger,
+                principal="lib")
+    with pytest.raises(QueryRefused, match=r"could not be calibrated") as info:
+        q.query(REGION_SUM, epsilon, delta, "gaussian")
+    assert "\n" not in str(info.value) and ledger.history("lib") == []
+    q.engine.close()
+    ledger.close()
+    tables = copy.deepcopy(SMALL_TABLES)  # an operator who allows such epsilons
+    for name in ("people", "visits"):
+        tables[name]["min_epsilon_per_query"] = 1e-300
+    g = Gateway(small_config(small_duckdb, str(tmp_path / "gw.db"), tables=tables,
+                             limits={"max_delta_per_query": 0.9}), rng=7)
+    with pytest.raises(QueryRefused, match=r"could not be calibrated"):
+        g.query(alice(g), REGION_SUM, epsilon, delta, "gaussian")
+    assert g.ledger.history(alice(g).principal) == []
+    assert [r.decision for r in g.audit.all()] == ["refused"]
+    g.close()

@@ -10,6 +10,7 @@ from gw_fixtures import HOSTILE, SMALL_JOINS, SMALL_TABLES, analysts
 from privlab.query.config import parse_config
 from privlab.query.demo import adult_config
 from privlab.query.planner import AccessDenied, Planner, QueryRefused, like_pattern
+from privlab.query.planner.limits import check_text
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,29 @@ def test_injection_inside_a_literal_stays_a_parameter(planner: Planner) -> None:
 def test_plans_are_cached(planner: Planner) -> None:
     a = planner.plan("SELECT COUNT(*) FROM adult WHERE age > 40")
     assert planner.plan("SELECT COUNT(*) FROM adult WHERE age > 40") is a
+
+
+def test_the_text_is_checked_once_per_plan(planner: Planner,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query text was checked (length, control characters) twice on a cache miss: in
+    `Planner.plan` and again in `Validator.check`. Once now; the validator alone (no
+    tokens) still checks it."""
+    import privlab.query.planner as planner_module
+    import privlab.query.planner.validate as validate_module
+
+    calls: list[str] = []
+
+    def counting(sql: object, max_chars: int) -> str:
+        calls.append(str(sql))
+        return check_text(sql, max_chars)
+
+    monkeypatch.setattr(planner_module, "check_text", counting)
+    monkeypatch.setattr(validate_module, "check_text", counting)
+    planner.plan("SELECT COUNT(*) FROM adult WHERE age > 41")
+    assert len(calls) == 1
+    with pytest.raises(QueryRefused, match="control, format or unassigned"):
+        planner._validator.check("SELECT COUNT(*) FROM adult\u200b", None)
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize(("sql", "reason"), HOSTILE, ids=range(len(HOSTILE)))

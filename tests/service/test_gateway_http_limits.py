@@ -25,11 +25,11 @@ def make_live(small_duckdb: str, tmp_path: Path) -> Iterator[Any]:
     """make_live(**config) -> (app, host, port) of a gateway served on loopback."""
     stack: list[Any] = []
 
-    def make(**extra: Any) -> tuple[Any, str, int]:
+    def make(log_level: str = "warning", **extra: Any) -> tuple[Any, str, int]:
         ledger = tmp_path / f"ledger{len(stack)}.db"
         app = create_app(gateway=Gateway(small_config(small_duckdb, str(ledger), **extra),
                                          rng=5))
-        ctx = serve_on_loopback(app)
+        ctx = serve_on_loopback(app, log_level=log_level)
         url = ctx.__enter__()
         stack.append((ctx, app))
         host, port = url.rsplit("/", 1)[1].split(":")
@@ -160,6 +160,24 @@ def test_a_huge_header_is_refused(make_live: Any) -> None:
     assert request(host, port, "GET", "/healthz", {})[0] == 200
 
 
+def test_a_head_over_the_limit_in_one_read_is_refused(make_live: Any) -> None:
+    """Regression: the head was measured per received chunk only while it was incomplete,
+    so a head over the limit that arrived whole in one read (4 KiB against a 2 KiB limit,
+    or 60 KiB against the default 16 KiB) was served. The parser's own pieces are counted
+    now; heads under the limit, pipelined in one read, are each answered."""
+    app, host, port = make_live(limits={"max_header_bytes": 2048})
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n"
+    status, body = json_status(raw_exchange(host, port, big, wait=5))
+    assert status == 431 and "(2048 bytes)" in body["reason"]
+    line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1500 + b"\r\n\r\n"
+    answers = raw_exchange(host, port, line * 3, wait=2)
+    assert answers.count(b"HTTP/1.1 200") == 3, answers[:300]
+    _, host, port = make_live()  # the default limit, 16 KiB
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 60_000 + b"\r\n\r\n"
+    status, body = json_status(raw_exchange(host, port, big, wait=5))
+    assert status == 431 and body["error"] == "header_too_large"
+
+
 def test_connections_over_the_cap_get_a_json_503(make_live: Any) -> None:
     _, host, port = make_live(limits={"max_connections": 3})
     held = [socket.create_connection((host, port), timeout=5) for _ in range(3)]
@@ -168,6 +186,43 @@ def test_connections_over_the_cap_get_a_json_503(make_live: Any) -> None:
     assert status == 503 and body["error"] == "unavailable"
     for s in held:
         s.close()
+
+
+def test_limits_hold_when_uvicorn_wraps_the_app(make_live: Any) -> None:
+    """Under `--log-level trace` uvicorn wraps the front door in its message logger; the
+    protocol read `limits` off the wrapper only, found none and served the defaults (1000
+    connections, 16 KiB heads) instead of the configured ones."""
+    _, host, port = make_live(log_level="trace", limits={"max_connections": 3,
+                                                          "max_header_bytes": 2048})
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+    status, body = json_status(raw_exchange(host, port, big, wait=5))
+    assert status == 431 and "(2048 bytes)" in body["reason"]
+    held = [socket.create_connection((host, port), timeout=5) for _ in range(3)]
+    time.sleep(0.2)
+    status, body = json_status(raw_exchange(host, port, b"", wait=5))
+    assert status == 503 and body["error"] == "unavailable"
+    for s in held:
+        s.close()
+
+
+def test_an_app_without_gateway_limits_is_refused(make_live: Any) -> None:
+    """The limits come from the front door through any chain of `.app` wrappers; an app that
+    carries none is refused with a one-line error, never served with default limits."""
+    from uvicorn.middleware.message_logger import MessageLoggerMiddleware
+
+    from privlab.errors import UnsafeConfigurationError
+    from privlab.service.http import limits_of
+
+    app, _, _ = make_live(limits={"max_connections": 7})
+    assert limits_of(MessageLoggerMiddleware(MessageLoggerMiddleware(app))) is app.limits
+    assert limits_of(app).max_connections == 7
+
+    async def bare(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("never called")
+
+    for plain in (bare, MessageLoggerMiddleware(bare)):
+        with pytest.raises(UnsafeConfigurationError, match="carries no gateway limits"):
+            limits_of(plain)
 
 
 def test_hostile_bodies_are_json_4xx_and_audited(make_live: Any,

@@ -17,10 +17,10 @@ from __future__ import annotations
 from privlab.engines.base import Engine, EngineError, quote_ident
 from privlab.engines.duckdb import DuckDBEngine
 from privlab.engines.postgres import PostgresEngine
-from privlab.engines.types import type_matches, type_problem
+from privlab.engines.types import type_problem
 
 __all__ = ["DuckDBEngine", "Engine", "EngineError", "PostgresEngine", "open_engine",
-           "quote_ident", "type_matches", "type_problem"]
+           "quote_ident", "type_problem"]
 
 
 def open_engine(url: str, timeout_s: float = 10.0, threads: int | None = None) -> Engine:

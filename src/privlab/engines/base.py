@@ -19,6 +19,14 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def qualified_source(source: str, schema: str | None) -> str:
+    """A declared table's source, schema-qualified when the config names a schema (the
+    planner's generated SQL and the engines' start-up check read the same table)."""
+    if schema:
+        return f"{quote_ident(schema)}.{quote_ident(source)}"
+    return quote_ident(source)
+
+
 class EngineError(PrivlabError):
     """The database failed to run a generated query (HTTP 500; the message stays server-side)."""
 
@@ -49,9 +57,7 @@ class Engine:
         """
         for spec in config.tables.values():
             cols = ", ".join(quote_ident(c) for c in spec.columns)
-            source = quote_ident(spec.source)
-            if config.schema:
-                source = f"{quote_ident(config.schema)}.{source}"
+            source = qualified_source(spec.source, config.schema)
             try:
                 types = self.result_types(f"SELECT {cols} FROM {source} WHERE 1 = 0")
             except EngineError:

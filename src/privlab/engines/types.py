@@ -65,8 +65,3 @@ def type_problem(declared: str, db_type: str, column: str = "col") -> str | None
     return (f"declare the matching type ({', '.join(sorted(_DECLARED.get(declared, ())))} "
             f"for {declared})")
 
-
-def type_matches(declared: str, db_type: str) -> bool:
-    """Whether a database column type holds values of the declared gateway type without
-    any cast or comparison that could fail (`type_problem` says why not)."""
-    return type_problem(declared, db_type) is None

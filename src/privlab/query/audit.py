@@ -54,6 +54,8 @@ from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
 from privlab.utils.text import escape_nul
 
+#: "denied" is no longer written (a hidden table is refused like a missing one); it stays so
+#: rows of older logs still read
 DECISIONS = ("released", "released_fallback", "refused", "denied", "budget_exceeded", "error",
              "charged_outcome_unknown", "unauthenticated", "rate_limited",
              "broken_log_accepted", "log_migrated")
@@ -213,20 +215,23 @@ def _mac(data: bytes, key: bytes | None) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
+def _row_body(values: dict[str, Any]) -> str:
+    """The row's fields as canonical JSON (sorted keys, no spaces): what both formats MAC."""
+    return json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+
+
 def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None, *,
               seq: int) -> str:
     """The row's MAC (format 2): its sequence number, the previous row's MAC and its
     fields, so a renumbered or re-linked row no longer matches."""
-    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
+    body = _row_body(values)
     return _mac(f"privlab-audit-row:{FORMAT}:{int(seq)}:{prev}:{body}".encode(), key)
 
 
 def _row_hash_v1(prev: str, values: dict[str, Any], key: bytes | None = None) -> str:
     """The MAC of a format-1 row (previous MAC and fields; no seq): `migrate` only."""
-    body = json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
-    return _mac((prev + body).encode("utf-8"), key)
+    return _mac((prev + _row_body(values)).encode("utf-8"), key)
 
 
 def _norm(sql: str) -> str:

@@ -43,8 +43,8 @@ from privlab.engines import Engine, open_engine
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig
-from privlab.query.noise import Answer, Budget, answer, plan_budget
-from privlab.query.planner import AccessDenied, Planner, QueryPlan, QueryRefused
+from privlab.query.noise import Answer, Budget, answer, dry_run, plan_budget
+from privlab.query.planner import Planner, QueryPlan, QueryRefused
 
 log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
@@ -206,19 +206,9 @@ class Gateway:
         with self._dry_lock:
             guarantee = self._dry.get(key)
         if guarantee is None:
-            # dry run on an empty result: validates every noise parameter before the charge.
-            # It reads no row, so refusing whatever it cannot compute (a calibration that
-            # overflows for extreme parameters) is a refusal that depends on nothing private.
-            try:
-                dry = answer(plan, [], [], budget, rng=0)
-            except PrivlabError:
-                raise
-            except (ArithmeticError, ValueError) as exc:
-                log.warning("noise calibration failed on the dry run: %s", type(exc).__name__)
-                raise QueryRefused(f"the noise for epsilon={budget.epsilon:g}, "
-                                   f"delta={budget.delta:g}, mechanism {budget.mechanism} "
-                                   "could not be calibrated for this query; ask for a larger "
-                                   "epsilon or delta") from None
+            # validates every noise parameter before the charge; refuses what it cannot
+            # calibrate (it reads no row, so the refusal depends on nothing private)
+            dry = dry_run(plan, budget)
             guarantee = dry.guarantee.to_dict()
             guarantee["notes"] = [n for n in guarantee["notes"] if n != SEEDED_NOTE]
             with self._dry_lock:
@@ -241,10 +231,6 @@ class Gateway:
                       delta=delta if isinstance(delta, (int, float)) else None)
         try:
             plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
-        except AccessDenied as exc:
-            self.audit.record(qid, "denied", reason=str(exc)[:300],
-                              **{**common, "sql": compact_sql(sql)})
-            raise
         except InvalidInputError as exc:
             self.audit.record(qid, "refused", reason=str(exc)[:300],
                               **{**common, "sql": compact_sql(sql)})

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from privlab.query.config import GatewayConfig, hash_key, parse_config
+from privlab.utils.atomic import atomic_write_text
 
 Row = tuple[Any, ...]
 KEY = "pk_neighbours_harness_key"
@@ -584,6 +585,6 @@ def write_fuzz_summary(results: list[dict[str, Any]], path: str | Path,
            "runs": results}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(out, indent=2) + "\n")  # never half a summary
     print(f"{out['total_queries']} queries, {bad} problems -> {path}")
     return 1 if bad else 0

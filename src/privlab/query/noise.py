@@ -27,6 +27,7 @@ one unit (at most k such cells, each with at most k rows) passes with total prob
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,10 @@ from privlab.core.queries import dp_quantile
 from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import power_of_two_at_most
+from privlab.errors import PrivlabError
 from privlab.query.planner import Output, Primitive, QueryPlan, QueryRefused
+
+log = logging.getLogger("privlab.gateway")
 
 MECHANISMS = ("laplace", "gaussian")
 #: Smallest positive delta a query may ask for. The discrete Gaussian's delta is computed
@@ -460,3 +464,19 @@ def answer(plan: QueryPlan, rows: list[tuple[Any, ...]], value_rows: list[tuple[
                            is_seeded(rng) if seeded is None else seeded)
     return Answer(columns=[o.name for o in plan.outputs], rows=rows_out, info=info,
                   guarantee=guarantee, budget=budget)
+
+
+def dry_run(plan: QueryPlan, budget: Budget) -> Answer:
+    """`answer` on an empty result: validates every noise parameter before a charge (the
+    gateway and `DPQuery` both run it first). It reads no row, so whatever it cannot compute
+    (a calibration that overflows or does not converge for extreme parameters) depends on
+    nothing private and is refused with one line (`QueryRefused`), never a raw exception."""
+    try:
+        return answer(plan, [], [], budget, rng=0)
+    except PrivlabError:
+        raise
+    except (ArithmeticError, ValueError, RuntimeError) as exc:
+        log.warning("noise calibration failed on the dry run: %s: %s", type(exc).__name__, exc)
+        raise QueryRefused(f"the noise for epsilon={budget.epsilon:g}, delta={budget.delta:g}, "
+                           f"mechanism {budget.mechanism} could not be calibrated for this "
+                           "query; ask for a larger epsilon or delta") from None

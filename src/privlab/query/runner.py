@@ -21,7 +21,7 @@ from privlab.core.rng import RngLike
 from privlab.engines import Engine
 from privlab.errors import InvalidInputError
 from privlab.query.config import GatewayConfig, _join, _limits, _table
-from privlab.query.noise import Answer, answer, plan_budget
+from privlab.query.noise import Answer, answer, dry_run, plan_budget
 from privlab.query.planner import Planner, QueryPlan
 
 
@@ -77,7 +77,7 @@ class DPQuery:
         plan = self.planner.plan(sql)
         eps, dlt = check_epsilon(epsilon), check_delta(delta)
         budget = plan_budget(plan, eps, dlt, mechanism)
-        dry = answer(plan, [], [], budget, rng=0)  # validates every noise parameter first
+        dry = dry_run(plan, budget)  # validates every noise parameter first (QueryRefused)
         if self.ledger is not None:
             self.ledger.charge(self.principal, budget.epsilon, budget.delta,
                                description=f"privlab DPQuery: {sql}",

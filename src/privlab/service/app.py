@@ -29,7 +29,7 @@ from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig, load_config
 from privlab.query.gateway import Gateway, QueryFailed
-from privlab.query.planner import AccessDenied, QueryRefused
+from privlab.query.planner import QueryRefused
 
 log = logging.getLogger("privlab.gateway")
 STATUS = {"refused": 400, "unauthorized": 401, "budget_exceeded": 402, "forbidden": 403,
@@ -370,7 +370,7 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI documentation of the error responses a route really sends."""
     text = {400: "refused: invalid request or query (JSON, names the field); uncharged",
             401: "missing or unknown API key", 402: "budget exceeded; uncharged",
-            403: "a table (or budget) of someone else", 404: "no such query",
+            403: "the budget of someone else", 404: "no such query",
             405: "method not allowed", 408: "the body did not arrive within "
             "limits.body_timeout_s (connection closed)", 411: "POST without Content-Length",
             413: "body over limits.max_request_bytes",
@@ -496,8 +496,6 @@ def _answer(gw: Gateway, me: AnalystSpec, body: dict[str, Any]) -> Any:
                                       body["mechanism"]), media_type="application/json")
     except QueryRefused as exc:
         return _error("refused", str(exc))
-    except AccessDenied as exc:
-        return _error("forbidden", str(exc))
     except BudgetExceededError as exc:
         return _error("budget_exceeded", str(exc))
     except AuditLogBroken:

@@ -9,7 +9,7 @@ while it checks those clauses (`privlab.query.planner.validate`), from the same 
 
 from __future__ import annotations
 
-from privlab.engines.base import quote_ident
+from privlab.engines.base import qualified_source, quote_ident
 from privlab.query.config import ColumnSpec, TableSpec
 from privlab.query.planner.plan import Measure, PlanState, Primitive, TableUse
 
@@ -30,6 +30,14 @@ def value_ref(alias: str, col: ColumnSpec) -> str:
     return f"CAST({ref} AS DOUBLE PRECISION)" if col.type == "float" else ref
 
 
+def bounded(base: str, select: str, max_rows: int) -> str:
+    """Contribution bounding: `select` over the rows of `base` (which has the `__unit` and
+    `__r` columns) keeping at most `max_rows` random rows per privacy unit."""
+    return (f"WITH __base AS ({base}), __bounded AS (SELECT *, ROW_NUMBER() OVER "
+            f"(PARTITION BY __unit ORDER BY __r) AS __rn FROM __base) "
+            f"SELECT {select} FROM __bounded WHERE __rn <= {int(max_rows)}")
+
+
 class SqlGenerator:
     """Generates the engine's SQL for one config (its `schema` qualifies table sources)."""
 
@@ -38,9 +46,7 @@ class SqlGenerator:
 
     def source(self, spec: TableSpec) -> str:
         """A declared table's source, schema-qualified when the config names a schema."""
-        if self.schema:
-            return f"{quote_ident(self.schema)}.{quote_ident(spec.source)}"
-        return quote_ident(spec.source)
+        return qualified_source(spec.source, self.schema)
 
 
     def _clamped(self, m: Measure) -> str:
@@ -113,10 +119,8 @@ class SqlGenerator:
         select = ", ".join(keys + [f"{expr} AS {name}" for name, expr in aggs])
         group_by = f" GROUP BY {', '.join(keys)}" if keys else ""
         if user_level:
-            base = self._base(st, on_sql, where_sql, unit, used)
-            sql = (f"WITH __base AS ({base}), __bounded AS (SELECT *, ROW_NUMBER() OVER "
-                   f"(PARTITION BY __unit ORDER BY __r) AS __rn FROM __base) "
-                   f"SELECT {select} FROM __bounded WHERE __rn <= {int(max_rows)}{group_by}")
+            sql = bounded(self._base(st, on_sql, where_sql, unit, used), select,
+                          max_rows) + group_by
         else:
             inner = self._base(st, on_sql, where_sql, None, used)
             sql = f"SELECT {select} FROM ({inner}) AS __base{group_by}"
@@ -135,7 +139,5 @@ class SqlGenerator:
         keys = [g.key for g in st.groups] + [m.key for m in used]
         base = self._base(st, on_sql, where_sql, unit if user_level else None, used)
         if user_level:
-            return (f"WITH __base AS ({base}), __bounded AS (SELECT *, ROW_NUMBER() OVER "
-                    f"(PARTITION BY __unit ORDER BY __r) AS __rn FROM __base) "
-                    f"SELECT {', '.join(keys)} FROM __bounded WHERE __rn <= {int(max_rows)}")
+            return bounded(base, ", ".join(keys), max_rows)
         return f"SELECT {', '.join(keys)} FROM ({base}) AS __base"

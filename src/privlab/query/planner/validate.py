@@ -72,8 +72,11 @@ class Validator:
 
         Steps in the order their refusals are checked: the clauses used, FROM and JOINs
         (`_from_clause`), WHERE, GROUP BY (`_group_by`), the SELECT list (`_select_list`),
-        ORDER BY / LIMIT / OFFSET, the noisy measurements, then the SQL (`_compile`)."""
-        sql = check_text(sql, self.config.limits.max_sql_chars)
+        ORDER BY / LIMIT / OFFSET, the noisy measurements, then the SQL (`_compile`).
+        `tokens` come from a caller that already checked the text (`Planner.plan`), so the
+        text is checked here only without them."""
+        if tokens is None:
+            sql = check_text(sql, self.config.limits.max_sql_chars)
         tree = parse(sql, self.config.limits, tokens)
         used = {k for k, v in tree.args.items() if v not in (None, [], False)}
         extra = used - {"expressions", "from_", "joins", "where", "group", "order", "limit",
