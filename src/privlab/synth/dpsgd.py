@@ -34,6 +34,7 @@ from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError, missing_extra
 from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
+from privlab.synth.budget import SAMPLER_DELTA_SHARE
 
 #: Share of epsilon spent before DP-SGD: the row count only, or the row count plus the
 #: bounds / categories that were not declared.
@@ -196,7 +197,9 @@ class DeepSynthesizer(Synthesizer):
         delta_pre = prep.delta * PRE_DELTA_SHARE
         delta_sgd = prep.delta - delta_thr - delta_pre
         eps_pre = prep.epsilon * (PRE_SHARE_WITH_DOMAIN if need_domain else PRE_SHARE_COUNT_ONLY)
-        rho_pre = rho_for_target(eps_pre, delta_pre)
+        # a share of it is set aside for the sampler's float64 step (synth/budget.py)
+        self.account.sampler_reserve = SAMPLER_DELTA_SHARE * delta_pre
+        rho_pre = rho_for_target(eps_pre, delta_pre - self.account.sampler_reserve)
         rho_count = rho_pre * (COUNT_SHARE_OF_PRE if need_domain else 1.0)
         rest = rho_pre - rho_count
         nb, nc = self.needs_bounds(prep), self.needs_threshold(prep)
@@ -206,8 +209,9 @@ class DeepSynthesizer(Synthesizer):
         sigma_n = math.sqrt(1 / (2 * rho_count))
         n_hat = float(len(prep.frame) + discrete_gaussian(sigma_n, rng=prep.gen))
         self.account.spend("row count (sets the sampling rate)", rho_count,
-                           detail=f"discrete Gaussian sigma={sigma_n:.4g}")
-        pre = self.account.guarantee(delta_pre, "domain and row count")
+                           detail=f"discrete Gaussian sigma={sigma_n:.4g}", draws=1)
+        pre = self.account.guarantee(delta_pre - self.account.sampler_reserve,
+                                     "domain and row count")
         if n_hat < MIN_COUNT_IN_SIGMAS * sigma_n:
             raise InvalidInputError(
                 f"epsilon={prep.epsilon:g} is too small for --method {self.method} on this "
