@@ -171,3 +171,14 @@ def test_rate_note_says_where_the_size_came_from() -> None:
     with pytest.raises(InvalidInputError, match="public_size_source"):
         TrainConfig(epsilon=2.0, delta=1e-5, public_size=300,
                     public_size_source="guess").validate(300)
+
+
+def test_sized_by_sets_the_callers_own_count_only_without_a_public_rate() -> None:
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32)
+    assert cfg.sized_by(400).public_size == 400
+    given = replace(cfg, public_size=300)
+    assert given.sized_by(400) is given and given.sized_by(400, override=True).public_size == 400
+    rate = replace(cfg, sample_rate=0.1)
+    assert rate.sized_by(400, override=True) is rate
+    plain = TrainConfig(method="none")
+    assert plain.sized_by(400) is plain

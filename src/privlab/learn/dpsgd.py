@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,15 @@ class TrainConfig:
         if self.public_size is not None:
             return min(1.0, self.batch_size / self.public_size)
         return None
+
+    def sized_by(self, n: int, *, override: bool = False) -> TrainConfig:
+        """This config with `n` as public_size, for DP-SGD on rows whose count is public to
+        the caller (an audit's own runs, an attacker's shadow models), when no public rate
+        was given; `override` also replaces a given public_size (a sample_rate is kept)."""
+        if self.method != "dpsgd" or self.sample_rate is not None or (
+                self.public_size is not None and not override):
+            return self
+        return replace(self, public_size=int(n))
 
     def validate(self, n: int) -> None:
         if self.method not in ("dpsgd", "none"):

@@ -177,7 +177,6 @@ class Synthesizer:
             self._set_schema(schema)
         if on_invalid is not None:
             self.on_invalid = check_policy(on_invalid)
-        self.account = ZCDPAccount()
         self.warnings = []
         prep = self._prepare(data, epsilon, delta)
         self._gen = prep.gen
