@@ -178,3 +178,18 @@ def test_mst_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
         assert not r["copies_exceed_baseline"], r
     copier = rare_copies(train, holdout, train.sample(len(holdout), random_state=0))
     assert copier["copies_exceed_baseline"]
+
+
+def test_a_draw_count_read_from_the_rows_is_not_covered_once_it_shows_in_delta() -> None:
+    """Beyond the reserve the reported delta counts the draws; where that count is the number
+    of distinct values of an estimated column, the guarantee names it in not_covered."""
+    acct = ZCDPAccount(sampler_reserve=1e-8)
+    acct.spend("categories", 0.01, delta=1e-7, draws=50, private_draws=True)
+    assert acct.guarantee(1e-6, "test").is_dp  # within the reserve: nothing shows
+    acct.spend("marginals", 0.01, draws=10**6)
+    g = acct.guarantee(1e-6, "test")
+    assert g.delta == 1e-6 + 1e-7 + sampler_delta(g.epsilon, 10**6 + 50) > 1.1e-6
+    assert not g.is_dp and any("distinct value" in c for c in g.not_covered)
+    public = ZCDPAccount(sampler_reserve=1e-8)
+    public.spend("marginals", 0.01, draws=10**6)
+    assert public.guarantee(1e-6, "test").is_dp  # a public draw count: a larger, true delta

@@ -17,7 +17,9 @@ variation GAUSSIAN_SAMPLER_TV of the exact one per draw, which adds
 `sampler_delta(epsilon, draws)` to delta (docs/guarantees.md). Every step records how many
 draws it made; `sampler_reserve` is the share of the requested delta set aside for that
 before rho was calibrated, and the guarantee charges max(reserve, slack): the requested
-delta whenever the draws fit the reserve, the larger, true figure when they do not.
+delta whenever the draws fit the reserve, the larger, true figure when they do not. A draw
+count read from the rows (one draw per distinct value of an estimated categorical column,
+`private_draws`) then shows through that delta, so the guarantee names it in `not_covered`.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ class Step:
     rho: float
     delta: float = 0.0
     detail: str = ""
-    #: discrete-Gaussian draws made (private where it counts distinct values: never printed)
+    #: discrete-Gaussian draws made (never printed)
     draws: int = 0
+    #: the draw count was read from the rows (distinct values), not from public facts
+    private_draws: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.name, "rho": self.rho, "delta": self.delta, "detail": self.detail}
@@ -67,7 +71,7 @@ class ZCDPAccount:
     sampler_reserve: float = 0.0
 
     def spend(self, name: str, rho: float, delta: float = 0.0, detail: str = "", *,
-              draws: int) -> None:
+              draws: int, private_draws: bool = False) -> None:
         """Record one measurement that is `rho`-zCDP per row (per person: group^2 rho) and
         made `draws` discrete-Gaussian draws (0 for other mechanisms)."""
         if not (rho >= 0 and math.isfinite(rho)) or not (0 <= delta < 1):
@@ -78,7 +82,7 @@ class ZCDPAccount:
             raise ValueError(f"budget step {name}: an approximate-zCDP step has no group "
                              "bound here")
         self.steps.append(Step(name, float(rho) * self.group ** 2, float(delta), detail,
-                               draws))
+                               draws, private_draws))
 
     @property
     def rho(self) -> float:
@@ -115,6 +119,10 @@ class ZCDPAccount:
             sampler = (f"delta includes {charged:.3g} for the discrete-Gaussian sampler's "
                        f"float64 acceptance step ({self.sampler_reserve:.3g} was reserved; the "
                        "figure grows with the number of draws made, docs/guarantees.md)")
+        leaked = () if slack <= self.sampler_reserve or not any(
+            s.private_draws for s in self.steps) else (
+            "delta's sampler share (beyond the reserve it counts the draws, one per distinct "
+            "value of an estimated categorical column: declare its categories)",)
         lines = tuple(f"{s.name}: rho={s.rho:.4g}" + (f", delta={s.delta:.3g}" if s.delta else "")
                       for s in self.steps)
         if self.unit is not None:
@@ -129,7 +137,7 @@ class ZCDPAccount:
             accountant=(ZCDP_ACCOUNTANT if self.unit is None else
                         f"group privacy over {self.group} rows per person ({ZCDP_ACCOUNTANT})"),
             notes=(f"total rho={self.rho:.6g}; zCDP part converted at delta={delta_z:.3g}",)
-            + lines + (sampler,) + notes)
+            + lines + (sampler,) + notes, not_covered=leaked)
 
     def to_list(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.steps]

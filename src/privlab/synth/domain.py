@@ -587,7 +587,7 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
                                  f"{sigma_c:.4g}, threshold {tau_c}",
                           # one draw per distinct value present (private: never printed)
                           draws=sum(int(frame[p.name].dropna().astype(str).nunique())
-                                    for p in need_c))
+                                    for p in need_c), private_draws=True)
     specs = []
     for p in plans:
         d = p.decl

@@ -21,6 +21,7 @@ one must be fixed in both. It holds:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -248,7 +249,8 @@ class DeepSynthesizer(Synthesizer):
         sgd = guarantee_for_dpsgd(sigma, q, steps, plan.delta_sgd, self.accountant,
                                   mechanism=self.sgd_mechanism)
         self._sgd_guarantee = sgd
-        total = sequential([plan.pre, sgd])
+        # the claims compose; what the pre-processing leaves outside them stays outside
+        total = sequential([dataclasses.replace(plan.pre, not_covered=(), is_dp=True), sgd])
         self._guarantee = PrivacyGuarantee(
             epsilon=total.epsilon, delta=total.delta, neighbouring="add_remove_record",
             model="central", mechanism=self.mechanism,
@@ -257,7 +259,8 @@ class DeepSynthesizer(Synthesizer):
             notes=(f"pre-processing (domain, row count): ({plan.pre.epsilon:.4g}, "
                    f"{plan.pre.delta:.3g})-DP by zCDP",
                    f"DP-SGD: ({sgd.epsilon:.4g}, {sgd.delta:.3g})-DP by {sgd.accountant}",
-                   *sgd.notes, *extra.pop("notes", ()), FLOAT_NOTE))
+                   *sgd.notes, *extra.pop("notes", ()), FLOAT_NOTE),
+            not_covered=plan.pre.not_covered)
         self.train_info = {"noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                            "clip": self.clip, "expected_batch": q * plan.n_hat,
                            "epochs": self.epochs, "history": history, **extra}
