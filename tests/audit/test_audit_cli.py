@@ -167,6 +167,12 @@ def test_unsafe_encoding_and_data_sized_members_are_not_covered(table, capsys):
     assert g["is_dp"] is False and g["headline"].startswith("NOT differentially private")
     assert any(c.startswith("feature encoding") for c in g["not_covered"])
     assert any(c.startswith("sample_rate") for c in g["not_covered"])
+    # regression: without --members the rate's size is the exact member count; the note must
+    # neither call it public nor print it
+    doc = json.loads(out.out)
+    rate = [n for n in g["notes"] if n.startswith("sample rate")]
+    assert rate and not any("public" in n.replace("no public count", "") for n in rate)
+    assert not any(str(doc["data"]["members"]) in n for n in rate), rate
 
 
 def test_lm_audit_quick_json(capsys):

@@ -73,3 +73,12 @@ def test_bundled_movielens_keeps_hash_selected_users_not_the_first() -> None:
     with_data = data.user_ids[(data.train.counts() + data.test.counts()) > 0]
     assert 15 < with_data.size < 70
     assert with_data.tolist() != list(range(1, with_data.size + 1))  # not the first N ids
+
+
+def test_max_users_without_users_is_refused_before_any_file_is_read(tmp_path) -> None:
+    """The refusal depends only on the options: it comes before reading (a missing file is
+    not even opened)."""
+    from privlab.federated.data import load_ratings_files
+
+    with pytest.raises(InvalidInputError, match="max_users with --ratings needs --users U"):
+        load_ratings_files(tmp_path / "absent.csv", max_users=5)

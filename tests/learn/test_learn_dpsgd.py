@@ -154,3 +154,31 @@ def test_private_config_without_a_public_rate_is_refused(blobs):
         TrainConfig(epsilon=1.0, public_size=0).validate(10)
     # a plain (non-private) run needs no rate
     TrainConfig(method="none", batch_size=32).validate(len(x))
+
+
+def test_rate_note_says_where_the_size_came_from() -> None:
+    """Regression: a size taken from the exact rows (risk pipeline, audit without --members)
+    was described as 'a public count the caller passed' and printed."""
+    from privlab.learn.dpsgd import rate_note
+
+    public = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32, public_size=300)
+    assert rate_note(public) == ("sample rate = batch_size / public_size 300 (a public count "
+                                 "the caller passed, never the rows' count)",)
+    rows = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32, public_size=317,
+                       public_size_source="rows")
+    (note,) = rate_note(rows)
+    assert "317" not in note and "public_size" not in note and "not_covered" in note
+    with pytest.raises(InvalidInputError, match="public_size_source"):
+        TrainConfig(epsilon=2.0, delta=1e-5, public_size=300,
+                    public_size_source="guess").validate(300)
+
+
+def test_sized_by_sets_the_callers_own_count_only_without_a_public_rate() -> None:
+    cfg = TrainConfig(epsilon=2.0, delta=1e-5, batch_size=32)
+    assert cfg.sized_by(400).public_size == 400
+    given = replace(cfg, public_size=300)
+    assert given.sized_by(400) is given and given.sized_by(400, override=True).public_size == 400
+    rate = replace(cfg, sample_rate=0.1)
+    assert rate.sized_by(400, override=True) is rate
+    plain = TrainConfig(method="none")
+    assert plain.sized_by(400) is plain

@@ -251,3 +251,19 @@ def test_drop_is_a_deprecated_alias_of_exclude(tmp_path, capsys) -> None:
     assert cli(args + ["--drop", "zzz"]) == 2  # still parsed (then refused on the schema)
     err = capsys.readouterr().err
     assert err.count("--drop is deprecated: use --exclude") == 1
+
+
+@pytest.mark.parametrize("neighbouring, unit", [("add_remove_record", "about one row"),
+                                                ("user", "about one person")])
+def test_plain_words_name_delta_and_the_privacy_unit(neighbouring, unit) -> None:
+    """Regression: the plain text promised the factor e^epsilon with no delta and no unit."""
+    from types import SimpleNamespace
+
+    from privlab.core.guarantee import PrivacyGuarantee
+    from privlab.synth.report import plain_section
+
+    g = PrivacyGuarantee(epsilon=1.0, delta=1e-6, neighbouring=neighbouring, model="central",
+                         mechanism="MST", accountant="zCDP")
+    section = plain_section(SimpleNamespace(method="mst"), g, rows=10, evaluation=None)
+    (learn,) = [p for p in section.paragraphs if p.startswith("What an attacker could learn")]
+    assert "except with probability delta = 1e-06" in learn and unit in learn, learn

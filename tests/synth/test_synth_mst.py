@@ -10,9 +10,11 @@ import pytest
 from synth_schemas import adult_any_missing, types_schema
 
 from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
+from privlab.core.samplers import sampler_delta
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema
 from privlab.synth import NOT_AVAILABLE, MSTSynthesizer, make_synthesizer
+from privlab.synth.budget import SAMPLER_DELTA_SHARE, ZCDPAccount
 from privlab.synth.evaluate import fidelity, rare_copies
 
 
@@ -29,8 +31,10 @@ def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) ->
     delta_thr = sum(b["delta"] for b in s.budget_lines())
     assert delta_thr == pytest.approx(0.1 * delta)
     # the whole budget is used and not exceeded: rho matches the target conversion
-    assert rho == pytest.approx(rho_for_target(epsilon, delta - delta_thr), rel=1e-9)
-    assert g.epsilon == pytest.approx(zcdp_to_approx_dp(rho, delta - delta_thr), rel=1e-9)
+    # 1% of the zCDP delta is reserved for the sampler's float64 step (synth/budget.py)
+    delta_z = (delta - delta_thr) * (1 - SAMPLER_DELTA_SHARE)
+    assert rho == pytest.approx(rho_for_target(epsilon, delta_z), rel=1e-9)
+    assert g.epsilon == pytest.approx(zcdp_to_approx_dp(rho, delta_z), rel=1e-9)
     assert g.epsilon <= epsilon and g.epsilon > 0.999 * epsilon
     assert g.delta == pytest.approx(delta) and g.is_dp
     assert any("seeded" in n for n in g.notes)
@@ -39,12 +43,45 @@ def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) ->
 def test_noise_scales_follow_the_budget_split(adult_small) -> None:
     s = MSTSynthesizer(schema=adult_any_missing(), rng=2).fit(adult_small, 1.0, 1e-6)
     d = len(s.domain)
-    rho = rho_for_target(1.0, 1e-6)  # declared domain: nothing spent before MST
+    # declared domain: nothing spent before MST (1% of delta is the sampler's reserve)
+    rho = rho_for_target(1.0, 1e-6 * (1 - SAMPLER_DELTA_SHARE))
     assert [b["step"].split(" ")[0] for b in s.budget_lines()] == [
         "1-way", "spanning-tree", "2-way"]
     assert s.sigmas["one_way"] == pytest.approx(math.sqrt(d / (2 * rho / 3)))
     assert s.sigmas["two_way"] == pytest.approx(math.sqrt((d - 1) / (2 * rho / 3)))
     assert len(s.edges) == d - 1
+
+
+def test_guarantee_charges_the_samplers_float_step_for_every_draw() -> None:
+    """Regression: the discrete Gaussian's float64 acceptance step adds sampler_delta(eps,
+    draws) to delta; a zCDP account's guarantee must include it for the draws it made."""
+    acct = ZCDPAccount()
+    acct.spend("counts", 0.05, draws=1000)
+    acct.spend("selection", 0.01, draws=0)
+    acct.spend("more counts", 0.05, delta=1e-7, draws=234)
+    g = acct.guarantee(1e-6, "test")
+    slack = sampler_delta(g.epsilon, 1234)
+    assert acct.draws == 1234 and slack > 0
+    assert g.delta == 1e-6 + 1e-7 + slack
+    assert any(f"{slack:.3g}" in n and "sampler" in n for n in g.notes)
+    # with a reserve that covers the draws, the reserve is charged (the requested delta)
+    acct.sampler_reserve = 1e-8
+    g = acct.guarantee(1e-6, "test")
+    assert g.delta == 1e-6 + 1e-7 + 1e-8
+    # the slack (a function of the draw count) is not printed when the reserve covers it
+    assert not any(f"{slack:.3g}" in n for n in g.notes)
+
+
+def test_mst_counts_every_draw_and_stays_within_the_requested_delta(adult_small) -> None:
+    s = MSTSynthesizer(schema=adult_any_missing(), rng=2).fit(adult_small, 1.0, 1e-6)
+    sizes = s.domain.sizes
+    one_way = sum(sizes)
+    two_way = sum(int(np.prod([s.compressed_sizes[a], s.compressed_sizes[b]]))
+                  for a, b in s.edges)
+    assert s.account.draws == one_way + two_way
+    slack = sampler_delta(s.guarantee.epsilon, one_way + two_way)
+    assert 0 < slack <= s.account.sampler_reserve == pytest.approx(0.01 * 1e-6)
+    assert s.guarantee.delta == pytest.approx(1e-6, rel=1e-12)
 
 
 def _structured(n: int, seed: int) -> pd.DataFrame:
@@ -141,3 +178,18 @@ def test_mst_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
         assert not r["copies_exceed_baseline"], r
     copier = rare_copies(train, holdout, train.sample(len(holdout), random_state=0))
     assert copier["copies_exceed_baseline"]
+
+
+def test_a_draw_count_read_from_the_rows_is_not_covered_once_it_shows_in_delta() -> None:
+    """Beyond the reserve the reported delta counts the draws; where that count is the number
+    of distinct values of an estimated column, the guarantee names it in not_covered."""
+    acct = ZCDPAccount(sampler_reserve=1e-8)
+    acct.spend("categories", 0.01, delta=1e-7, draws=50, private_draws=True)
+    assert acct.guarantee(1e-6, "test").is_dp  # within the reserve: nothing shows
+    acct.spend("marginals", 0.01, draws=10**6)
+    g = acct.guarantee(1e-6, "test")
+    assert g.delta == 1e-6 + 1e-7 + sampler_delta(g.epsilon, 10**6 + 50) > 1.1e-6
+    assert not g.is_dp and any("distinct value" in c for c in g.not_covered)
+    public = ZCDPAccount(sampler_reserve=1e-8)
+    public.spend("marginals", 0.01, draws=10**6)
+    assert public.guarantee(1e-6, "test").is_dp  # a public draw count: a larger, true delta

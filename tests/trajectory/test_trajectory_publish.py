@@ -363,3 +363,32 @@ def test_filters_flow_through_and_counts_are_reported(traj):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         anonymize(frame, window=2, epsilon=1.0, bbox=BOX, rng=0)  # no warning for DP settings
+
+
+def test_laplace_bbox_scale_is_never_below_the_exact_ratio(monkeypatch) -> None:
+    """Regression: the bbox Laplace used the float quotient steps / eps_axis, which rounds
+    to nearest and can fall below the exact ratio (privacy loss a hair above epsilon). It
+    now rounds up (`laplace_scale_at_least`), as the core mechanisms do."""
+    from fractions import Fraction
+
+    import privlab.trajectory.publish as publish
+
+    traj = make_trajectories()
+    first = anonymize(traj, window=2, epsilon=1.0, mechanism="laplace", bbox=BOX, rng=1)
+    steps = first.noise["lat"]["grid_sensitivity_steps"]
+    # an epsilon whose float quotient steps / (epsilon / 2) rounds down
+    epsilon = next(e / 1000 for e in range(1000, 3000)
+                   if Fraction(steps / (e / 2000)) < Fraction(steps) / Fraction(e / 2000))
+    scales: list[float] = []
+    real = publish.discrete_laplace
+
+    def spy(scale: float, *args, **kwargs):
+        scales.append(scale)
+        return real(scale, *args, **kwargs)
+
+    monkeypatch.setattr(publish, "discrete_laplace", spy)
+    rel = anonymize(traj, window=2, epsilon=epsilon, mechanism="laplace", bbox=BOX, rng=1)
+    eps_axis = Fraction(epsilon / 2)
+    assert scales and rel.noise["lat"]["grid_sensitivity_steps"] == steps
+    for axis, scale in zip(("lat", "lon"), scales, strict=True):
+        assert Fraction(scale) * eps_axis >= rel.noise[axis]["grid_sensitivity_steps"]

@@ -38,7 +38,7 @@ would mean the implementation or the accounting is wrong.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -140,8 +140,7 @@ def dirac_audit_for(n: int, config: Any, **kw: Any) -> CanaryAudit:
         q = min(1.0, config.batch_size / n)
         steps = int(config.epochs) * max(1, round(n / config.batch_size))
         return dirac_canary_audit(0.0, q, steps, delta=config.delta, **kw)
-    if config.public_rate() is None:  # the audit's own hypothetical run of n rows
-        config = replace(config, public_size=int(n))
+    config = config.sized_by(n)  # the audit's own hypothetical run of n rows
     plan = plan_dpsgd(n, config)
     return dirac_canary_audit(plan.noise_multiplier, plan.sample_rate, plan.steps,
                               delta=plan.delta, accounted_epsilon=plan.epsilon_pld, **kw)
@@ -183,10 +182,9 @@ def blackbox_canary_audit(model_fn: Any, x: np.ndarray, y: np.ndarray, config: A
     xa = np.concatenate([np.asarray(x, np.float32), cx])
     ya = np.r_[np.asarray(y), cy].astype(np.asarray(y).dtype)
     n = len(y)
-    if config.method == "dpsgd" and config.public_rate() is None:
-        # the audit's own runs: the same public rate with and without the canary (n rows
-        # without it), as DP-SGD's neighbouring datasets assume
-        config = replace(config, public_size=int(n))
+    # the audit's own runs: the same public rate with and without the canary (n rows
+    # without it), as DP-SGD's neighbouring datasets assume
+    config = config.sized_by(n)
     half = models // 2
     base_seed = None if seed is None else int(seed) * 10_000
     res_in = train_many(model_fn, xa, ya, config=config, subsets=[np.arange(n + 1)] * half,
@@ -291,9 +289,8 @@ def one_run_audit(model_fn: Any, x: np.ndarray, y: np.ndarray, config: Any,
     inc = gen.random(m) < 0.5
     xa = np.concatenate([np.asarray(x, np.float32), cx[inc]])
     ya = np.r_[np.asarray(y), cy[inc]].astype(np.asarray(y).dtype)
-    if config.method == "dpsgd" and config.public_rate() is None:
-        # the audit's own run: the rate of the data without canaries, whichever were inserted
-        config = replace(config, public_size=len(y))
+    # the audit's own run: the rate of the data without canaries, whichever were inserted
+    config = config.sized_by(len(y))
     res = train_many(model_fn, xa, ya, config=config, seeds=[seed])
     scores = -_canary_losses(res.models, cx, cy)[0]
     delta = config.delta if config.method != "none" else 0.0

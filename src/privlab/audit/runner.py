@@ -253,7 +253,8 @@ def audit_table(frame: pd.DataFrame, config: TableAuditConfig, *,
         # it the members are a quarter of the distinct rows, named in not_covered below
         tcfg = TrainConfig(epsilon=config.epsilon, delta=config.delta, clip=config.clip,
                            epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
-                           public_size=m if config.members is None else int(config.members))
+                           public_size=m,
+                           public_size_source="rows" if config.members is None else "public")
     tcfg.validate(m)
     model_fn = _model_fn(config.model, data["features"], k, tuple(config.hidden),
                          config.dropout)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -94,11 +94,9 @@ class TorchTrainer:
 
         rows = _check_subsets(len(x), subsets)
         seeds = [seed * 1000 + m for m in range(len(rows))]
-        config = self.config
-        if config.method == "dpsgd" and config.sample_rate is None:
-            # shadow models train on the attacker's own rows, which are not private: their
-            # count is public to the attacker, so each subset's size is its public size
-            config = replace(config, public_size=int(rows[0].size))
+        # shadow models train on the attacker's own rows, which are not private: their
+        # count is public to the attacker, so each subset's size is its public size
+        config = self.config.sized_by(int(rows[0].size), override=True)
         started = time.perf_counter()
         equal = len({r.size for r in rows}) == 1
         if self.at_once and equal:
@@ -107,8 +105,7 @@ class TorchTrainer:
         else:
             models, self.guarantees = [], []
             for idx, s in zip(rows, seeds, strict=True):
-                one = config if config is self.config else replace(
-                    config, public_size=int(idx.size))
+                one = self.config.sized_by(int(idx.size), override=True)
                 model, res1 = train_one(self.model_fn, x[idx], y[idx], one, seed=s)
                 models.append(model)
                 self.guarantees.append(res1.guarantee)

@@ -24,6 +24,7 @@ from privlab.core.samplers import (
     GAUSSIAN_SAMPLER_TV,
     discrete_gaussian,
     discrete_laplace,
+    laplace_scale_at_least,
     power_of_two_at_most,
     round_to_grid,
     sampler_delta,
@@ -77,13 +78,6 @@ def _finish(values: np.ndarray, scalar: bool) -> Any:
     return values.reshape(()).item() if scalar else values
 
 
-def _scale_at_least(l1: float, epsilon: float) -> float:
-    """A float scale >= the exact l1 / epsilon: the rounded quotient plus one ulp (rounding
-    to nearest is off by at most half an ulp). The exact discrete Laplace sampler then runs at
-    a scale no smaller than the true ratio, so the privacy loss is at most epsilon exactly."""
-    return math.nextafter(l1 / epsilon, math.inf)
-
-
 def laplace_mechanism(
     value: float | Sequence[float] | np.ndarray,
     sensitivity: float,
@@ -110,7 +104,7 @@ def laplace_mechanism(
     g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
     _check_integral(arr, exact)
     l1_grid = grid_sens if exact or m == 1 else math.floor(sensitivity / g) + m
-    scale_steps = _scale_at_least(l1_grid, epsilon)
+    scale_steps = laplace_scale_at_least(l1_grid, epsilon)
     gen = make_rng(rng)
     steps = round_to_grid(arr, g) + discrete_laplace(scale_steps, size=arr.shape or None, rng=gen)
     out = np.asarray(steps, dtype=np.float64) * g
@@ -280,7 +274,7 @@ def report_noisy_max(scores: Sequence[float] | np.ndarray, sensitivity: float, e
         raise InvalidInputError("scores must be a non-empty 1-D array of finite numbers")
     g = power_of_two_at_most(sensitivity / GRID_RESOLUTION)
     grid_sens = math.floor(sensitivity / g) + 1
-    noisy = round_to_grid(u, g) + discrete_laplace(_scale_at_least(2 * grid_sens, epsilon),
+    noisy = round_to_grid(u, g) + discrete_laplace(laplace_scale_at_least(2 * grid_sens, epsilon),
                                                   size=u.size, rng=make_rng(rng))
     index = int(np.argmax(noisy))
     guarantee = PrivacyGuarantee(epsilon=epsilon, neighbouring=neighbouring,

@@ -124,6 +124,14 @@ def _geometric_steps(u: np.ndarray, v: np.ndarray, t: int, s: int) -> np.ndarray
     return y
 
 
+def laplace_scale_at_least(l1: float, epsilon: float) -> float:
+    """A float scale >= the exact l1 / epsilon: the rounded quotient plus one ulp (rounding
+    to nearest is off by at most half an ulp). The exact discrete Laplace sampler then runs at
+    a scale no smaller than the true ratio, so the privacy loss is at most epsilon exactly;
+    every caller that derives a discrete-Laplace scale from (sensitivity, epsilon) uses it."""
+    return math.nextafter(l1 / epsilon, math.inf)
+
+
 def discrete_laplace(scale: float, size: int | tuple[int, ...] | None = None,
                      rng: RngLike = None) -> np.ndarray:
     """Integers with P[x] = (1 - a) / (1 + a) a^|x|, a = exp(-1 / scale), sampled EXACTLY.

@@ -444,6 +444,11 @@ def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
     """
     from privlab.data.io import read_table
 
+    if max_users is not None and declared_users is None:  # options only: before any file
+        raise InvalidInputError(
+            f"{option_name('max_users', '--max-users')} with --ratings needs --users U (the "
+            "public number of enrolled users): each user is kept with probability N / U")
+
     def read(path: str | Path, option: str) -> pd.DataFrame:
         try:
             return read_table(path)
@@ -462,10 +467,6 @@ def load_ratings_files(ratings: str | Path, movies: str | Path | None = None, *,
                                test_fraction=test_fraction, split_seed=split_seed)
     if on_invalid == "refuse":
         check_ratings_schema(frame, sch)
-    if max_users is not None and declared_users is None:
-        raise InvalidInputError(
-            f"{option_name('max_users', '--max-users')} with --ratings needs --users U (the "
-            "public number of enrolled users): each user is kept with probability N / U")
     return select_users(pad_users(data, declared_users), max_users, split_seed)
 
 

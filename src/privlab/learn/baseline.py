@@ -52,11 +52,10 @@ def no_better_text(majority: Any) -> str:
     return f"no better than always predicting {str(majority)!r}"
 
 
-def mcnemar_p(model_correct: np.ndarray, base_correct: np.ndarray,
-              runs: int = 1) -> float:
+def mcnemar_p(model_correct: np.ndarray, base_correct: np.ndarray) -> float:
     """One-sided exact McNemar p-value of "the model is right more often than the baseline".
 
-    `model_correct` may hold several models' correctness (rows = models, `runs` of them):
+    `model_correct` may hold several models' correctness (rows = models):
     their discordant counts are averaged (rounded), not added: the models answer on the same
     records, so adding would claim more evidence than the records hold."""
     from scipy.stats import binom
@@ -77,28 +76,3 @@ def beats_exact(model_correct: np.ndarray, base_correct: np.ndarray) -> bool:
     if float(m.mean()) <= float(np.mean(base_correct)):
         return False
     return mcnemar_p(m, base_correct) < ALPHA
-
-
-def comparison(accuracy: float | None, baseline: float | None, majority: Any,
-               better: bool | None = None) -> dict[str, Any]:
-    """The JSON block placed beside an accuracy: baseline, whether the model beats it, and
-    the verdict text when it does not. `better` None: decided by the point values."""
-    if accuracy is None or baseline is None:
-        return {"majority_class": None if majority is None else str(majority),
-                "baseline_accuracy": baseline, "better_than_baseline": None, "verdict": None}
-    if better is None:
-        better = bool(accuracy > baseline)
-    return {"majority_class": str(majority), "baseline_accuracy": float(baseline),
-            "better_than_baseline": bool(better),
-            "verdict": None if better else no_better_text(majority)}
-
-
-def console_suffix(block: Mapping[str, Any] | None) -> str:
-    """' (majority baseline 0.744: NO BETTER than always predicting ...)' for a console line."""
-    if not block or block.get("baseline_accuracy") is None:
-        return ""
-    text = (f"majority-class baseline {block['baseline_accuracy']:.3f}, always "
-            f"{str(block['majority_class'])!r}")
-    if block.get("better_than_baseline") is False:
-        return f" ({text}: the model is {block['verdict']})"
-    return f" ({text})"

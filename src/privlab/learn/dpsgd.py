@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,10 @@ class TrainConfig:
     ceil(1 / q) and `batch_size` is the public expected batch size that normalises the noisy
     sum, so nothing in the plan depends on the exact row count. `public_size`: a PUBLIC row
     count N instead (q = batch_size / N). A private run needs one of the two (issue 21: the
-    rate is never read from the rows passed; `RATE_REQUIRED`).
+    rate is never read from the rows passed; `RATE_REQUIRED`). `public_size_source`: "public"
+    (a declared or caller-given count) or "rows" (a caller that had no public count passed
+    the exact number of rows: the guarantee's note then says so without printing it, and the
+    caller names the rate in `not_covered`).
     """
 
     method: str = "dpsgd"
@@ -79,6 +82,7 @@ class TrainConfig:
     engine: str = "auto"
     sample_rate: float | None = None
     public_size: int | None = None
+    public_size_source: str = "public"
 
     def public_rate(self) -> float | None:
         """The public Poisson rate: `sample_rate`, else batch_size / `public_size`, else None."""
@@ -87,6 +91,15 @@ class TrainConfig:
         if self.public_size is not None:
             return min(1.0, self.batch_size / self.public_size)
         return None
+
+    def sized_by(self, n: int, *, override: bool = False) -> TrainConfig:
+        """This config with `n` as public_size, for DP-SGD on rows whose count is public to
+        the caller (an audit's own runs, an attacker's shadow models), when no public rate
+        was given; `override` also replaces a given public_size (a sample_rate is kept)."""
+        if self.method != "dpsgd" or self.sample_rate is not None or (
+                self.public_size is not None and not override):
+            return self
+        return replace(self, public_size=int(n))
 
     def validate(self, n: int) -> None:
         if self.method not in ("dpsgd", "none"):
@@ -99,6 +112,9 @@ class TrainConfig:
                 or not isinstance(self.public_size, (int, np.integer)) or self.public_size < 1):
             raise InvalidInputError(f"public_size must be a whole number >= 1, got "
                                     f"{self.public_size!r}")
+        if self.public_size_source not in ("public", "rows"):
+            raise InvalidInputError(f"public_size_source must be 'public' or 'rows', got "
+                                    f"{self.public_size_source!r}")
         if self.public_size is not None and self.sample_rate is not None:
             raise InvalidInputError("TrainConfig: pass sample_rate or public_size, not both")
         if self.sample_rate is None and self.public_size is None:
@@ -266,9 +282,12 @@ class TrainResult:
 
 
 def rate_note(config: TrainConfig) -> tuple[str, ...]:
-    """Guarantee note naming where the public rate came from."""
+    """Guarantee note naming where the rate came from (an exact row count is not printed)."""
     if config.sample_rate is not None:
         return ()
+    if config.public_size_source == "rows":
+        return ("sample rate = batch_size / the exact number of rows trained on (no public "
+                "count was given: the rate is not covered, see not_covered)",)
     return (f"sample rate = batch_size / public_size {config.public_size} (a public count the "
             "caller passed, never the rows' count)",)
 

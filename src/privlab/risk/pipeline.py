@@ -308,7 +308,8 @@ def _train_config(prep: Prepared, cfg: PipelineConfig, epsilon: float | None) ->
     if epsilon is None:
         return TrainConfig(method="none", epochs=cfg.epochs, batch_size=bs, lr=cfg.lr)
     return TrainConfig(method="dpsgd", epsilon=float(epsilon), delta=delta, clip=cfg.clip,
-                       epochs=cfg.epochs, batch_size=bs, lr=cfg.lr, public_size=n)
+                       epochs=cfg.epochs, batch_size=bs, lr=cfg.lr, public_size=n,
+                       public_size_source="rows" if public is None else "public")
 
 
 def feasible_epsilons(prep: Prepared, cfg: PipelineConfig,

@@ -40,6 +40,7 @@ def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat
                   ) -> tuple[Any, ReleaseDomain]:
     """Conform the rows to the schema and fill the column's domain from it (never the data)."""
     from privlab.schema import OTHER, check_policy, conform
+    from privlab.schema.facts import PublicFacts
 
     col = sch.column(column)
     if not col.is_released:
@@ -60,21 +61,14 @@ def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat
         bounds = declared.bounds
     if bins is None and col.bins is not None:
         bins = col.bins
-    per_unit = 1
+    # the bound per person, refused as every front end refuses it (PublicFacts.person_bound)
+    unit, per_unit = PublicFacts.from_schema(sch).with_argument(
+        "max_rows_per_unit", max_rows, "--max-rows-per-unit").person_bound()
     if unit is not None:
-        per_unit = max_rows if max_rows is not None else (sch.max_rows_per_unit or 0)
-        if per_unit < 1:
-            raise InvalidInputError(
-                f"schema {sch.name!r} has privacy unit {unit!r} (one person, many rows): pass "
-                "--max-rows-per-unit M to keep each person's first M rows, or declare "
-                "max_rows_per_unit in the schema")
         if mech == "gaussian":
             raise InvalidInputError(f"privacy unit {unit!r}: the gaussian mechanism has no "
                                     "simple group-privacy bound here; use laplace or geometric")
         frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
-    elif max_rows is not None:
-        raise InvalidInputError(f"--max-rows-per-unit: schema {sch.name!r} has privacy unit "
-                                "'row' (each row is one person); drop the option")
     return frame, ReleaseDomain(bounds, cats, bins, per_unit, unit)
 
 

@@ -180,7 +180,8 @@ class AIMSynthesizer(Synthesizer):
         measurements = [self._measure((j,), answers[(j,)], sigma, gen) for j in range(d)]
         rho_used = d / (2 * sigma ** 2)
         self.account.spend(f"1-way marginals of {d} column(s)", rho_used,
-                           detail=f"discrete Gaussian sigma={sigma:.4g} per cell")
+                           detail=f"discrete Gaussian sigma={sigma:.4g} per cell",
+                           draws=sum(answers[(j,)].size for j in range(d)))
         model, stats = mirror_descent(sizes, measurements, iters=self.round_iters)
         log: list[dict[str, Any]] = []
         t = 0
@@ -209,11 +210,13 @@ class AIMSynthesizer(Synthesizer):
                                                   sens, eps, method="gumbel", rng=gen).value)]
             self.account.spend(f"round {t}: select {label[pick]}", eps ** 2 / 8,
                                detail=f"exponential mechanism (Gumbel) over {len(pool)} "
-                                      f"candidates, epsilon={eps:.4g}, sensitivity {sens:g}")
+                                      f"candidates, epsilon={eps:.4g}, sensitivity {sens:g}",
+                               draws=0)
             before = model.marginal(pick)
             measurements.append(self._measure(pick, answers[pick], sigma, gen))
             self.account.spend(f"round {t}: measure {label[pick]}", 1 / (2 * sigma ** 2),
-                               detail=f"discrete Gaussian sigma={sigma:.4g} per cell")
+                               detail=f"discrete Gaussian sigma={sigma:.4g} per cell",
+                               draws=answers[pick].size)
             rho_used += eps ** 2 / 8 + 1 / (2 * sigma ** 2)
             model, stats = mirror_descent(sizes, measurements, iters=self.round_iters,
                                           warm=model, step=stats.step)

@@ -24,7 +24,7 @@ from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema, check_policy, conform, load_schema
-from privlab.synth.budget import ZCDPAccount
+from privlab.synth.budget import SAMPLER_DELTA_SHARE, ZCDPAccount
 from privlab.synth.domain import (
     DEFAULT_BINS,
     ColumnPlan,
@@ -177,7 +177,6 @@ class Synthesizer:
             self._set_schema(schema)
         if on_invalid is not None:
             self.on_invalid = check_policy(on_invalid)
-        self.account = ZCDPAccount()
         self.warnings = []
         prep = self._prepare(data, epsilon, delta)
         self._gen = prep.gen
@@ -299,7 +298,9 @@ class Synthesizer:
         from privlab.core.calibration import rho_for_target
 
         delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
-        delta_z = prep.delta - delta_thr
+        # a share of the zCDP delta is set aside for the sampler's float64 step (budget.py)
+        self.account.sampler_reserve = SAMPLER_DELTA_SHARE * (prep.delta - delta_thr)
+        delta_z = prep.delta - delta_thr - self.account.sampler_reserve
         rho_total = rho_for_target(prep.epsilon, delta_z)
         rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
         rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0

@@ -21,6 +21,7 @@ one must be fixed in both. It holds:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError, missing_extra
 from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
+from privlab.synth.budget import SAMPLER_DELTA_SHARE
 
 #: Share of epsilon spent before DP-SGD: the row count only, or the row count plus the
 #: bounds / categories that were not declared.
@@ -196,7 +198,9 @@ class DeepSynthesizer(Synthesizer):
         delta_pre = prep.delta * PRE_DELTA_SHARE
         delta_sgd = prep.delta - delta_thr - delta_pre
         eps_pre = prep.epsilon * (PRE_SHARE_WITH_DOMAIN if need_domain else PRE_SHARE_COUNT_ONLY)
-        rho_pre = rho_for_target(eps_pre, delta_pre)
+        # a share of it is set aside for the sampler's float64 step (synth/budget.py)
+        self.account.sampler_reserve = SAMPLER_DELTA_SHARE * delta_pre
+        rho_pre = rho_for_target(eps_pre, delta_pre - self.account.sampler_reserve)
         rho_count = rho_pre * (COUNT_SHARE_OF_PRE if need_domain else 1.0)
         rest = rho_pre - rho_count
         nb, nc = self.needs_bounds(prep), self.needs_threshold(prep)
@@ -206,8 +210,9 @@ class DeepSynthesizer(Synthesizer):
         sigma_n = math.sqrt(1 / (2 * rho_count))
         n_hat = float(len(prep.frame) + discrete_gaussian(sigma_n, rng=prep.gen))
         self.account.spend("row count (sets the sampling rate)", rho_count,
-                           detail=f"discrete Gaussian sigma={sigma_n:.4g}")
-        pre = self.account.guarantee(delta_pre, "domain and row count")
+                           detail=f"discrete Gaussian sigma={sigma_n:.4g}", draws=1)
+        pre = self.account.guarantee(delta_pre - self.account.sampler_reserve,
+                                     "domain and row count")
         if n_hat < MIN_COUNT_IN_SIGMAS * sigma_n:
             raise InvalidInputError(
                 f"epsilon={prep.epsilon:g} is too small for --method {self.method} on this "
@@ -244,7 +249,8 @@ class DeepSynthesizer(Synthesizer):
         sgd = guarantee_for_dpsgd(sigma, q, steps, plan.delta_sgd, self.accountant,
                                   mechanism=self.sgd_mechanism)
         self._sgd_guarantee = sgd
-        total = sequential([plan.pre, sgd])
+        # the claims compose; what the pre-processing leaves outside them stays outside
+        total = sequential([dataclasses.replace(plan.pre, not_covered=(), is_dp=True), sgd])
         self._guarantee = PrivacyGuarantee(
             epsilon=total.epsilon, delta=total.delta, neighbouring="add_remove_record",
             model="central", mechanism=self.mechanism,
@@ -253,7 +259,8 @@ class DeepSynthesizer(Synthesizer):
             notes=(f"pre-processing (domain, row count): ({plan.pre.epsilon:.4g}, "
                    f"{plan.pre.delta:.3g})-DP by zCDP",
                    f"DP-SGD: ({sgd.epsilon:.4g}, {sgd.delta:.3g})-DP by {sgd.accountant}",
-                   *sgd.notes, *extra.pop("notes", ()), FLOAT_NOTE))
+                   *sgd.notes, *extra.pop("notes", ()), FLOAT_NOTE),
+            not_covered=plan.pre.not_covered)
         self.train_info = {"noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                            "clip": self.clip, "expected_batch": q * plan.n_hat,
                            "epochs": self.epochs, "history": history, **extra}

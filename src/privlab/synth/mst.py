@@ -153,7 +153,8 @@ class MSTSynthesizer(Synthesizer):
         y1 = [_measure(counts.one(j), sigma1, gen) for j in range(d)]
         if prep.private:
             self.account.spend(f"1-way marginals of {d} column(s)", rho_phase,
-                               detail=f"discrete Gaussian sigma={sigma1:.4g} per cell")
+                               detail=f"discrete Gaussian sigma={sigma1:.4g} per cell",
+                               draws=sum(y.size for y in y1))
         n_hat1 = self._total([(y, sigma1) for y in y1])
         if prep.private:
             self._check_signal(y1, sigma1, n_hat1, names, rho_total, delta_z)
@@ -211,7 +212,8 @@ class MSTSynthesizer(Synthesizer):
             if prep.private:
                 self.account.spend(f"spanning-tree selection ({d - 1} rounds)", rho_phase,
                                    detail=f"exponential mechanism (Gumbel), epsilon="
-                                          f"{eps_sel:.4g} per round, eps^2/8-zCDP")
+                                          f"{eps_sel:.4g} per round, eps^2/8-zCDP",
+                                   draws=0)
 
         # 4. measure the tree's 2-way marginals
         sigma2 = 0.0 if not prep.private or d < 2 else math.sqrt((d - 1) / (2 * rho_phase))
@@ -221,7 +223,8 @@ class MSTSynthesizer(Synthesizer):
             y2[a, b] = _measure(counts.two(a, b, mappings, csizes), sigma2, gen)
         if edges and prep.private:
             self.account.spend(f"2-way marginals of {len(edges)} tree edge(s)", rho_phase,
-                               detail=f"discrete Gaussian sigma={sigma2:.4g} per cell")
+                               detail=f"discrete Gaussian sigma={sigma2:.4g} per cell",
+                               draws=sum(y.size for y in y2.values()))
 
         # 5. consistent tree model
         self._estimate(y1c, sigma1, y2, sigma2, edges, csizes)

@@ -118,10 +118,16 @@ def plain_section(synth: Synthesizer, g: PrivacyGuarantee, *, rows: int,
             if math.isfinite(eps) else
             f"What was released: {rows:,} synthetic rows made by {synth.method.upper()} WITHOUT "
             "differential privacy: a baseline for comparison, never for release.")
+    unit = ("one person (all of their rows)" if g.neighbouring == "user" else
+            "one row (a person with several rows is protected less: each row counts once)")
     learn = ("What an attacker could learn: whatever they do with the table, their confidence "
-             "about any one person's presence or values grows by at most the factor e^epsilon "
-             "allowed by the guarantee. The table needs no further generalisation or "
-             "suppression: coarsening a DP table adds no protection, it only loses detail.")
+             f"about {unit}, its presence or values, grows by at most the factor e^epsilon "
+             f"allowed by the guarantee, except with probability delta = {g.delta:.2g}. The "
+             "table needs no further generalisation or suppression: coarsening a DP table "
+             "adds no protection, it only loses detail."
+             if math.isfinite(eps) else
+             "What an attacker could learn: this baseline has no privacy guarantee; its rows "
+             "may reveal real records.")
     paras = [what, learn]
     ml = (evaluation or {}).get("ml_utility")
     if ml:

@@ -33,7 +33,12 @@ import pandas as pd
 from privlab import __version__
 from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
-from privlab.core.samplers import discrete_laplace, power_of_two_at_most, round_to_grid
+from privlab.core.samplers import (
+    discrete_laplace,
+    laplace_scale_at_least,
+    power_of_two_at_most,
+    round_to_grid,
+)
 from privlab.errors import InvalidInputError
 from privlab.trajectory.geo import BBox, LocalProjection
 from privlab.trajectory.io import read_trajectories
@@ -204,7 +209,7 @@ def _laplace_bbox(p: Prepared, w: Windows, epsilon: float, box: BBox,
         sens = (hi - lo) / w.size
         g = power_of_two_at_most(sens / GRID_RESOLUTION)
         steps = math.floor(sens / g) + 1
-        scale_steps = steps / eps_axis
+        scale_steps = laplace_scale_at_least(steps, eps_axis)  # never below the exact ratio
         noisy = round_to_grid(mean, g) + discrete_laplace(scale_steps, size=len(w), rng=gen)
         out.append(noisy.astype(np.float64) * g)
         info[name] = {"sensitivity_deg": sens, "grid_deg": g, "grid_sensitivity_steps": steps,
