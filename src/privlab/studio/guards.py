@@ -174,20 +174,23 @@ def token_refusal(request: Request, token: str | None, store: SessionStore) -> R
 
 
 def origin_refusal(request: Request) -> Response | None:
-    """403 for a state-changing request another origin sent: its `Origin` must be this
-    studio's exact host:port, else `Sec-Fetch-Site` must say same-origin. A page on another
-    port of 127.0.0.1 is same-site (so SameSite=Strict cookies go with its forms) but never
-    same-origin. A request with neither header is not from a browser (it passed the token)."""
+    """403 for a state-changing request another page sent. `Sec-Fetch-Site` (set by the
+    browser, no page can forge it) must say same-origin; an `Origin` must be this studio's
+    exact host:port. A page on another port of 127.0.0.1 is same-site (SameSite=Strict
+    cookies go with its forms) but never same-origin. `Origin: null` is what Chromium sends
+    for the studio's own forms (its pages say Referrer-Policy: no-referrer), so it counts
+    only beside a same-origin `Sec-Fetch-Site`. A request with neither header is not from a
+    browser (it passed the token check)."""
     if request.method in SAFE_METHODS:
         return None
+    site = request.headers.get("sec-fetch-site")
     origin = request.headers.get("origin")
     host = (request.headers.get("host") or "").lower()
-    if origin is not None:
-        if origin == "null" or urlsplit(origin).netloc.lower() != host:
-            return cross_origin()
-        return None
-    fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+    if site is not None and site not in ("same-origin", "none"):
+        return cross_origin()
+    if origin is not None and origin != "null" and urlsplit(origin).netloc.lower() != host:
+        return cross_origin()
+    if origin == "null" and site is None:
         return cross_origin()
     return None
 

@@ -8,7 +8,14 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from privlab.errors import InvalidInputError, PrivlabError
-from privlab.studio.config import DATA_SUFFIXES, StudioConfig, inside, workspace_files
+from privlab.studio.config import (
+    DATA_SUFFIXES,
+    StudioConfig,
+    inside,
+    private_dir,
+    private_file,
+    workspace_files,
+)
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
 from privlab.studio.sessions import Session
@@ -100,8 +107,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     if not name.lower().endswith(DATA_SUFFIXES):  # the readers refuse what does not parse
         session.flash("error", f"file {name!r}: upload a .csv, .tsv or .parquet file")
         return back("/")
-    folder = session.folder / "uploads"
-    folder.mkdir(exist_ok=True)
+    folder = private_dir(session.folder / "uploads")  # 0700: private rows
     from privlab.utils.atomic import atomic_open
 
     data = await item.read()
@@ -110,6 +116,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
         return back("/")
     with atomic_open(folder / name, "wb", encoding=None) as fh:
         fh.write(data)
+    private_file(folder / name)
     session.flash("ok", f"uploaded {name} (only this session sees it)")
     return back("/")
 
