@@ -149,18 +149,21 @@ def test_sessions_and_results_survive_a_restart(workspace: Path) -> None:
 
 def test_sessions_go_by_age_or_on_request_only(workspace: Path) -> None:
     app = create_app(StudioConfig(workspace=workspace))
-    alice, bob = make_client(app), make_client(app)
-    released(alice)
-    released(bob)
-    folders = sorted((workspace / ".privlab-studio" / "sessions").iterdir())
-    assert len(folders) == 2
+    alice, bob, carol = make_client(app), make_client(app), make_client(app)
+    for client in (alice, bob, carol):
+        released(client)
+    sessions = workspace / ".privlab-studio" / "sessions"
+    folder = {name: sessions / c.cookies.get(SESSION_COOKIE).split(".")[0]
+              for name, c in (("alice", alice), ("bob", bob), ("carol", carol))}
     old = time.time() - MAX_AGE_S - 60
-    os.utime(folders[0] / STATE_FILE, (old, old))
+    os.utime(folder["alice"] / STATE_FILE, (old, old))
+    # carol deletes hers: its folder goes, and her next visit starts an empty session
+    r = carol.post("/session/forget", data={"csrf": csrf_of(carol)})
+    assert r.status_code == 200 and "Nothing released" in carol.get("/results").text
+    assert not folder["carol"].exists()
     store = create_app(StudioConfig(workspace=workspace)).state.store  # a restart
-    assert [s.sid for s in store.all()] == [folders[1].name]
-    assert not folders[0].exists()
-    store.delete(store.all()[0])
-    assert not folders[1].exists() and store.all() == []
+    assert [s.sid for s in store.all()] == [folder["bob"].name]  # alice's was too old
+    assert not folder["alice"].exists() and folder["bob"].exists()
 
 
 def test_state_and_uploads_are_owner_only(workspace: Path) -> None:

@@ -69,6 +69,7 @@ class Session:
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) flash
     token_bound: bool = True
     saved: float = 0.0  # when its record was last written (0: never)
+    forgotten: bool = False  # deleted by its owner: never written again
 
     @property
     def folder(self) -> Path:
@@ -188,6 +189,8 @@ class SessionStore:
         """Write the session's record (atomically, 0600, signed) and keep it in memory."""
         from privlab.utils.atomic import atomic_open
 
+        if session.forgotten:
+            return
         session.saved = time.time()
         body = pickle.dumps(session, protocol=pickle.HIGHEST_PROTOCOL)
         mac = hmac.new(self._secret, body, hashlib.sha256).hexdigest().encode()
@@ -218,10 +221,12 @@ class SessionStore:
     def delete(self, session: Session) -> None:
         """Forget a session and delete its folder (its uploads and outputs)."""
         with self._lock:
-            self._forget(session.sid)
+            self._forget(session.sid, session)
 
-    def _forget(self, sid: str) -> None:
-        session = self._sessions.pop(sid, None)
+    def _forget(self, sid: str, session: Session | None = None) -> None:
+        session = self._sessions.pop(sid, None) or session
+        if session is not None:
+            session.forgotten = True
         for job in (session.jobs.values() if session is not None else ()):
             job.cancel()
         shutil.rmtree(self._folder(sid), ignore_errors=True)

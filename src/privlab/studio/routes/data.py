@@ -1,5 +1,6 @@
 """Home and data: the data picker (bundled, workspace file, this session's uploads), the
-upload itself (limited in size, kept in the session's own folder) and the help toggle."""
+upload itself (limited in size, kept owner-only in the session's own folder), the help
+toggle and forgetting the session."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from privlab.studio.config import (
 )
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
-from privlab.studio.sessions import Session
+from privlab.studio.sessions import SESSION_COOKIE, Session
 from privlab.studio.sources import (
     BUNDLED,
     Source,
@@ -119,6 +120,16 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     private_file(folder / name)
     session.flash("ok", f"uploaded {name} (only this session sees it)")
     return back("/")
+
+
+@router.post("/session/forget")
+async def forget(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+    """Delete this session and its folder (uploads, schemas, results, job outputs): the
+    explicit removal; otherwise only age removes a session (`sessions.MAX_AGE_S`)."""
+    request.app.state.store.delete(session)
+    response = back("/")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
 
 
 @router.post("/help")
