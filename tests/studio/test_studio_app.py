@@ -51,7 +51,7 @@ def test_state_changing_requests_need_the_csrf_token(workspace: Path) -> None:
         assert r.status_code == 403 and "CSRF" in r.text
     # the right field without its cookie (another site's form posting blind) is refused too
     cookies = dict(client.cookies)
-    client.cookies.delete("privlab_studio_csrf")
+    client.cookies.delete("privlab_studio_csrf_8765")
     assert release(client, csrf).status_code == 403
     client.cookies.update(cookies)
     assert remaining(client.get("/protect").text) == before  # nothing was charged
@@ -105,8 +105,8 @@ def test_two_sessions_never_see_each_other(workspace: Path) -> None:
     assert rid not in bob.get("/results").text and rid in alice.get("/results").text
     assert "Data: <strong>" not in bob.get("/").text  # alice's choice is not bob's
     # bob cannot use alice's session id: the cookie is signed with the server's secret
-    sid = alice.cookies.get("privlab_studio_session").split(".")[0]
-    bob.cookies.set("privlab_studio_session", sid + ".0000", domain="127.0.0.1")
+    sid = alice.cookies.get("privlab_studio_session_8765").split(".")[0]
+    bob.cookies.set("privlab_studio_session_8765", sid + ".0000", domain="127.0.0.1")
     assert bob.get(f"/results/{rid}").status_code == 404
     # bob's upload CSRF token is not alice's
     assert bob.post("/data/upload", data={"csrf": ca}, files=files).status_code == 403

@@ -20,9 +20,12 @@ from fastapi.testclient import TestClient
 from studio_helpers import csrf_of, make_client
 
 from privlab.studio import StudioConfig, create_app
-from privlab.studio.sessions import MAX_AGE_S, SESSION_COOKIE, STATE_FILE, TOKEN_COOKIE
+from privlab.studio.sessions import MAX_AGE_S, STATE_FILE
 
 BASE = "http://127.0.0.1:8765"
+#: The cookies' names on this port (two studios on one machine keep theirs apart).
+SESSION_COOKIE = "privlab_studio_session_8765"
+TOKEN_COOKIE = "privlab_studio_token_8765"
 
 
 def released(client: Any) -> str:

@@ -26,6 +26,7 @@ from privlab.studio.sessions import (
     TOKEN_COOKIE,
     Session,
     SessionStore,
+    cookie_name,
 )
 
 #: The Host names a loopback studio answers to (anything else: a rebound DNS name).
@@ -108,7 +109,7 @@ async def session_guard(request: Request, call_next: Any) -> Response:
     refusal = token_refusal(request, config.token, store) or origin_refusal(request)
     if refusal is not None:
         return harden(refusal)
-    session = store.get(request.cookies.get(SESSION_COOKIE))
+    session = store.get(request.cookies.get(named(SESSION_COOKIE, request)))
     new = session is None
     if session is None:
         session = store.new()
@@ -131,13 +132,12 @@ def exchange(request: Request, token: str, store: SessionStore) -> Response:
     if request.method not in SAFE_METHODS or \
             not hmac.compare_digest(given.encode(), token.encode()):
         return unauthorized()
-    cookie = request.cookies.get(SESSION_COOKIE)
+    cookie = request.cookies.get(named(SESSION_COOKIE, request))
     session = store.get(cookie) or store.adopt(cookie) or store.new()
     rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
     target = request.url.path + ("?" + urlencode(rest) if rest else "")
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(TOKEN_COOKIE, store.auth_cookie(), httponly=True, samesite="strict",
-                        path="/")
+    set_cookie(response, named(TOKEN_COOKIE, request), store.auth_cookie())
     set_session_cookies(response, request, store.cookie_for(session), session)
     return response
 
@@ -165,7 +165,7 @@ def token_refusal(request: Request, token: str | None, store: SessionStore) -> R
     token in the X-Privlab-Token header, compared in constant time; None without a token."""
     if token is None:
         return None
-    if store.auth_ok(request.cookies.get(TOKEN_COOKIE)):
+    if store.auth_ok(request.cookies.get(named(TOKEN_COOKIE, request))):
         return None
     header = request.headers.get(TOKEN_HEADER) or ""
     if header and hmac.compare_digest(header.encode(), token.encode()):
@@ -205,11 +205,15 @@ def set_session_cookies(response: Response, request: Request, session_cookie: st
     """The session cookie when one is issued (`session_cookie`), and the CSRF cookie
     whenever the browser's differs from its session's token."""
     if session_cookie is not None:
-        response.set_cookie(SESSION_COOKIE, session_cookie, httponly=True, samesite="strict",
-                            path="/")
-    if session_cookie is not None or request.cookies.get(CSRF_COOKIE) != session.csrf:
-        response.set_cookie(CSRF_COOKIE, session.csrf, httponly=True, samesite="strict",
-                            path="/")
+        set_cookie(response, named(SESSION_COOKIE, request), session_cookie)
+    csrf_name = named(CSRF_COOKIE, request)
+    if session_cookie is not None or request.cookies.get(csrf_name) != session.csrf:
+        set_cookie(response, csrf_name, session.csrf)
+
+
+def set_cookie(response: Response, name: str, value: str) -> None:
+    """Every studio cookie: HttpOnly (no script reads it), SameSite=Strict, whole site."""
+    response.set_cookie(name, value, httponly=True, samesite="strict", path="/")
 
 
 def harden(response: Response) -> Response:
@@ -221,6 +225,11 @@ def harden(response: Response) -> Response:
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def named(base: str, request: Request) -> str:
+    """A cookie's name on this studio's port (`sessions.cookie_name`)."""
+    return cookie_name(base, request.headers.get("host"))
 
 
 def host_name(request: Request) -> str:

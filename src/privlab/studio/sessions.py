@@ -35,6 +35,7 @@ from typing import Any
 
 from privlab.studio.config import private_dir, private_file
 
+#: Cookie names, each followed by `_PORT` (`cookie_name`).
 SESSION_COOKIE = "privlab_studio_session"
 CSRF_COOKIE = "privlab_studio_csrf"
 TOKEN_COOKIE = "privlab_studio_token"
@@ -251,6 +252,16 @@ class SessionStore:
         """A read-only visit of a stored session: refresh its age now and then."""
         if self.stored(session) and time.time() - session.saved > TOUCH_S:
             self.save(session)
+
+
+def cookie_name(base: str, host_header: str | None) -> str:
+    """`base_PORT`, the port of the Host the browser used (checked on loopback): cookies
+    ignore ports, so without it two studios on one machine would overwrite each other's
+    access and session cookies in one browser (Jupyter names its cookies likewise)."""
+    host = host_header or ""
+    tail = host.rsplit("]", 1)[-1]
+    port = tail.rsplit(":", 1)[1] if ":" in tail else "80"
+    return f"{base}_{port}" if port.isdigit() else base
 
 
 def _age_of(folder: Path) -> float:

@@ -19,7 +19,7 @@ from privlab.studio.config import (
 )
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
-from privlab.studio.sessions import SESSION_COOKIE, Session
+from privlab.studio.sessions import SESSION_COOKIE, Session, cookie_name
 from privlab.studio.sources import (
     BUNDLED,
     Source,
@@ -128,7 +128,7 @@ async def forget(request: Request, form: CheckedForm, session: SessionDep) -> Re
     explicit removal; otherwise only age removes a session (`sessions.MAX_AGE_S`)."""
     request.app.state.store.delete(session)
     response = back("/")
-    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(cookie_name(SESSION_COOKIE, request.headers.get("host")), path="/")
     return response
 
 
