@@ -222,3 +222,18 @@ def test_the_token_exchange_checks_the_host_first(workspace: Path, name: str) ->
     client = TestClient(app, base_url=f"http://{name}:8765")
     r = client.get("/", params={"token": app.state.config.token}, follow_redirects=False)
     assert r.status_code == 400 and "set-cookie" not in r.headers
+
+
+def test_a_session_record_from_before_a_new_field_still_loads(tmp_path: Path) -> None:
+    """Records outlive releases of privlab: a field added to `Session` later gets its
+    default when an older record is read back (jobs never come back: live processes)."""
+    from privlab.studio.sessions import Session
+
+    session = Session(sid="a" * 32, csrf="c", root=tmp_path, show_help=False,
+                      jobs={"j": object()})
+    state = session.__getstate__()
+    assert state["jobs"] == {}
+    del state["forgotten"], state["releases"]
+    old = Session.__new__(Session)
+    old.__setstate__(state)
+    assert old.forgotten is False and old.releases == [] and old.show_help is False

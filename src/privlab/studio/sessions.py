@@ -22,6 +22,7 @@ jobs module keeps its own records in the session's folder)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -88,6 +89,15 @@ class Session:
         state = dict(self.__dict__)
         state["jobs"] = {}  # live processes: the jobs module keeps its own records
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A record written before a field was added gets that field's default."""
+        for f in dataclasses.fields(self):
+            if f.name not in state and f.default_factory is not dataclasses.MISSING:
+                state[f.name] = f.default_factory()
+            elif f.name not in state and f.default is not dataclasses.MISSING:
+                state[f.name] = f.default
+        self.__dict__.update(state)
 
 
 class SessionStore:
@@ -215,9 +225,14 @@ class SessionStore:
         expected = hmac.new(self._secret, body, hashlib.sha256).hexdigest().encode()
         if not hmac.compare_digest(mac, expected):
             return None  # not written with this workspace's key: never unpickled
-        session = pickle.loads(body)  # noqa: S301 - signed by this workspace's key
+        try:
+            session = pickle.loads(body)  # noqa: S301 - signed by this workspace's key
+        except Exception:  # noqa: BLE001 - a record of an older privlab (a class moved)
+            return None
+        if not isinstance(session, Session) or session.sid != sid:
+            return None
         session.root, session.jobs = self._folder(sid), {}
-        return session if isinstance(session, Session) and session.sid == sid else None
+        return session
 
     def delete(self, session: Session) -> None:
         """Forget a session and delete its folder (its uploads and outputs)."""
