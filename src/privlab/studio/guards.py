@@ -127,7 +127,8 @@ def exchange(request: Request, token: str, store: SessionStore) -> Response:
     """`?token=T` (a GET): on a match, the access cookie and the session cookie, then a
     redirect to the same page without the token; else 401. The browser's session: its own
     (a cookie for this token), one it had under an earlier token (a restart: `adopt`), or a
-    new one. Only this exchange creates sessions when the studio has a token."""
+    new one. With a token, only a request that holds it (here, or its cookie) gets a
+    session; and a session is stored only once it changes (`session_guard`)."""
     given = request.query_params.get("token") or ""
     if request.method not in SAFE_METHODS or \
             not hmac.compare_digest(given.encode(), token.encode()):
