@@ -125,13 +125,15 @@ def main() -> None:
     ws = Path(tempfile.mkdtemp(prefix="studio-bench-"))
     app = create_app(StudioConfig(workspace=ws, budget_epsilon=100))
     url, server, thread = serve(app)
-    a = httpx.Client(base_url=url, timeout=120, follow_redirects=True)
+    a = httpx.Client(base_url=url, timeout=120, follow_redirects=True,
+                     headers={"X-Privlab-Token": app.state.config.token})
     a.post("/data/select", data={"csrf": csrf(a), "kind": "bundled", "name": "adult"})
     a.post("/protect/release", data={"csrf": csrf(a), "statistic": "mean", "column": "age",
                                      "epsilon": "1"})
     timed(a, 2)  # warm caches (templates, the bundled table)
     idle = summary(timed(a, args.repeats))
-    b = httpx.Client(base_url=url, timeout=120, follow_redirects=True)
+    b = httpx.Client(base_url=url, timeout=120, follow_redirects=True,
+                     headers={"X-Privlab-Token": app.state.config.token})
     b.post("/data/select", data={"csrf": csrf(b), "kind": "bundled", "name": "adult"})
     r = b.post("/synth", data={"csrf": csrf(b), "method": "aim", "columns": AIM_COLUMNS,
                                "epsilon": "1", "delta": "1e-6", "rows": "1000"})

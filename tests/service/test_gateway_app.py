@@ -269,3 +269,14 @@ def test_engine_errors_are_generic(small_duckdb: str, tmp_path: Path,
     # answered like a success, from the data-independent fallback; nothing of the error
     assert r.status_code == 200 and "Ankara" not in r.text and "Conversion" not in r.text
     assert r.json()["epsilon_spent"] == 0.1 and len(r.json()["rows"]) == 1
+
+
+def test_no_api_docs_page_loads_a_third_party_script(small: TestClient) -> None:
+    """FastAPI's /docs and /redoc pull Swagger UI / ReDoc from a CDN at a floating version,
+    without integrity, into the page where an analyst pastes an API key: they are off; the
+    OpenAPI document itself (plain JSON, no script) stays."""
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        r = small.get(path)
+        assert r.status_code in (401, 404), path
+        assert "cdn.jsdelivr.net" not in r.text and "<script" not in r.text, path
+    assert small.get("/openapi.json").status_code == 200

@@ -1,5 +1,6 @@
 """Helpers of the studio tests (a uniquely named module: `from conftest import` is ambiguous
-when several test folders run together): a client per browser session, the CSRF token of a
+when several test folders run together): a client per browser session (it opened the
+printed URL with the access token), the CSRF token of a
 page, and a gateway config with a keyed audit log (built on tests/query's fixtures)."""
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ PEOPLE_CSV = "age,sex,city,income\n" + "".join(
     f"{1000 + (i * 37) % 900}\n" for i in range(60))
 
 
-def make_client(config: Any) -> Any:
+def make_client(config_or_app: Any, base_url: str = "http://127.0.0.1:8765") -> Any:
+    """A browser session on a studio (a `StudioConfig`, or an app already made, for several
+    sessions on one app): a TestClient that opened the printed URL, so it holds the access
+    cookie and its own session (every studio has a token unless `no_token`)."""
     from fastapi.testclient import TestClient
 
-    from privlab.studio import create_app
+    from privlab.studio import StudioConfig, create_app
 
-    return TestClient(create_app(config), base_url="http://127.0.0.1:8765")
+    app = create_app(config_or_app) if isinstance(config_or_app, StudioConfig) \
+        else config_or_app
+    client = TestClient(app, base_url=base_url)
+    token = app.state.config.token
+    if token is not None:
+        r = client.get("/", params={"token": token})
+        assert r.status_code == 200 and "token=" not in str(r.url), r.text
+    return client
 
 
 def csrf_of(client: Any) -> str:

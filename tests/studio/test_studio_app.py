@@ -51,7 +51,7 @@ def test_state_changing_requests_need_the_csrf_token(workspace: Path) -> None:
         assert r.status_code == 403 and "CSRF" in r.text
     # the right field without its cookie (another site's form posting blind) is refused too
     cookies = dict(client.cookies)
-    client.cookies.delete("privlab_studio_csrf")
+    client.cookies.delete("privlab_studio_csrf_8765")
     assert release(client, csrf).status_code == 403
     client.cookies.update(cookies)
     assert remaining(client.get("/protect").text) == before  # nothing was charged
@@ -87,13 +87,11 @@ def test_paths_outside_the_workspace_are_refused(workspace: Path, tmp_path: Path
 
 def test_two_sessions_never_see_each_other(workspace: Path) -> None:
     config = StudioConfig(workspace=workspace)
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(config)
-    alice = TestClient(app, base_url="http://127.0.0.1:8765")
-    bob = TestClient(app, base_url="http://127.0.0.1:8765")
+    alice = make_client(app)
+    bob = make_client(app)
     ca, cb = csrf_of(alice), csrf_of(bob)
     assert ca != cb
     files = {"file": ("mine.csv", b"x,y\n1,2\n3,4\n", "text/csv")}
@@ -107,8 +105,8 @@ def test_two_sessions_never_see_each_other(workspace: Path) -> None:
     assert rid not in bob.get("/results").text and rid in alice.get("/results").text
     assert "Data: <strong>" not in bob.get("/").text  # alice's choice is not bob's
     # bob cannot use alice's session id: the cookie is signed with the server's secret
-    sid = alice.cookies.get("privlab_studio_session").split(".")[0]
-    bob.cookies.set("privlab_studio_session", sid + ".0000", domain="127.0.0.1")
+    sid = alice.cookies.get("privlab_studio_session_8765").split(".")[0]
+    bob.cookies.set("privlab_studio_session_8765", sid + ".0000", domain="127.0.0.1")
     assert bob.get(f"/results/{rid}").status_code == 404
     # bob's upload CSRF token is not alice's
     assert bob.post("/data/upload", data={"csrf": ca}, files=files).status_code == 403
@@ -123,8 +121,6 @@ def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -
     import hashlib
     import hmac
 
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(StudioConfig(workspace=workspace))
@@ -132,7 +128,7 @@ def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -
     key_file = workspace / ".privlab-studio" / "upload.key"
     left = []
     for name in ("people.csv", "renamed.csv", "people.csv"):
-        client = TestClient(app, base_url="http://127.0.0.1:8765")  # a new session each time
+        client = make_client(app)  # a new session each time
         csrf = csrf_of(client)
         client.post("/data/upload", data={"csrf": csrf},
                     files={"file": (name, body, "text/csv")})
@@ -426,15 +422,20 @@ def test_explanations_can_be_hidden(workspace: Path) -> None:
     assert str(page.url) == "http://127.0.0.1:8765/" and 'class="explain"' in page.text
 
 
-def test_binding_off_loopback_needs_a_token(workspace: Path) -> None:
-    with pytest.raises(UnsafeConfigurationError, match="--token"):
-        StudioConfig(workspace=workspace, host="0.0.0.0")
-    with pytest.raises(InvalidInputError, match="16 characters"):
-        StudioConfig(workspace=workspace, host="0.0.0.0", token="short")
+def test_a_token_always_and_no_token_only_on_loopback(workspace: Path) -> None:
+    """Off loopback as on it, a studio without a given token draws a random one; --no-token
+    is refused off loopback; a short token is refused."""
     from fastapi.testclient import TestClient
 
     from privlab.studio import create_app
 
+    drawn = StudioConfig(workspace=workspace, host="0.0.0.0")
+    assert drawn.token is not None and len(drawn.token) >= 32
+    assert StudioConfig(workspace=workspace).token != drawn.token  # per launch
+    with pytest.raises(UnsafeConfigurationError, match="--no-token"):
+        StudioConfig(workspace=workspace, host="0.0.0.0", no_token=True)
+    with pytest.raises(InvalidInputError, match="16 characters"):
+        StudioConfig(workspace=workspace, host="0.0.0.0", token="short")
     token = "t" * 24
     app = create_app(StudioConfig(workspace=workspace, host="0.0.0.0", token=token))
     client = TestClient(app, base_url="http://studio.example:8765")

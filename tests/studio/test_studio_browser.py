@@ -2,15 +2,20 @@
 browser download): review a schema draft, run an assessment, release a DP mean and watch the
 ledger go down, generate and download a synthetic table, verify a gateway's audit log and see
 a tampered one flagged; keyboard-only use and labelled controls; the actions from start to a
-downloaded DP release are counted (at most 9).
+downloaded DP release are counted (at most 9). And the attacks of issue #30: a page on
+another port of 127.0.0.1 planting cookies and posting a form, and a local user without
+the token.
 
 Skips unless PRIVLAB_TEST_CHROMIUM=1 (CI sets it; scripts/ci-chromium.sh installs Chromium).
 With PRIVLAB_STUDIO_SCREENSHOTS=DIR the screenshots are also copied there (docs/studio/)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +54,10 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+#: The access token of each live studio, by URL (what `privlab studio` prints).
+TOKENS: dict[str, str] = {}
+
+
 @pytest.fixture
 def studio(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest
            ) -> Iterator[tuple[str, Path]]:
@@ -56,15 +65,27 @@ def studio(workspace: Path, tmp_path: Path, request: pytest.FixtureRequest
     gw = gateway_config(tmp_path / "gw") if "gateway" in request.node.name else None
     app = create_app(StudioConfig(workspace=workspace, gateway_config=gw))
     with serve_on_loopback(app) as url:
+        TOKENS[url] = app.state.config.token
         yield url, tmp_path / "gw"
 
 
+def log_in(page: Any, url: str) -> None:
+    """Open the printed URL (with the token) once: the browser keeps the access cookie and
+    the token leaves the address bar."""
+    token = TOKENS[url]
+    page.goto(f"{url}/?token={token}" if token else url)  # (a --no-token studio: none)
+    assert "token=" not in page.url
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A browser page; logged in to the test's studio when it has one."""
     context = browser.new_context(viewport={"width": 1280, "height": 900},
                                   accept_downloads=True)
     pg = context.new_page()
     pg.set_default_timeout(20_000)
+    if "studio" in request.fixturenames:
+        log_in(pg, request.getfixturevalue("studio")[0])
     yield pg
     context.close()
 
@@ -275,6 +296,8 @@ def test_two_browser_sessions_never_see_each_other(browser: Any, studio: tuple[s
     alice = browser.new_context().new_page()
     bob = browser.new_context().new_page()
     try:
+        log_in(alice, url)
+        log_in(bob, url)
         alice.goto(url)
         alice.click("#use-adult")
         alice.click("#release")
@@ -289,3 +312,123 @@ def test_two_browser_sessions_never_see_each_other(browser: Any, studio: tuple[s
     finally:
         alice.context.close()
         bob.context.close()
+
+
+@contextlib.contextmanager
+def attacker_site(pages: dict[str, tuple[list[tuple[str, str]], str]]) -> Iterator[str]:
+    """A web server on another port of 127.0.0.1: path -> (headers, HTML body)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path not in pages:
+                self.send_error(404)
+                return
+            headers, body = pages[self.path]
+            self.send_response(200)
+            for name, value in [("Content-Type", "text/html"), *headers]:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def attacker_session(url: str) -> tuple[dict[str, str], str]:
+    """What an attacker gets from the studio without its token: on 524af6d a session and
+    its CSRF token (no token on loopback); now nothing, so it forges them."""
+    import httpx
+
+    r = httpx.get(url + "/")
+    found = re.search(r'name="csrf" value="([^"]+)"', r.text)
+    if r.status_code == 200 and found:
+        return dict(r.cookies), found.group(1)
+    port = url.rsplit(":", 1)[1]  # the studio names its cookies after its port
+    return {f"privlab_studio_session_{port}": "a" * 32 + "." + "b" * 32 + "." + "c" * 32,
+            f"privlab_studio_csrf_{port}": "forged"}, "forged"
+
+
+def test_a_page_on_another_port_cannot_plant_a_session_or_post(browser: Any,
+                                                               studio: tuple[str, Path],
+                                                               workspace: Path) -> None:
+    """Cookies ignore ports: a page on 127.0.0.1:OTHER sets the studio's session and CSRF
+    cookies (HttpOnly, from its server) to the attacker's and auto-submits a form. On
+    524af6d the forged POST passed the double-submit check and the curator's next upload
+    landed in the attacker's session. Now the form is refused (origin), the planted cookie
+    is not a session issued for this token, and the attacker sees nothing."""
+    url, _ = studio
+    cookies, csrf = attacker_session(url)
+    port = url.rsplit(":", 1)[1]
+    plant = [("Set-Cookie", f"{name}={value}; Path=/; HttpOnly; SameSite=Strict")
+             for name, value in cookies.items()]
+    form = (f'<form method="post" action="{url}/data/select">'
+            f'<input name="csrf" value="{csrf}"><input name="kind" value="bundled">'
+            '<input name="name" value="census"></form>'
+            "<script>document.forms[0].submit()</script>")
+    curator = browser.new_context().new_page()
+    try:
+        log_in(curator, url)
+        with attacker_site({"/": (plant, "<p>cute cats</p>"), "/go": ([], form)}) as evil:
+            assert evil.rsplit(":", 1)[1] != port
+            curator.goto(evil + "/")  # the planted cookies
+            with curator.expect_response(lambda r: "/data/select" in r.url) as posted:
+                curator.goto(evil + "/go")
+            assert posted.value.status in (401, 403)
+        # the curator goes on: an upload, in the curator's own session
+        curator.goto(url + "/")
+        if curator.locator("#upload-file, input[type=file]").count() == 0:
+            log_in(curator, url)  # the planted cookies logged the curator out, nothing more
+        curator.set_input_files("input[type=file]", files=[{
+            "name": "mine.csv", "mimeType": "text/csv", "buffer": b"x,y\n1,2\n3,4\n"}])
+        curator.locator("input[type=file]").evaluate("e => e.form.requestSubmit()")
+        curator.wait_for_load_state()
+        assert "mine.csv" in curator.inner_text("main")
+        assert curator.locator(".context").count() == 0  # the forged choice (census) not made
+        # the attacker, with the cookies it planted, sees nothing of it
+        import httpx
+
+        spy = httpx.get(url + "/", cookies=cookies)
+        assert "mine.csv" not in spy.text
+        planted_sid = next(v for k, v in cookies.items() if "session" in k).split(".")[0]
+        assert not list(workspace.glob(f".privlab-studio/sessions/{planted_sid}/uploads/*"))
+    finally:
+        curator.context.close()
+
+
+def test_a_local_user_without_the_token_gets_nothing(browser: Any, studio: tuple[str, Path],
+                                                     workspace: Path) -> None:
+    """Any local account can connect to 127.0.0.1: on 524af6d it could draft a 0600 file
+    of the curator's workspace and see its categories. Without the token: 401, no data."""
+    url, _ = studio
+    (workspace / "secret.csv").write_text("code\nTOPSECRET\n", encoding="utf-8")
+    other = browser.new_context().new_page()
+    try:
+        for path in ("/", "/schema", "/results", "/protect"):
+            response = other.goto(url + path)
+            assert response.status in (401, 403), path
+            assert "secret.csv" not in other.content() and "people.csv" not in other.content()
+        other.goto(url + "/?token=" + "x" * 43)
+        assert "secret.csv" not in other.content()
+        # a form posted from the studio's own origin, without the access cookie
+        other.goto(url + "/static/studio.css")
+        status = other.evaluate("""async () => {
+            const body = new URLSearchParams({kind: 'workspace', path: 'secret.csv'});
+            const r = await fetch('/data/select', {method: 'POST', body});
+            const d = await fetch('/schema/draft', {method: 'POST', body});
+            return [r.status, d.status, await d.text()];
+        }""")
+        assert status[0] in (401, 403) and status[1] in (401, 403)
+        assert "TOPSECRET" not in status[2]
+        assert not (workspace / ".privlab-studio" / "sessions").exists()
+    finally:
+        other.context.close()

@@ -19,13 +19,11 @@ from privlab.studio.jobs import CommandJob
 
 def test_a_synth_job_is_charged_first_cancellable_and_private(workspace: Path) -> None:
     config = StudioConfig(workspace=workspace)
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(config)
-    alice = TestClient(app, base_url="http://127.0.0.1:8765")
-    bob = TestClient(app, base_url="http://127.0.0.1:8765")
+    alice = make_client(app)
+    bob = make_client(app)
     csrf = csrf_of(alice)
     alice.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
     r = alice.post("/synth", data={"csrf": csrf, "method": "aim", "epsilon": "2",
@@ -97,12 +95,10 @@ def test_command_job_progress_and_failure_are_read_from_its_log(tmp_path: Path) 
 
 def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspace: Path
                                                                          ) -> None:
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(StudioConfig(workspace=workspace))
-    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    client = make_client(app)
     csrf = csrf_of(client)
     client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
     page = html.unescape(client.post("/model", data={"csrf": csrf, "target": "age",
@@ -127,12 +123,10 @@ def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspa
 def test_a_weak_delta_is_refused_before_the_charge(workspace: Path) -> None:
     """Issue 23, one delta policy: the studio's model and synth forms refuse a delta above 1e-3
     (the policy `train` and `synth` apply in the job) before the ledger is charged."""
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(StudioConfig(workspace=workspace))
-    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    client = make_client(app)
     csrf = csrf_of(client)
     client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
     for url, form in (("/model", {"target": "salary", "model": "logreg"}),
@@ -165,12 +159,11 @@ def test_a_synth_job_on_a_person_schema_is_per_person(workspace: Path) -> None:
         f"p{i % 150},{'FM'[i % 2]},{['Ankara', 'Izmir'][i % 3 % 2]},{20 + i % 40}\n"
         for i in range(600)), encoding="utf-8")
     (workspace / "visits.schema.yaml").write_text(VISITS_SCHEMA, encoding="utf-8")
-    from fastapi.testclient import TestClient
 
     from privlab.studio import create_app
 
     app = create_app(StudioConfig(workspace=workspace))
-    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    client = make_client(app)
     csrf = csrf_of(client)
     r = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
                                           "path": "visits.csv"})

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from fastapi.routing import APIRoute
-from studio_helpers import csrf_of
+from studio_helpers import csrf_of, make_client
 
 from privlab.studio import StudioConfig
 from privlab.studio.web import checked_form
@@ -46,12 +46,10 @@ def test_every_post_route_declares_the_csrf_check(workspace: Path) -> None:
 
 
 def test_every_post_route_refuses_a_request_without_the_token(workspace: Path) -> None:
-    from fastapi.testclient import TestClient
-
     from privlab.studio import create_app
 
     app = create_app(StudioConfig(workspace=workspace))
-    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    client = make_client(app)
     csrf = csrf_of(client)
     assert client.post("/data/select", data={"csrf": csrf, "kind": "bundled",
                                              "name": "adult"}).status_code == 200

@@ -6,7 +6,9 @@
     GET  /v1/budget         the caller's budget (403 for another analyst's)
     GET  /v1/tables         public metadata of the tables the caller may query
     GET  /healthz           liveness
-    GET  /openapi.json      the OpenAPI document (/docs renders it)
+    GET  /openapi.json      the OpenAPI document (JSON only: no /docs or /redoc page, whose
+                            Swagger UI / ReDoc scripts would load from a CDN into the page
+                            where analysts paste their API key)
 
 A pure-ASGI front door runs before any routing or body parsing: request size limit (413;
 a body without Content-Length is refused with 411), API-key authentication for /v1 (401),
@@ -394,6 +396,7 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
 
     gw = _gateway_for(config, gateway, reconcile)
     app = FastAPI(title="privlab DP query gateway", version=__version__,
+                  docs_url=None, redoc_url=None,  # no third-party script beside the API key
                   description="Aggregate SQL answered with differential privacy and "
                               "per-analyst budgets. Every error is JSON "
                               "{\"error\", \"reason\"}.")

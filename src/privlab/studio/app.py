@@ -29,7 +29,7 @@ def create_app(config: StudioConfig) -> FastAPI:
 
     app = FastAPI(title="privlab studio", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.config = config
-    app.state.store = SessionStore(config.secret, config.state_dir)
+    app.state.store = SessionStore(config.secret or b"", config.state_dir, config.token)
     app.state.ledger = BudgetLedger(str(config.ledger_path))
     app.state.allowed_hosts = allowed_hosts(config)
     # the whole body: the file plus the form's few small fields

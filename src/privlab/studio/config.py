@@ -1,10 +1,14 @@
-"""Studio settings and the two safety checks everything else relies on: where it may listen
-(loopback unless a token is set) and which files it may touch (only inside the workspace)."""
+"""Studio settings and the safety checks everything else relies on: who may connect (a
+token always, unless explicitly waived on loopback), which files it may touch (only inside
+the workspace) and who else may read what it writes (nobody: its state folder is 0700, its
+files 0600, its cookie key made once and kept there)."""
 
 from __future__ import annotations
 
+import os
 import secrets
-from dataclasses import dataclass, field
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from privlab.errors import InvalidInputError, UnsafeConfigurationError
@@ -16,14 +20,20 @@ DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".parquet", ".txt")
 DEFAULT_MAX_UPLOAD = 20 * 2**20
 #: The studio's own files inside the workspace (sessions' outputs, the ledger).
 STATE_DIR = ".privlab-studio"
-
-
+#: The key that signs the studio's cookies (in the state folder, 0600): kept across restarts
+#: so that sessions survive one, never leaving the machine.
+COOKIE_KEY = "cookie.key"
 
 
 @dataclass
 class StudioConfig:
-    """What `privlab studio` was started with. `secret` signs session cookies (random per
-    process unless given, so a restart logs every browser out)."""
+    """What `privlab studio` was started with.
+
+    `token`: every browser presents it once (the printed URL's `?token=`) and gets a cookie
+    bound to it; None draws a random one per launch (Jupyter's model). `no_token=True` is
+    the explicit, warned opt-out, loopback only: then any local user and any page that can
+    reach the port gets a session. `secret` signs the cookies: by default the workspace's own
+    key (`.privlab-studio/cookie.key`, made once, owner-only), so sessions survive a restart."""
 
     workspace: Path
     host: str = "127.0.0.1"
@@ -33,20 +43,15 @@ class StudioConfig:
     gateway_config: Path | None = None
     budget_epsilon: float = 10.0
     budget_delta: float = 1e-5
-    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    secret: bytes | None = None
+    no_token: bool = False
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
         if not self.workspace.is_dir():
             raise InvalidInputError(f"--workspace: directory does not exist: {self.workspace}; "
                                     "create it or pass another")
-        if self.token is not None and len(self.token) < 16:
-            raise InvalidInputError("--token must be at least 16 characters (e.g. from "
-                                    "`python -c 'import secrets; print(secrets.token_urlsafe())'`)")
-        if not is_loopback(self.host) and self.token is None:
-            raise UnsafeConfigurationError(
-                f"--host {self.host} lets other machines connect: pass --token SECRET (every "
-                "browser must then open the URL with ?token=SECRET once), or keep 127.0.0.1")
+        self._check_token()
         if self.max_upload_bytes < 1:
             raise InvalidInputError(f"--max-upload-mb must be positive, got "
                                     f"{self.max_upload_bytes} bytes")
@@ -55,7 +60,24 @@ class StudioConfig:
             if not self.gateway_config.is_file():
                 raise InvalidInputError(f"--gateway-config: file not found: "
                                         f"{self.gateway_config}")
-        self.state_dir.mkdir(exist_ok=True)
+        secure_state_dir(self.state_dir)
+        if self.secret is None:
+            self.secret = cookie_key(self.state_dir)
+
+    def _check_token(self) -> None:
+        if self.no_token:
+            if self.token is not None:
+                raise InvalidInputError("--no-token and a token: choose one")
+            if not is_loopback(self.host):
+                raise UnsafeConfigurationError(
+                    f"--host {self.host} lets other machines connect: --no-token is refused "
+                    "there; drop --no-token (a random token is printed in the URL)")
+            return
+        if self.token is None:
+            self.token = secrets.token_urlsafe(32)  # per launch, printed in the URL once
+        elif len(self.token) < 16:
+            raise InvalidInputError("token: must be at least 16 characters (e.g. from "
+                                    "`python -c 'import secrets; print(secrets.token_urlsafe())'`)")
 
     @property
     def state_dir(self) -> Path:
@@ -65,6 +87,69 @@ class StudioConfig:
     def ledger_path(self) -> Path:
         """The workspace's budget ledger: one per workspace, one principal per data source."""
         return self.state_dir / "ledger.db"
+
+
+def secure_state_dir(path: Path) -> None:
+    """Make the state folder (0700) and take every file and folder already under it to
+    owner-only (0600 / 0700): an older studio left them world-readable. Refused when the
+    folder belongs to another user (they could read or plant the studio's sessions)."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+        raise UnsafeConfigurationError(f"{path}: the studio's state folder is a link or belongs "
+                                       "to another user; remove it or choose another workspace")
+    os.chmod(path, 0o700)
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            _chmod_own(Path(root) / name, 0o700)
+        for name in files:
+            _chmod_own(Path(root) / name, 0o600)
+
+
+def _chmod_own(path: Path, mode: int) -> None:
+    info = path.lstat()
+    if not stat.S_ISLNK(info.st_mode) and info.st_uid == os.getuid() \
+            and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077 & (mode | 0o100))
+
+
+def private_dir(path: Path) -> Path:
+    """`path` made (with its missing parents, inside the state folder) owner-only (0700)."""
+    missing = []
+    parent = path
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+    if missing == [] and stat.S_IMODE(path.stat().st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path` made owner-only (0600): uploads and session records are private rows."""
+    os.chmod(path, 0o600)
+    return path
+
+
+def cookie_key(state_dir: Path) -> bytes:
+    """The workspace's cookie key (32 random bytes, hex, 0600), made once: exclusive create,
+    so two studios on one workspace agree on one key."""
+    path = state_dir / COOKIE_KEY
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32))
+    text = path.read_text(encoding="ascii").strip()
+    if len(text) != 64:
+        raise InvalidInputError(f"{path}: not a studio cookie key; remove it (every browser "
+                                "then opens the printed URL again)")
+    return bytes.fromhex(text)
 
 
 def inside(root: Path, relative: str) -> Path:

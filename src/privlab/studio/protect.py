@@ -23,7 +23,7 @@ from privlab.core import queries
 from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.errors import InvalidInputError
 from privlab.schema import OTHER, Schema
-from privlab.studio.sources import Source, quote
+from privlab.studio.sources import BUNDLED, Source, quote
 
 STATISTICS = ("count", "sum", "mean", "histogram")
 #: The group of rows whose `by` value is missing (when the schema allows missing values).
@@ -340,85 +340,104 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
     """A standalone script that reruns the release with the library (fresh noise, charged to
     the same ledger and principal; it refuses once the budget is spent). Its guarantee is the
     studio's: the query's, with `release_guarantee` applied (covers, person-level claim) and
-    the by-group note, so the rerun's guarantee equals release.json's."""
-    if schema_arg == "schema.yaml":
-        schema_line = ("schema = load_schema(Path(__file__).with_name('schema.yaml'))")
-    else:
-        schema_line = f"schema = load_schema({schema_arg!r})"
-    keep = list(dict.fromkeys([plan.column] + ([plan.by] if plan.by else [])
-                              + ([d.unit] if d.unit else [])))
-    lines = [
-        '"""Rerun a privlab studio release: the same query, public domain and epsilon, with',
-        'fresh noise, charged to the same budget ledger first (refused once it is spent)."""',
-        "import json",
-        "from pathlib import Path",
-        "",
-        "from privlab.core import queries",
-        "from privlab.core.ledger import BudgetLedger",
-        "from privlab.schema import conform, load_schema",
-        "from privlab.schema.release import release_guarantee",
-        source.python_load(),
-        schema_line,
-        f"frame = conform(frame, schema, 'coerce', columns={keep!r})",
-    ]
-    if d.unit:
-        lines.append(f"frame = frame.groupby({d.unit!r}, sort=False, dropna=False)"
-                     f".head({d.per_unit})  # each person's first {d.per_unit} rows")
+    the by-group note, so the rerun's guarantee equals release.json's.
+
+    Why the code is one fixed text: column names, categories, groups, paths and the principal
+    come from the data or the workspace (a CSV header can hold quotes, newlines or Python).
+    They all go into one JSON document, embedded as a Python string literal (`repr` of
+    ASCII-only JSON) and parsed with `json.loads`; no data-derived text is ever spliced into
+    the code, so the only thing a hostile name can change is a value."""
     numeric = plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
                                                      and d.categories is None)
-    lines += [
-        f"ledger = BudgetLedger({ledger!r})",
-        f"entry = ledger.charge({principal!r}, {plan.epsilon!r}, 0.0, "
-        f"description='rerun of a studio release: {plan.statistic} of {plan.column}')",
-        f"eps = {plan.epsilon!r} / {d.per_unit}",
-        "",
-        "",
-        "def query(values):",
-    ]
-    if numeric:
-        lines.append("    values = queries.as_numeric(values.dropna().to_numpy())")
-    elif plan.statistic == "histogram":
-        lines.append("    values = values.dropna()")
-    mech = f"mechanism={DEFAULT_MECHANISM[plan.statistic]!r}"
-    if plan.statistic == "count":
-        lines.append(f"    return queries.dp_count(values, eps, {mech})")
-    elif plan.statistic in ("sum", "mean"):
-        lines.append(f"    return queries.dp_{plan.statistic}(values, {d.bounds!r}, eps, {mech})")
-    elif d.categories is not None:
-        lines.append(f"    return queries.dp_histogram(values, eps, "
-                     f"categories={d.categories!r}, {mech})")
-    else:
-        lines.append(f"    return queries.dp_histogram(values, eps, bounds={d.bounds!r}, "
-                     f"bins={d.bins or 10}, {mech})")
-    lines += ["", ""]
-    if plan.by is None:
-        lines += [f"release = query(frame[{plan.column!r}])",
-                  f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
-                  "**release.to_dict()}",
-                  "guarantee = release.guarantee"]
-    else:
-        lines += [
-            f"groups = {d.groups!r}  # declared in the schema",
-            f"key = frame[{plan.by!r}].astype(object).where(frame[{plan.by!r}].notna(), "
-            f"{MISSING!r}).astype(str)",
-            f"releases = [query(frame.loc[key == g, {plan.column!r}]) for g in groups]",
-            f"out = {{'statistic': {plan.statistic!r}, 'column': {plan.column!r}, "
-            f"'by': {plan.by!r}, 'groups': groups,",
-            "       'value': [r.to_dict()['value'] for r in releases],",
-            "       'noise': releases[0].noise}",
-            "# each row is in one group: the groups compose in parallel",
-            "guarantee = releases[0].guarantee.with_notes(",
-            f"    {by_group_note(plan, len(d.groups or []))!r})",
-        ]
-    lines += [
-        "# what the release covers and, with a person column, the per-person claim",
-        f"guarantee = release_guarantee(guarantee, {plan.statistic!r}, {plan.column!r}, "
-        f"{plan.epsilon!r}, {d.per_unit!r}, {d.unit!r}, {schema_arg!r})",
-        "out['guarantee'] = guarantee.to_dict()",
-    ]
-    lines += ["out['ledger'] = {'remaining_epsilon': entry.remaining_epsilon}",
-              "print(json.dumps(out, indent=2, default=str))", ""]
-    return "\n".join(lines)
+    params = {
+        "statistic": plan.statistic, "column": plan.column, "by": plan.by,
+        "epsilon": plan.epsilon, "per_unit": d.per_unit, "unit": d.unit,
+        "bounds": list(d.bounds) if d.bounds is not None else None,
+        "categories": d.categories, "bins": d.bins or 10, "groups": d.groups,
+        "numeric": numeric, "mechanism": DEFAULT_MECHANISM[plan.statistic],
+        "keep": list(dict.fromkeys([plan.column] + ([plan.by] if plan.by else [])
+                                   + ([d.unit] if d.unit else []))),
+        "data": ({"dataset": source.name, "options": BUNDLED[source.name][1]}
+                 if source.kind == "bundled" else {"path": str(source.path)}),
+        "schema": schema_arg, "schema_beside_script": schema_arg == "schema.yaml",
+        "ledger": ledger, "principal": principal, "missing": MISSING,
+        "by_note": by_group_note(plan, len(d.groups or [])) if plan.by else None,
+        "description": f"rerun of a studio release: {plan.statistic} of {plan.column}",
+    }
+    literal = repr(json.dumps(params, ensure_ascii=True, sort_keys=True))
+    return _SCRIPT.replace("PARAMS_LITERAL", literal)
+
+
+#: reproduce.py: fixed code; everything release-specific is in P (see `python_script`).
+_SCRIPT = '''"""Rerun a privlab studio release: the same query, public domain and epsilon, with
+fresh noise, charged to the same budget ledger first (refused once it is spent).
+
+Everything specific to this release (column, domain, data, ledger) is the JSON in P below."""
+import json
+from pathlib import Path
+
+from privlab.core import queries
+from privlab.core.ledger import BudgetLedger
+from privlab.schema import conform, load_schema
+from privlab.schema.release import release_guarantee
+
+P = json.loads(PARAMS_LITERAL)
+
+if "dataset" in P["data"]:
+    from privlab.data.datasets import load_dataset
+    frame = load_dataset(P["data"]["dataset"], **P["data"]["options"])
+else:
+    from privlab.data.io import read_table
+    frame = read_table(P["data"]["path"])
+schema = load_schema(Path(__file__).with_name("schema.yaml") if P["schema_beside_script"]
+                     else P["schema"])
+frame = conform(frame, schema, "coerce", columns=P["keep"])
+if P["unit"]:  # each person's first per_unit rows
+    frame = frame.groupby(P["unit"], sort=False, dropna=False).head(P["per_unit"])
+ledger = BudgetLedger(P["ledger"])
+entry = ledger.charge(P["principal"], P["epsilon"], 0.0, description=P["description"])
+eps = P["epsilon"] / P["per_unit"]
+bounds = tuple(P["bounds"]) if P["bounds"] is not None else None
+
+
+def query(values):
+    if P["numeric"]:
+        values = queries.as_numeric(values.dropna().to_numpy())
+    elif P["statistic"] == "histogram":
+        values = values.dropna()
+    if P["statistic"] == "count":
+        return queries.dp_count(values, eps, mechanism=P["mechanism"])
+    if P["statistic"] in ("sum", "mean"):
+        dp = queries.dp_sum if P["statistic"] == "sum" else queries.dp_mean
+        return dp(values, bounds, eps, mechanism=P["mechanism"])
+    if P["categories"] is not None:
+        return queries.dp_histogram(values, eps, categories=P["categories"],
+                                    mechanism=P["mechanism"])
+    return queries.dp_histogram(values, eps, bounds=bounds, bins=P["bins"],
+                                mechanism=P["mechanism"])
+
+
+if P["by"] is None:
+    release = query(frame[P["column"]])
+    out = {"statistic": P["statistic"], "column": P["column"], **release.to_dict()}
+    guarantee = release.guarantee
+else:
+    groups = P["groups"]  # declared in the schema
+    by = frame[P["by"]]
+    key = by.astype(object).where(by.notna(), P["missing"]).astype(str)
+    releases = [query(frame.loc[key == g, P["column"]]) for g in groups]
+    out = {"statistic": P["statistic"], "column": P["column"], "by": P["by"],
+           "groups": groups, "value": [r.to_dict()["value"] for r in releases],
+           "noise": releases[0].noise}
+    # each row is in one group: the groups compose in parallel
+    guarantee = releases[0].guarantee.with_notes(P["by_note"])
+# what the release covers and, with a person column, the per-person claim
+guarantee = release_guarantee(guarantee, P["statistic"], P["column"], P["epsilon"],
+                              P["per_unit"], P["unit"], P["schema"])
+out["guarantee"] = guarantee.to_dict()
+out["ledger"] = {"remaining_epsilon": entry.remaining_epsilon}
+print(json.dumps(out, indent=2, default=str))
+'''
 
 
 def report_html(result: Result) -> str:

@@ -1,7 +1,8 @@
 """Where the rows come from: a bundled dataset, a file in the workspace or a session's
-upload; and how a downloaded script or CLI command finds them again (never a temporary file:
-bundled data by name, workspace files and uploads by their absolute path in the workspace,
-where the studio keeps them; the private rows are never put into a download)."""
+upload; and how a downloaded script (`protect.python_script`) or CLI command finds them
+again (never a temporary file: bundled data by name, workspace files and uploads by their
+absolute path in the workspace, where the studio keeps them; the private rows are never put
+into a download)."""
 
 from __future__ import annotations
 
@@ -81,16 +82,6 @@ class Source:
             return f"{self.name}.csv", [f"privlab datasets export {self.name} {self.name}.csv"
                                         + (f" {extra}" if extra else "")]
         return str(self.path), []
-
-    def python_load(self) -> str:
-        """Python lines that bind `frame` to the same rows."""
-        if self.kind == "bundled":
-            opts = BUNDLED[self.name][1]
-            args = "".join(f", {k}={v!r}" for k, v in opts.items())
-            return ("from privlab.data.datasets import load_dataset\n"
-                    f"frame = load_dataset({self.name!r}{args})")
-        return ("from privlab.data.io import read_table\n"
-                f"frame = read_table({str(self.path)!r})")
 
 
 @functools.lru_cache(maxsize=4)

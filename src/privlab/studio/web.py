@@ -16,7 +16,7 @@ from privlab.core.ledger import BudgetLedger
 from privlab.errors import InvalidInputError
 from privlab.studio.config import StudioConfig
 from privlab.studio.pages import render
-from privlab.studio.sessions import CSRF_COOKIE, Session, csrf_ok
+from privlab.studio.sessions import CSRF_COOKIE, Session, cookie_name, csrf_ok
 
 
 class Forbidden(Exception):
@@ -46,7 +46,8 @@ async def current_ledger(request: Request) -> BudgetLedger:
 async def checked_form(request: Request) -> FormData:
     """The POSTed form after the CSRF check (403 and nothing done when it fails)."""
     form = await request.form(max_files=1, max_fields=2000)
-    if not csrf_ok(request.state.session, form.get("csrf"), request.cookies.get(CSRF_COOKIE)):
+    cookie = request.cookies.get(cookie_name(CSRF_COOKIE, request.headers.get("host")))
+    if not csrf_ok(request.state.session, form.get("csrf"), cookie):
         raise Forbidden
     return form
 

@@ -1,5 +1,6 @@
 """Home and data: the data picker (bundled, workspace file, this session's uploads), the
-upload itself (limited in size, kept in the session's own folder) and the help toggle."""
+upload itself (limited in size, kept owner-only in the session's own folder), the help
+toggle and forgetting the session."""
 
 from __future__ import annotations
 
@@ -8,10 +9,17 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from privlab.errors import InvalidInputError, PrivlabError
-from privlab.studio.config import DATA_SUFFIXES, StudioConfig, inside, workspace_files
+from privlab.studio.config import (
+    DATA_SUFFIXES,
+    StudioConfig,
+    inside,
+    private_dir,
+    private_file,
+    workspace_files,
+)
 from privlab.studio.guards import too_large
 from privlab.studio.routes.schema import saved_schema
-from privlab.studio.sessions import Session
+from privlab.studio.sessions import SESSION_COOKIE, Session, cookie_name
 from privlab.studio.sources import (
     BUNDLED,
     Source,
@@ -100,8 +108,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     if not name.lower().endswith(DATA_SUFFIXES):  # the readers refuse what does not parse
         session.flash("error", f"file {name!r}: upload a .csv, .tsv or .parquet file")
         return back("/")
-    folder = session.folder / "uploads"
-    folder.mkdir(exist_ok=True)
+    folder = private_dir(session.folder / "uploads")  # 0700: private rows
     from privlab.utils.atomic import atomic_open
 
     data = await item.read()
@@ -110,8 +117,19 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
         return back("/")
     with atomic_open(folder / name, "wb", encoding=None) as fh:
         fh.write(data)
+    private_file(folder / name)
     session.flash("ok", f"uploaded {name} (only this session sees it)")
     return back("/")
+
+
+@router.post("/session/forget")
+async def forget(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+    """Delete this session and its folder (uploads, schemas, results, job outputs): the
+    explicit removal; otherwise only age removes a session (`sessions.MAX_AGE_S`)."""
+    request.app.state.store.delete(session)
+    response = back("/")
+    response.delete_cookie(cookie_name(SESSION_COOKIE, request.headers.get("host")), path="/")
+    return response
 
 
 @router.post("/help")
