@@ -6,7 +6,9 @@ and the favicon."""
 from __future__ import annotations
 
 import time
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from studio_helpers import csrf_of, make_client
 
@@ -68,3 +70,169 @@ def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: 
     assert args[:6] == ["choose-epsilon", str((workspace / "big.csv").resolve()), "--schema",
                         "schema.yaml", "--on-invalid", "coerce"]
     assert args[-2:] == ["--target", "sex"] and files == {"schema.yaml": schema.to_yaml()}
+
+
+class FormFields(HTMLParser):
+    """The fields a browser would submit from the form posting to `action`, as rendered:
+    inputs' values, ticked checkboxes, textareas' text and selects' selected options."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action, self.inside, self.fields = action, False, {}
+        self._textarea: str | None = None
+        self._select: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "form":
+            self.inside = a.get("action") == self.action
+        if not self.inside:
+            return
+        if tag == "input" and a.get("name"):
+            if a.get("type") != "checkbox":
+                self.fields[a["name"]] = a.get("value") or ""
+            elif "checked" in a:
+                self.fields[a["name"]] = "on"
+        elif tag == "textarea":
+            self._textarea = a["name"]
+            self.fields[a["name"]] = ""
+        elif tag == "select":
+            self._select = a["name"]
+        elif tag == "option" and self._select and (
+                "selected" in a or self._select not in self.fields):
+            self.fields[self._select] = a.get("value", "<text>")
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.fields[self._textarea] += data
+        elif self._select and self.fields.get(self._select) == "<text>":
+            self.fields[self._select] = data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "textarea":
+            self._textarea = None
+        elif tag == "select":
+            self._select = None
+        elif tag == "form":
+            self.inside = False
+
+
+def form_of(page: str, action: str = "/schema/save") -> dict[str, str]:
+    parser = FormFields(action)
+    parser.feed(page)
+    return {k: (v[1:] if k.endswith("_categories") and v.startswith("\n") else v)
+            for k, v in parser.fields.items()}
+
+
+def review_all(client, page: str) -> Any:
+    """Submit the review form as rendered, every column ticked reviewed; the response."""
+    form = form_of(page)
+    form.update({k.replace("_type", "_reviewed"): "on" for k in list(form)
+                 if k.endswith("_type")})
+    return client.post("/schema/save", data=form)
+
+
+def select_upload(client, csrf: str, name: str, text: str) -> Any:
+    client.post("/data/upload", data={"csrf": csrf},
+                files={"file": (name, text.encode(), "text/csv")})
+    return client.post("/data/select", data={"csrf": csrf, "kind": "upload", "name": name})
+
+
+def test_a_reviewed_draft_keeps_point_masses_and_categories_with_commas(workspace: Path
+                                                                       ) -> None:
+    """Item 11: the draft's point mass (a spike of zeros) is a reviewed field and is kept (it
+    was dropped: MST then gave the zeros no code of their own), and a category with a comma
+    is one category (one per line; "Smith, J" was split in two)."""
+    from privlab.schema import load_schema
+
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    rows = "".join(f'"{["Smith, J", "Lee"][i % 2]}",{0 if i % 3 else 1.5 + i}\n'
+                   for i in range(60))
+    select_upload(client, csrf, "owners.csv", "owner,amount\n" + rows)
+    page = client.post("/schema/draft", data={"csrf": csrf}).text
+    fields = form_of(page)
+    assert fields["c0_categories"].splitlines() == ["Lee", "Smith, J"]
+    assert fields["c1_point_masses"] == "0.0"
+    saved = review_all(client, page)
+    assert str(saved.url).endswith("/protect"), saved.text
+    schema = load_schema(__import__("yaml").safe_load(client.get("/schema/download").text))
+    assert schema.column("owner").categories == ("Lee", "Smith, J")
+    assert schema.column("amount").point_masses == (0.0,)
+    assert "point masses 0.0" in client.get("/schema").text
+
+
+def test_every_key_of_the_cli_schema_is_a_reviewed_field(workspace: Path) -> None:
+    """Every column key the CLI schema has survives a review that changes nothing: the form
+    shown, submitted as is, gives back the same declaration."""
+    from privlab.schema import parse_schema
+    from privlab.schema.model import _COLUMN_KEYS
+    from privlab.studio.review import Review
+
+    spec = {"name": "every", "draft": True, "columns": {
+        "hours": {"type": "numeric", "bounds": [0.0, 5000.0], "scale": "log", "bins": 12,
+                  "point_masses": [0.0, 40.0], "missing": False, "default": 40.0,
+                  "description": "weekly hours"},
+        "kids": {"type": "integer", "bounds": [0, 12], "point_masses": [0], "default": 0},
+        "owner": {"type": "categorical", "categories": ["Smith, J", "Lee"], "other": True,
+                  "default": "Lee", "missing": False},
+        "born": {"type": "datetime", "bounds": ["1900-01-01T00:00:00", "2020-12-31T00:00:00"],
+                 "default": "1970-01-01T00:00:00"},
+        "id": {"type": "identifier", "missing": False},
+        "note": {"type": "text", "description": "free text"}}}
+    draft = parse_schema(spec, allow_draft=True)
+    assert {k for c in spec["columns"].values() for k in c} | {"type"} == _COLUMN_KEYS
+    from fastapi.testclient import TestClient
+
+    from privlab.studio import create_app
+
+    app = create_app(StudioConfig(workspace=workspace))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "people.csv"})
+    session = app.state.store.all()[0]
+    session.draft, session.review = draft, Review.of(draft)
+    page = client.get("/schema").text
+    form = form_of(page)
+    form.update({"privacy_unit": "id", "max_rows_per_unit": "3", "public_size": "1000"})
+    form.update({k.replace("_type", "_reviewed"): "on" for k in list(form)
+                 if k.endswith("_type")})
+    saved = client.post("/schema/save", data=form)
+    assert str(saved.url).endswith("/protect"), saved.text
+    schema = session.schema
+    assert [c.to_dict() for c in schema.columns] == [c.to_dict() for c in draft.columns]
+    assert (schema.privacy_unit, schema.max_rows_per_unit, schema.public_size) == (
+        "id", 3, 1000)
+
+
+def test_only_the_columns_used_are_reviewed_a_page_at_a_time(workspace: Path) -> None:
+    """A table of 450 columns ("Too many fields" past ~400): the page shows one page of
+    columns; the person names the 3 columns an analysis uses and reviews only those; the
+    rest are declared text (never released), and a release runs on the saved schema."""
+    n = 450
+    header = ",".join(f"v{j}" for j in range(n))
+    body = "".join(",".join(str((i * (j + 3)) % 17) for j in range(n)) + "\n"
+                   for i in range(40))
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    select_upload(client, csrf, "wide.csv", header + "\n" + body)
+    page = client.post("/schema/draft", data={"csrf": csrf})
+    assert len(page.content) < 200_000 and "page 1 of 18" in page.text
+    assert page.text.count('class="col"') == 25
+    # all 450, a page at a time: page 1 saved, the next page is shown
+    r = review_all(client, page.text)
+    assert "25 of 450 columns reviewed" in r.text and "page 2 of 18" in r.text
+    bad = client.post("/schema/columns", data={"csrf": csrf, "used": "v1\nnope"}).text
+    assert "&#39;nope&#39; is not a column of the data" in bad
+    r = client.post("/schema/columns", data={"csrf": csrf, "used": "v7\nv2\n\nv400\n"})
+    assert "3 of 450 columns to review" in r.text and r.text.count('class="col"') == 3
+    assert "2 of 3 columns reviewed" in r.text  # the reviews of v2 and v7 are kept
+    saved = review_all(client, r.text)
+    assert str(saved.url).endswith("/protect"), saved.text
+    assert "450 columns, 3 reviewed" in saved.text
+    schema = client.app.state.store.all()[0].schema
+    assert [c.name for c in schema.released_columns()] == ["v2", "v7", "v400"]
+    assert len(schema.columns) == n and schema.column("v9").type == "text"
+    result = client.post("/protect/release", data={"csrf": csrf, "statistic": "mean",
+                                                   "column": "v7", "epsilon": "1"})
+    assert "/results/" in str(result.url)
