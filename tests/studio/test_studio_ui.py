@@ -5,6 +5,8 @@ and the favicon."""
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -34,7 +36,6 @@ def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: 
     file ("choose-epsilon needs --schema"); it now gets the session's reviewed schema and
     runs to its report."""
     from privlab.schema import load_schema
-    from privlab.studio.routes.choose import choose_command
 
     (workspace / "big.csv").write_text(people_rows(300), encoding="utf-8")
     app_client = make_client(StudioConfig(workspace=workspace))
@@ -62,6 +63,8 @@ def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: 
     assert status["state"] == "done", status
     assert "Choosing epsilon" in app_client.get(f"/jobs/{jid}/choose_epsilon.html").text
     # the command line: the reviewed schema beside the data, coerced like the model job's
+    from privlab.studio.routes.choose import choose_command
+
     schema = load_schema(workspace / "big.schema.yaml")
     source = app_client.app.state.store.all()[0].source
     args, files = choose_command(source, schema, {
@@ -236,3 +239,91 @@ def test_only_the_columns_used_are_reviewed_a_page_at_a_time(workspace: Path) ->
     result = client.post("/protect/release", data={"csrf": csrf, "statistic": "mean",
                                                    "column": "v7", "epsilon": "1"})
     assert "/results/" in str(result.url)
+
+
+def test_a_too_large_upload_gets_a_page_with_the_stated_limit_and_a_way_back(
+        workspace: Path) -> None:
+    """Item 12: the 413 was a bare text page stating the body limit ("20.0156 MB", the
+    upload limit plus the form's slack) while the form said 20.0 MB, with no way back."""
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    home = client.get("/").text
+    assert "(at most 20 MB)" in home
+    big = {"file": ("big.csv", b"a\n" + b"1\n" * (21 * 2**19), "text/csv")}  # 21 MB
+    r = client.post("/data/upload", data={"csrf": csrf}, files=big)
+    assert r.status_code == 413 and r.headers["content-type"].startswith("text/html")
+    assert "upload too large: the limit is 20 MB" in r.text and "20.0156" not in r.text
+    assert '<a id="back" href="/">' in r.text and 'rel="icon"' in r.text
+    # the route's own check (a body inside the slack) states the same limit
+    small = make_client(StudioConfig(workspace=workspace, max_upload_bytes=2**20))
+    r = small.post("/data/upload", data={"csrf": csrf_of(small)},
+                   files={"file": ("b.csv", b"a\n" + b"1\n" * (2**19 + 1), "text/csv")})
+    assert r.status_code == 200 and "upload too large: the limit is 1 MB" in r.text
+    assert "(at most 1 MB)" in r.text
+
+
+def test_an_empty_or_header_only_upload_is_refused_at_upload(workspace: Path) -> None:
+    """Item 12: such a file was accepted and failed later with the session folder's path in
+    the message; now it is refused at once, named as uploaded, and nothing is kept."""
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    for name, body, why in (("empty.csv", b"", "is empty"),
+                            ("blank.csv", b"\n\n", "is empty"),
+                            ("header.csv", b"age,sex\n", "has no data rows")):
+        r = client.post("/data/upload", data={"csrf": csrf},
+                        files={"file": (name, body, "text/csv")})
+        text = html.unescape(r.text)
+        assert f"file '{name}': not uploaded: '{name}' {why}" in text, text
+        assert ".privlab-studio" not in text and "staged" not in text
+        assert f"<option>{name}</option>" not in r.text  # not offered
+    assert not [p for p in (workspace / ".privlab-studio").rglob("*.csv")]
+    r = client.post("/data/upload", data={"csrf": csrf},
+                    files={"file": ("ok.csv", b"age\n1\n", "text/csv")})
+    assert "uploaded ok.csv" in r.text and "<option>ok.csv</option>" in r.text
+
+
+def test_a_released_mean_shows_the_clis_approximate_half_width(workspace: Path) -> None:
+    """Item 12: the result page said "none in closed form" for a mean where `privlab release`
+    prints "about W (a ratio ...)"; the studio now prints the CLI's words and figure, and
+    release.json carries mean_half_width_95_approx as the CLI's JSON does."""
+    import json
+
+    from privlab.core.release import ratio_half_width
+
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    r = client.post("/protect/release", data={"csrf": csrf, "statistic": "mean",
+                                              "column": "age", "epsilon": "1"})
+    rid = re.search(r"/results/([0-9a-f]+)/", r.text).group(1)
+    payload = json.loads(client.get(f"/results/{rid}/release.json").text)
+    expected = ratio_half_width(payload["noise"], payload["details"], False)["mean"]
+    assert payload["mean_half_width_95_approx"] == expected
+    shown = html.unescape(re.search(r'id="release-half-width">(.*?)</p>', r.text, re.S)
+                          .group(1))
+    assert f"about {expected:.4g} (a ratio of a noisy sum and a noisy count" in shown
+    assert "none in closed form" not in shown
+
+
+def test_the_release_form_explains_clamping(workspace: Path) -> None:
+    """Item 12: what the bounds do, in words, beside the release button."""
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "bundled", "name": "adult"})
+    page = html.unescape(client.get("/protect?statistic=mean&column=age&epsilon=1").text)
+    clamping = re.search(r'id="clamping"[^>]*>(.*?)</p>', page, re.S).group(1)
+    assert "too tight, the outliers' contributions are clipped" in clamping
+    assert "too wide, there is more noise" in clamping
+    page = client.get("/protect?statistic=histogram&column=sex&epsilon=1").text
+    assert 'id="clamping"' not in page  # categories are not clamped
+
+
+def test_every_page_links_a_favicon_served_from_static(workspace: Path) -> None:
+    """Item 12: Chromium asked for /favicon.ico and logged a 404; every page now names the
+    studio's own icon (the browser test checks Chromium fetches no missing resource)."""
+    client = make_client(StudioConfig(workspace=workspace))
+    for path in ("/", "/schema", "/protect", "/results", "/choose"):
+        assert '<link rel="icon" href="/static/favicon.svg"' in client.get(path).text, path
+    icon = client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg")
+    assert icon.text.startswith("<svg")

@@ -263,6 +263,12 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     payload = {"statistic": plan.statistic, "column": plan.column, **result.to_dict(),
                "ledger": {"principal": principal, "entry_id": entry.entry_id,
                           "remaining_epsilon": entry.remaining_epsilon}}
+    from privlab.core.release import ratio_half_width  # the CLI's: both print one figure
+
+    ratio_hw = ratio_half_width(result.noise, result.details or {},
+                                "gaussian" in guarantee.mechanism)
+    if plan.statistic == "mean" and ratio_hw is not None:
+        payload["mean_half_width_95_approx"] = ratio_hw["mean"]
     schema_yaml = None if is_bundled else schema.to_yaml()
     out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
                  epsilon=plan.epsilon, payload=payload, source_label=source.label,
