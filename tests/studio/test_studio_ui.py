@@ -55,13 +55,18 @@ def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: 
     r = app_client.post("/choose", data=form)
     jid = str(r.url).rsplit("/", 1)[1]
     assert "Choose epsilon: logreg on" in r.text
-    deadline = time.time() + 180
-    while (status := app_client.get(f"/jobs/{jid}/status").json())["state"] in (
-            "starting", "running"):
-        assert time.time() < deadline, status
-        time.sleep(0.3)
-    assert status["state"] == "done", status
-    assert "Choosing epsilon" in app_client.get(f"/jobs/{jid}/choose_epsilon.html").text
+    import importlib.util
+
+    if all(importlib.util.find_spec(m) for m in ("torch", "opacus")):  # the [ml] extra
+        deadline = time.time() + 180
+        while (status := app_client.get(f"/jobs/{jid}/status").json())["state"] in (
+                "starting", "running"):
+            assert time.time() < deadline, status
+            time.sleep(0.3)
+        assert status["state"] == "done", status
+        assert "Choosing epsilon" in app_client.get(f"/jobs/{jid}/choose_epsilon.html").text
+    else:
+        app_client.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
     # the command line: the reviewed schema beside the data, coerced like the model job's
     from privlab.studio.routes.choose import choose_command
 
