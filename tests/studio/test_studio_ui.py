@@ -308,6 +308,13 @@ def test_a_released_mean_shows_the_clis_approximate_half_width(workspace: Path) 
                           .group(1))
     assert f"about {expected:.4g} (a ratio of a noisy sum and a noisy count" in shown
     assert "none in closed form" not in shown
+    import io
+    import zipfile
+
+    package = zipfile.ZipFile(io.BytesIO(client.get(
+        f"/results/{rid}/privlab-release-{rid}.zip").content))
+    report = html.unescape(package.read(f"privlab-release-{rid}/report.html").decode())
+    assert f"about {expected:.4g} (a ratio of a noisy sum and a noisy count" in report
 
 
 def test_the_release_form_explains_clamping(workspace: Path) -> None:

@@ -429,15 +429,19 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
 
 def report_html(result: Result) -> str:
     """The release as one self-contained page of the shared report layout."""
+    from privlab.core.release import half_width_text
     from privlab.report import Section, Table, render_html
 
     v = result.payload
     g = result.guarantee
+    # a mean's approximate half-width in the CLI's words (`privlab release` prints the same)
+    half_width = half_width_text(None, v["noise"], v.get("details"),
+                                 "gaussian" in str(g.get("mechanism", ""))) \
+        if "mean_half_width_95_approx" in v else v.get("confidence_interval_95") or \
+        "none in closed form (a ratio of a noisy sum and a noisy count)"
     facts = {"statistic": result.statistic, "column": result.column,
              "data": result.source_label, "epsilon": result.epsilon,
-             "grid": v.get("granularity"),
-             "95% noise half-width": v.get("confidence_interval_95") or
-             "none in closed form (a ratio of a noisy sum and a noisy count)",
+             "grid": v.get("granularity"), "95% noise half-width": half_width,
              "ledger": f"{v['ledger']['principal']}, entry {v['ledger']['entry_id']}, "
                        f"{v['ledger']['remaining_epsilon']:g} left after it"}
     tables = []
