@@ -324,8 +324,8 @@ def test_schema_draft_is_private_until_every_column_is_reviewed(workspace: Path)
     for i, name in enumerate(("age", "sex", "city", "income")):
         form[f"c{i}_type"] = types[name]
         form[f"c{i}_missing"] = "on"
-    form.update({"c0_lo": "0", "c0_hi": "120", "c1_categories": "F, M, X",
-                 "c2_categories": "Ankara, Izmir, Kyiv, Lviv", "c3_lo": "0", "c3_hi": "5000"})
+    form.update({"c0_lo": "0", "c0_hi": "120", "c1_categories": "F\nM\nX",
+                 "c2_categories": "Ankara\nIzmir\nKyiv\nLviv", "c3_lo": "0", "c3_hi": "5000"})
     refused = client.post("/schema/save", data=form).text
     assert "review every column before saving" in refused and "age, sex, city, income" in refused
     form.update({f"c{i}_reviewed": "on" for i in range(4)})
@@ -359,7 +359,7 @@ def test_a_reviewed_schema_belongs_to_its_file_not_to_its_name(workspace: Path) 
                                       "path": "a/people.csv"})
     client.post("/schema/draft", data={"csrf": csrf})
     form = {"csrf": csrf, "privacy_unit": "row", "c0_lo": "0", "c0_hi": "120",
-            "c1_categories": "F, M", "c2_categories": "Ankara, Izmir, Kyiv", "c3_lo": "0",
+            "c1_categories": "F\nM", "c2_categories": "Ankara\nIzmir\nKyiv", "c3_lo": "0",
             "c3_hi": "5000"}
     for i, kind in enumerate(("integer", "categorical", "categorical", "integer")):
         form.update({f"c{i}_type": kind, f"c{i}_reviewed": "on"})

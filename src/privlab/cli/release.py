@@ -20,7 +20,6 @@ as missing in every numeric statistic (the guarantee's notes say so).
 from __future__ import annotations
 
 import dataclasses
-import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from privlab.cli.common import (
 )
 from privlab.core import queries
 from privlab.core.guarantee import check_delta, check_epsilon
+from privlab.core.release import half_width_text, ratio_half_width
 from privlab.data.io import read_table, require_columns
 from privlab.errors import InvalidInputError
 from privlab.schema import load_schema
@@ -294,38 +294,6 @@ CATEGORY_MATCHING_NOTE = (
     "categories match exactly and case-sensitively ('male' does not count 'Male'); rows whose "
     "value is not a listed category are not counted (with --schema, a declared <other> "
     "category collects them)")
-
-
-def ratio_half_width(noise: dict, details: dict, gaussian: bool) -> dict[str, float] | None:
-    """95% half-widths of a mean's noisy sum and noisy count, and of the mean itself.
-
-    The mean's is approximate, (sum hw + (hi - lo)/2 count hw) / noisy count: it uses only the
-    released noisy count and the public bounds (post-processing, nothing more is read).
-    """
-    lo_hi = details.get("clamped_to")
-    count = details.get("noisy_count")
-    if "sum_scale" not in noise or not lo_hi or count is None:
-        return None
-    z = 1.959964 if gaussian else math.log(20)  # N(0,1) / Laplace two-sided 95% quantile
-    sum_hw, count_hw = z * float(noise["sum_scale"]), z * float(noise["count_scale"])
-    mean_hw = (sum_hw + (lo_hi[1] - lo_hi[0]) / 2 * count_hw) / max(float(count), 1.0)
-    return {"sum": sum_hw, "count": count_hw, "mean": mean_hw}
-
-
-def half_width_text(width: float | None, noise: dict, details: dict | None = None,
-                    gaussian: bool = False) -> str:
-    """The 95% noise half-width, or in words why a mechanism has none."""
-    if width is not None:
-        return f"{width:.4g}"
-    if noise.get("distribution") == "ratio":
-        hw = ratio_half_width(noise, details or {}, gaussian)
-        if hw is not None:
-            return (f"about {hw['mean']:.4g} (a ratio of a noisy sum and a noisy count: noisy sum "
-                    f"\u00b1 {hw['sum']:.4g}, noisy count \u00b1 {hw['count']:.4g}; the mean's "
-                    f"half-width divides by the noisy count)")
-        return ("none in closed form (a ratio of a noisy sum and a noisy count; see the noise "
-                "scales in --json)")
-    return "none (the exponential mechanism picks a value; it adds no additive noise)"
 
 
 def register(app: typer.Typer) -> None:

@@ -33,7 +33,8 @@ def create_app(config: StudioConfig) -> FastAPI:
     app.state.ledger = BudgetLedger(str(config.ledger_path))
     app.state.allowed_hosts = allowed_hosts(config)
     # the whole body: the file plus the form's few small fields
-    app.add_middleware(BodyLimit, limit=config.max_upload_bytes + FORM_SLACK)
+    app.add_middleware(BodyLimit, limit=config.max_upload_bytes + FORM_SLACK,
+                       stated=config.max_upload_bytes)
     app.mount("/static", StaticFiles(packages=[("privlab.studio", "static")]), name="static")
     # added last, so it runs first: Host, token and session before the body limit and routes
     app.middleware("http")(session_guard)

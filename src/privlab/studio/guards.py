@@ -45,8 +45,9 @@ class BodyLimit:
     """Refuse request bodies above `limit` bytes (413) by Content-Length and while reading,
     before any form parser buffers them."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, stated: int | None = None) -> None:
+        # `stated`: the upload limit the form states (the body may carry a few fields more)
+        self.app, self.limit, self.stated = app, limit, stated or limit
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -55,7 +56,7 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await too_large(self.limit)(scope, receive, send)
+            await too_large(self.stated)(scope, receive, send)
             return
         seen = 0
         started = False
@@ -79,12 +80,26 @@ class BodyLimit:
             await self.app(scope, limited, tracking_send)
         except _TooLarge:
             if not started:
-                await too_large(self.limit)(scope, receive, send)
+                await too_large(self.stated)(scope, receive, send)
+
+
+def upload_limit_text(limit: int) -> str:
+    """The upload limit as the upload form and every refusal state it."""
+    return f"{limit / 2**20:.3g} MB"
+
+
+def too_large_text(limit: int) -> str:
+    return (f"upload too large: the limit is {upload_limit_text(limit)} (privlab studio "
+            "--max-upload-mb); nothing was uploaded")
 
 
 def too_large(limit: int) -> Response:
-    return PlainTextResponse(f"upload too large: the limit is {limit / 2**20:g} MB "
-                             "(privlab studio --max-upload-mb)", status_code=413)
+    """The 413 page: the limit the form states, and the way back to it."""
+    from privlab.studio.pages import render
+
+    return HTMLResponse(render("error.html.j2", title="Upload too large",
+                               message=too_large_text(limit), back="/",
+                               back_label="Back to the data page"), status_code=413)
 
 
 def allowed_hosts(config: StudioConfig) -> frozenset[str] | None:

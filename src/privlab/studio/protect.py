@@ -263,6 +263,12 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     payload = {"statistic": plan.statistic, "column": plan.column, **result.to_dict(),
                "ledger": {"principal": principal, "entry_id": entry.entry_id,
                           "remaining_epsilon": entry.remaining_epsilon}}
+    from privlab.core.release import ratio_half_width  # the CLI's: both print one figure
+
+    ratio_hw = ratio_half_width(result.noise, result.details or {},
+                                "gaussian" in guarantee.mechanism)
+    if plan.statistic == "mean" and ratio_hw is not None:
+        payload["mean_half_width_95_approx"] = ratio_hw["mean"]
     schema_yaml = None if is_bundled else schema.to_yaml()
     out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
                  epsilon=plan.epsilon, payload=payload, source_label=source.label,
@@ -442,15 +448,19 @@ print(json.dumps(out, indent=2, default=str))
 
 def report_html(result: Result) -> str:
     """The release as one self-contained page of the shared report layout."""
+    from privlab.core.release import half_width_text
     from privlab.report import Section, Table, render_html
 
     v = result.payload
     g = result.guarantee
+    # a mean's approximate half-width in the CLI's words (`privlab release` prints the same)
+    half_width = half_width_text(None, v["noise"], v.get("details"),
+                                 "gaussian" in str(g.get("mechanism", ""))) \
+        if "mean_half_width_95_approx" in v else v.get("confidence_interval_95") or \
+        "none in closed form (a ratio of a noisy sum and a noisy count)"
     facts = {"statistic": result.statistic, "column": result.column,
              "data": result.source_label, "epsilon": result.epsilon,
-             "grid": v.get("granularity"),
-             "95% noise half-width": v.get("confidence_interval_95") or
-             "none in closed form (a ratio of a noisy sum and a noisy count)",
+             "grid": v.get("granularity"), "95% noise half-width": half_width,
              "ledger": f"{v['ledger']['principal']}, entry {v['ledger']['entry_id']}, "
                        f"{v['ledger']['remaining_epsilon']:g} left after it"}
     tables = []

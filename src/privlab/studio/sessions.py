@@ -62,6 +62,7 @@ class Session:
     source: Any = None  # privlab.studio.sources.Source
     schema: Any = None  # privlab.schema.Schema (reviewed / bundled), or None
     draft: Any = None  # a draft Schema drawn from the data (private until reviewed)
+    review: Any = None  # privlab.studio.review.Review of the draft, in progress
     show_help: bool = True
     releases: list[Any] = field(default_factory=list)  # privlab.studio.protect.Result
     assessment: Any = None  # (sections, report file name)

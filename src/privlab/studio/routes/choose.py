@@ -1,6 +1,8 @@
-"""Choose epsilon: `privlab choose-epsilon` on Adult or a workspace file, run as a job (it
-trains models and attacks them at each candidate epsilon; it releases nothing, so nothing is
-charged to the ledger)."""
+"""Choose epsilon: `privlab choose-epsilon` on Adult or a file with a reviewed schema, run as a
+job (it trains models and attacks them at each candidate epsilon; it releases nothing, so
+nothing is charged to the ledger). Like `train`, the job gets the session's reviewed schema as
+`--schema schema.yaml`: the CLI refuses a user table without one (its features' ranges and
+categories would otherwise be read from the rows)."""
 
 from __future__ import annotations
 
@@ -33,24 +35,48 @@ async def choose_start(form: CheckedForm, session: SessionDep) -> Response:
 
     try:
         options = choose_options(form)
+        args, files = choose_command(source, session.schema, options)
     except (PrivlabError, ValueError) as exc:
         session.flash("error", str(exc))
         return back("/choose")
-    data = "adult" if source.kind == "bundled" else str(source.path)
-    args = ["choose-epsilon", data, "--model", options["model"], "--policy", options["policy"],
-            "--epsilons", options["epsilons"], "--seeds", options["seeds"],
-            "--max-rows", options["max_rows"],
-            "--attacks", "loss", "--shadow-models", "1", "--epochs", "2",
-            "--report", "choose_epsilon.html"]
-    if options["target"]:
-        args += ["--target", options["target"]]
     job = start_command(session.folder, args,
                         f"Choose epsilon: {options['model']} on {source.label}, "
                         f"epsilons {options['epsilons']}",
                         [("choose_epsilon.html", "the report (HTML)"),
-                         ("out.txt", "the summary (text)")])
+                         ("out.txt", "the summary (text)")], files=files)
     session.jobs[job.jid] = job
     return back(f"/jobs/{job.jid}")
+
+
+def choose_command(source: Any, schema: Any, options: dict[str, str]
+                   ) -> tuple[list[str], dict[str, str]]:
+    """The `privlab choose-epsilon` arguments and the files written beside them: bundled
+    Adult uses its own public preprocessing; any other table its reviewed schema, written
+    into the job's folder as schema.yaml (values outside it coerced, as the model job does),
+    and a label column (the CLI has no default for it)."""
+    files: dict[str, str] = {}
+    if source.kind == "bundled":
+        data, schema_args = "adult", []
+    else:
+        if schema is None:
+            raise InvalidInputError("schema: review this file's schema first (step 2): "
+                                    "choose-epsilon encodes the features from its public "
+                                    "ranges and categories")
+        label = schema.column(options["target"]) if options["target"] else None
+        if label is None or label.type != "categorical":
+            raise InvalidInputError("target: choose the label column, a categorical column of "
+                                    "the schema (the classes to predict)")
+        data = str(source.path)
+        files["schema.yaml"] = schema.to_yaml()
+        schema_args = ["--schema", "schema.yaml", "--on-invalid", "coerce"]
+    args = ["choose-epsilon", data, *schema_args, "--model", options["model"],
+            "--policy", options["policy"], "--epsilons", options["epsilons"],
+            "--seeds", options["seeds"], "--max-rows", options["max_rows"],
+            "--attacks", "loss", "--shadow-models", "1", "--epochs", "2",
+            "--report", "choose_epsilon.html"]
+    if options["target"]:
+        args += ["--target", options["target"]]
+    return args, files
 
 
 def choose_options(form: Any) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """Home and data: the data picker (bundled, workspace file, this session's uploads), the
-upload itself (limited in size, kept owner-only in the session's own folder), the help
-toggle and forgetting the session."""
+upload itself (limited in size, refused when it holds no row, kept owner-only in the
+session's own folder), the help toggle and forgetting the session."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -17,7 +19,7 @@ from privlab.studio.config import (
     private_file,
     workspace_files,
 )
-from privlab.studio.guards import too_large
+from privlab.studio.guards import too_large_text, upload_limit_text
 from privlab.studio.routes.schema import saved_schema
 from privlab.studio.sessions import SESSION_COOKIE, Session, cookie_name
 from privlab.studio.sources import (
@@ -42,10 +44,12 @@ router = APIRouter()
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, session: SessionDep, config: ConfigDep) -> Response:
-    uploads = sorted(p.name for p in (session.root / "uploads").glob("*")) \
+    uploads = sorted(p.name for p in (session.root / "uploads").glob("*")
+                     if not p.name.startswith(".")) \
         if (session.root / "uploads").is_dir() else []
     return page(request, "home.html.j2", bundled=BUNDLED,
-                files=workspace_files(config.workspace), uploads=uploads)
+                files=workspace_files(config.workspace), uploads=uploads,
+                upload_limit=upload_limit_text(config.max_upload_bytes))
 
 
 @router.post("/data/select")
@@ -108,16 +112,17 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     if not name.lower().endswith(DATA_SUFFIXES):  # the readers refuse what does not parse
         session.flash("error", f"file {name!r}: upload a .csv, .tsv or .parquet file")
         return back("/")
-    folder = private_dir(session.folder / "uploads")  # 0700: private rows
-    from privlab.utils.atomic import atomic_open
-
     data = await item.read()
     if len(data) > config.max_upload_bytes:
-        session.flash("error", too_large(config.max_upload_bytes).body.decode())
+        session.flash("error", too_large_text(config.max_upload_bytes))
         return back("/")
-    with atomic_open(folder / name, "wb", encoding=None) as fh:
-        fh.write(data)
-    private_file(folder / name)
+    folder = private_dir(session.folder / "uploads")  # 0700: private rows
+    from starlette.concurrency import run_in_threadpool
+
+    problem = await run_in_threadpool(store_upload, folder, name, data)
+    if problem is not None:
+        session.flash("error", problem)
+        return back("/")
     session.flash("ok", f"uploaded {name} (only this session sees it)")
     return back("/")
 
@@ -130,6 +135,33 @@ async def forget(request: Request, form: CheckedForm, session: SessionDep) -> Re
     response = back("/")
     response.delete_cookie(cookie_name(SESSION_COOKIE, request.headers.get("host")), path="/")
     return response
+
+
+def store_upload(folder: Path, name: str, data: bytes) -> str | None:
+    """Keep the upload as `folder/name` if it reads as a table with a header and a row, else
+    keep nothing and return why, naming the file as uploaded (not where the studio put it):
+    an empty or header-only file failed later, with the session folder in the message."""
+    import os
+    import secrets
+
+    from privlab.data.io import read_table
+    from privlab.utils.atomic import atomic_open
+
+    staged = folder / f".staged-{secrets.token_hex(4)}-{name}"  # same suffix: same reader
+    try:
+        with atomic_open(staged, "wb", encoding=None) as fh:
+            fh.write(data)
+        try:
+            read_table(staged)
+        except InvalidInputError as exc:
+            why = str(exc).replace(str(staged), repr(name))
+            return f"file {name!r}: not uploaded: " + (
+                why if str(folder) not in why else "it cannot be read as a table")
+        private_file(staged)  # 0600 before it gets its name
+        os.replace(staged, folder / name)
+        return None
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 @router.post("/help")

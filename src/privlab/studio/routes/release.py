@@ -104,7 +104,18 @@ def result_page(request: Request, rid: str, session: SessionDep) -> Response:
     result = session_result(session, rid)
     if result is None:
         return page(request, "missing.html.j2", code=404, what="release")
-    return page(request, "results.html.j2", result=result, files=prot.package_files(result))
+    return page(request, "results.html.j2", result=result, files=prot.package_files(result),
+                half_width=half_width(result.payload))
+
+
+def half_width(payload: dict[str, Any]) -> str:
+    """The 95% noise half-width in the CLI's words (`privlab release` prints the same): a
+    mean's is approximate, from its noisy count and the public bounds."""
+    from privlab.core.release import half_width_text
+
+    return half_width_text(payload.get("confidence_interval_95"), payload.get("noise") or {},
+                           payload.get("details"),
+                           "gaussian" in str(payload["guarantee"].get("mechanism", "")))
 
 
 @router.get("/results/{rid}/{name}")

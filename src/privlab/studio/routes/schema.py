@@ -1,6 +1,7 @@
-"""Schema review: draft a schema from the data (private until reviewed), review every
-column in a form, save the reviewed schema (then public) and download it. A draft is never
-used for a release: `saved_schema` refuses drafts left beside a workspace file."""
+"""Schema review: draft a schema from the data (private until reviewed), choose the columns
+the analyses use, review each of them a page at a time (`privlab.studio.review`), save the
+reviewed schema (then public) and download it. A draft is never used for a release:
+`saved_schema` refuses drafts left beside a workspace file."""
 
 from __future__ import annotations
 
@@ -10,19 +11,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
-from privlab.errors import InvalidInputError, PrivlabError
+from privlab.errors import PrivlabError
 from privlab.studio.config import StudioConfig, inside
+from privlab.studio.review import PAGE, Review
 from privlab.studio.sessions import Session
 from privlab.studio.sources import Source, safe_upload_name
-from privlab.studio.web import (
-    CheckedForm,
-    SessionDep,
-    attachment,
-    back,
-    number,
-    page,
-    whole_number,
-)
+from privlab.studio.web import CheckedForm, SessionDep, attachment, back, page
 
 router = APIRouter()
 
@@ -54,11 +48,39 @@ def saved_schema(session: Session, source: Source, config: StudioConfig) -> Any:
     return None
 
 
-@router.get("/schema", response_class=HTMLResponse)
-def schema_page(request: Request) -> Response:
+def current_review(session: Session) -> Review | None:
+    """The review of the session's current draft (None without a draft)."""
+    review = session.review
+    if session.draft is None or review is None or review.draft != session.draft:
+        return None
+    return review
+
+
+def review_page(request: Request, session: Session, page_no: int, code: int = 200,
+                edits: dict[str, str] | None = None) -> Response:
+    """The schema page; with a draft, one page of its used columns (with `edits`: the
+    person's refused submission, shown again as typed)."""
     from privlab.schema import COLUMN_TYPES
 
-    return page(request, "schema.html.j2", types=COLUMN_TYPES, edits=None)
+    review = current_review(session)
+    columns: list[tuple[str, Any, dict[str, Any]]] = []
+    units: list[str] = []
+    if review is not None:
+        page_no = min(max(page_no, 0), review.pages - 1)
+        columns = [(f"c{i}", col, review.values(i, col, edits))
+                   for i, col in review.page_columns(page_no)]
+        used = set(review.used)
+        units = [c.name for c in review.draft.columns if c.name in used and (
+            review.done.get(c.name) or {}).get("type", c.type) == "identifier"][:200]
+    return page(request, "schema.html.j2", code=code, types=COLUMN_TYPES, review=review,
+                page_no=page_no, columns=columns, units=units, per_page=PAGE,
+                unit=(edits if edits is not None else review.unit if review else {}))
+
+
+@router.get("/schema", response_class=HTMLResponse)
+def schema_page(request: Request, session: SessionDep) -> Response:
+    raw = request.query_params.get("page", "1")
+    return review_page(request, session, int(raw) - 1 if raw.isdigit() else 0)
 
 
 @router.post("/schema/draft")
@@ -71,34 +93,59 @@ async def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
     try:
         session.draft = draft_schema(session.source.load(),
                                      name=safe_upload_name(session.source.name).split(".")[0])
+        session.review = Review.of(session.draft)
     except PrivlabError as exc:
         session.flash("error", str(exc))
     return back("/schema")
 
 
-@router.post("/schema/save")
-async def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
-    if session.draft is None and session.schema is None:
+@router.post("/schema/columns")
+async def schema_columns(form: CheckedForm, session: SessionDep) -> Response:
+    """The columns the analyses use (one per line; empty: all): only they are reviewed."""
+    review = current_review(session)
+    if review is None:
         session.flash("error", "draft a schema first")
         return back("/schema")
-    base = session.draft if session.draft is not None else session.schema
     try:
-        schema = schema_from_form(form, base)
+        review.choose_columns(str(form.get("used") or ""))
     except PrivlabError as exc:
-        # shown again with the person's edits kept (nothing saved)
         session.flash("error", str(exc))
-        from privlab.schema import COLUMN_TYPES
+        return back("/schema")
+    session.flash("ok", f"{len(review.used)} of {len(review.draft.columns)} columns to review; "
+                        "the others are declared text (never released)")
+    return back("/schema")
 
+
+@router.post("/schema/save")
+async def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+    """One page of reviewed columns; once every used column is reviewed, the schema."""
+    review = current_review(session)
+    if review is None:
+        session.flash("error", "draft a schema first")
+        return back("/schema")
+    raw = str(form.get("page") or "1")
+    page_no = min(max(int(raw) - 1 if raw.isdigit() else 0, 0), review.pages - 1)
+    try:
+        review.accept_page(form, page_no)
+        open_page = review.first_open_page()
+        if open_page is not None:
+            session.flash("ok", f"{len(review.done)} of {len(review.used)} columns reviewed")
+            return back(f"/schema?page={open_page + 1}")
+        schema = review.schema()
+    except PrivlabError as exc:
+        # shown again with the person's edits kept (nothing of this page saved)
+        session.flash("error", str(exc))
         edits = {k: str(v) for k, v in form.items() if k != "csrf"}
-        return page(request, "schema.html.j2", code=400, types=COLUMN_TYPES, edits=edits)
+        return review_page(request, session, page_no, code=400, edits=edits)
     from privlab.utils.atomic import atomic_write_text
 
     path = schema_file(session, session.source)
     path.parent.mkdir(exist_ok=True)
     atomic_write_text(path, schema.to_yaml())
-    session.schema, session.draft = schema, None
+    session.schema, session.draft, session.review = schema, None, None
     session.flash("ok", f"reviewed schema saved ({len(schema.columns)} columns, "
-                        f"fingerprint {schema.fingerprint()}); it is now public")
+                        f"{len(review.used)} reviewed, fingerprint {schema.fingerprint()}); "
+                        "it is now public")
     return back("/protect")
 
 
@@ -108,54 +155,3 @@ def schema_download(session: SessionDep) -> Response:
         return PlainTextResponse("no reviewed schema in this session", status_code=404)
     return attachment(session.schema.to_yaml(), f"{session.schema.name}.yaml",
                       "application/yaml")
-
-
-def schema_from_form(form: Any, base: Any) -> Any:
-    """A reviewed Schema from the review form: every column must be ticked as reviewed."""
-    from privlab.schema import parse_schema
-
-    columns = {col.name: column_spec(form, f"c{i}", col) for i, col in enumerate(base.columns)}
-    unreviewed = [col.name for i, col in enumerate(base.columns)
-                  if form.get(f"c{i}_reviewed") != "on"]
-    if unreviewed:
-        raise InvalidInputError(f"review every column before saving; not yet reviewed: "
-                                f"{', '.join(unreviewed)} (tick 'reviewed' once its values are "
-                                "public, documented ones)")
-    raw: dict[str, Any] = {"name": base.name, "privacy_unit": str(form.get("privacy_unit")
-                                                                    or "row"),
-                           "columns": columns,
-                           "description": str(form.get("description") or
-                                              "reviewed in privlab studio")}
-    mrpu = str(form.get("max_rows_per_unit") or "").strip()
-    if mrpu:
-        raw["max_rows_per_unit"] = whole_number(mrpu, "max rows per person")
-    size = str(form.get("public_size") or "").strip()
-    if size:
-        raw["public_size"] = whole_number(size, "public row count")
-    return parse_schema(raw, name=base.name)
-
-
-def column_spec(form: Any, key: str, col: Any) -> dict[str, Any]:
-    """One column's declaration from its row of the review form (fields `key`_type, ...)."""
-    kind = str(form.get(f"{key}_type", col.type))
-    spec: dict[str, Any] = {"type": kind, "missing": form.get(f"{key}_missing") == "on"}
-    if kind == "categorical":
-        cats = [c.strip() for c in str(form.get(f"{key}_categories", "")).split(",")
-                if c.strip()]
-        spec["categories"] = cats
-        if form.get(f"{key}_other") == "on":
-            spec["other"] = True
-    if kind in ("integer", "numeric", "datetime"):
-        spec["bounds"] = column_bounds(form, key, kind, col.name)
-    return spec
-
-
-def column_bounds(form: Any, key: str, kind: str, name: str) -> list[Any]:
-    """A numeric or datetime column's declared [lower, upper] bounds, parsed by type."""
-    lo, hi = str(form.get(f"{key}_lo", "")).strip(), str(form.get(f"{key}_hi", "")).strip()
-    if kind == "integer":
-        return [whole_number(lo, f"{name}: lower bound"),
-                whole_number(hi, f"{name}: upper bound")]
-    if kind == "numeric":
-        return [number(lo, f"{name}: lower bound"), number(hi, f"{name}: upper bound")]
-    return [lo, hi]
