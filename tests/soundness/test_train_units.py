@@ -200,3 +200,51 @@ def test_audit_honours_the_person_unit(visits, tmp_path, capsys):
     assert code == 0, err
     assert doc["guarantee"]["neighbouring"] == "user"
     assert doc["data"]["rows"] == PERSONS
+
+
+# --------------------------------------------------------------------------- issue 29: --save
+def _saved_facts(value: object) -> object:
+    """Every attribute of an unpickled model, recursively, with the noised weights reduced to
+    their shapes (the only thing a neighbour may change is their values)."""
+    import dataclasses
+
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        return {k: tuple(v.shape) for k, v in value.state_dict().items()}
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _saved_facts(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _saved_facts(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_saved_facts(v) for v in value]
+    if hasattr(value, "__dict__"):
+        return {"__class__": type(value).__name__,
+                **{k: _saved_facts(v) for k, v in sorted(vars(value).items())}}
+    return value
+
+
+def test_saved_dpsgd_model_holds_no_timings(adult, tmp_path, capsys):
+    """Regression (issue 29): `train --method dpsgd --save` pickled wall-clock times
+    (training_.seconds, loop_seconds, calibration_seconds; the loop time grows with n). The
+    unpickled attributes of the models saved on D and on D' (one row removed) must agree in
+    everything but the noised weights' values."""
+    from privlab.learn.estimators import load_model
+
+    argv = ["train", "--schema", "adult", "--target", "salary", "--model", "logreg",
+            "--method", "dpsgd", "--epsilon", "2", "--delta", "1e-4", "--epochs", "1",
+            "--batch-size", "32", "--sample-rate", "0.25", "--seed", "3", "--save",
+            str(tmp_path / "model.pkl")]
+    facts = []
+    for frame in (adult, adult.drop(index=7)):
+        code, doc, err = _run(capsys, argv, frame, tmp_path)
+        assert code == 0, err
+        payload = load_model(tmp_path / "model.pkl")
+        est = payload["estimator"]
+        training = getattr(est, "torch_", est).training_  # DP logreg trains a torch model
+        assert (training.seconds, training.loop_seconds,
+                training.plan.calibration_seconds) == (None, None, None)
+        facts.append(_saved_facts(payload))
+    assert facts[0] == facts[1]

@@ -58,8 +58,8 @@ def keyed_generator(seed: int, purpose: str, key: object) -> np.random.Generator
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InvalidInputError(f"seed must be an integer, got {seed!r}")
-    secret = f"privlab {purpose} seed {int(seed)}".encode("utf-8")
+    secret = f"privlab {purpose} seed {int(seed)}".encode()
     if len(secret) > 64:  # BLAKE2b keys hold 64 bytes: keep purposes short
         raise InvalidInputError(f"purpose {purpose!r} is too long for a keyed hash")
-    mac = hashlib.blake2b(str(key).encode("utf-8"), digest_size=16, key=secret)
+    mac = hashlib.blake2b(str(key).encode(), digest_size=16, key=secret)
     return np.random.default_rng(int.from_bytes(mac.digest(), "big"))
