@@ -296,11 +296,12 @@ def _split(frame: Any, schema: Schema, plan: Plan, d: Domain) -> list[Any]:
     """The rows of each declared group of `plan.by`, in the schema's order (a group no row
     falls in is an empty table: its release is noise around zero, like any other)."""
     from privlab.schema import conform
+    from privlab.schema.units import bound_per_unit
 
     keep = list(dict.fromkeys([plan.column, plan.by] + ([d.unit] if d.unit else [])))
     rows = conform(frame, schema, "coerce", columns=keep)
-    if d.unit:  # each person's first M rows overall, before they are split into groups
-        rows = rows.groupby(d.unit, sort=False, dropna=False).head(d.per_unit)
+    if d.unit:  # each person's first M rows overall (no id: dropped), before the groups
+        rows = bound_per_unit(rows, d.unit, d.per_unit)
     key = rows[plan.by].astype(object).where(rows[plan.by].notna(), MISSING).astype(str)
     cols = [c for c in keep if c != plan.by]
     return [rows.loc[key == g, cols] for g in d.groups or []]
@@ -362,8 +363,9 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
         f"frame = conform(frame, schema, 'coerce', columns={keep!r})",
     ]
     if d.unit:
-        lines.append(f"frame = frame.groupby({d.unit!r}, sort=False, dropna=False)"
-                     f".head({d.per_unit})  # each person's first {d.per_unit} rows")
+        lines += ["from privlab.schema.units import bound_per_unit",
+                  f"frame = bound_per_unit(frame, {d.unit!r}, {d.per_unit})  # each person's "
+                  f"first {d.per_unit} rows; rows without an id dropped"]
     numeric = plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
                                                      and d.categories is None)
     lines += [
