@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from neighbours import assert_same_structure, one_row_edits
+from neighbours import assert_same_structure, one_row_edits, saved_model_facts
 
 pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
@@ -203,29 +203,6 @@ def test_audit_honours_the_person_unit(visits, tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- issue 29: --save
-def _saved_facts(value: object) -> object:
-    """Every attribute of an unpickled model, recursively, with the noised weights reduced to
-    their shapes (the only thing a neighbour may change is their values)."""
-    import dataclasses
-
-    import torch
-
-    if isinstance(value, torch.nn.Module):
-        return {k: tuple(v.shape) for k, v in value.state_dict().items()}
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _saved_facts(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {k: _saved_facts(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_saved_facts(v) for v in value]
-    if hasattr(value, "__dict__"):
-        return {"__class__": type(value).__name__,
-                **{k: _saved_facts(v) for k, v in sorted(vars(value).items())}}
-    return value
-
-
 def test_saved_dpsgd_model_holds_no_timings(adult, tmp_path, capsys):
     """Regression (issue 29): `train --method dpsgd --save` pickled wall-clock times
     (training_.seconds, loop_seconds, calibration_seconds; the loop time grows with n). The
@@ -246,5 +223,5 @@ def test_saved_dpsgd_model_holds_no_timings(adult, tmp_path, capsys):
         training = getattr(est, "torch_", est).training_  # DP logreg trains a torch model
         assert (training.seconds, training.loop_seconds,
                 training.plan.calibration_seconds) == (None, None, None)
-        facts.append(_saved_facts(payload))
+        facts.append(saved_model_facts(payload))  # weights as shapes, the rest exact
     assert facts[0] == facts[1]
