@@ -22,6 +22,16 @@ def test_split_is_per_user_and_sized():
     assert not np.array_equal(mask, split_per_user(indptr, 0.2, seed=4))
 
 
+def test_a_users_split_depends_on_its_own_id_and_rows_only():
+    """Regression (issue 29): one stream consumed user by user gave user 7 another split as
+    soon as a user with rows was added before it."""
+    alone = split_per_user(np.array([0, 24]), 0.25, seed=3, user_ids=np.array([7]))
+    after = split_per_user(np.array([0, 13, 37]), 0.25, seed=3, user_ids=np.array([2, 7]))
+    assert alone.sum() == 6 and np.array_equal(after[13:], alone)
+    assert not np.array_equal(split_per_user(np.array([0, 24]), 0.25, seed=3,
+                                             user_ids=np.array([8])), alone)
+
+
 def test_movie_features_are_public_catalogue_columns():
     ids, feats, names = movie_features(MOVIES)
     assert list(ids) == [1, 2, 3]

@@ -71,6 +71,9 @@ def test_non_private_als_beats_the_item_mean(small_movielens):
 
 def test_adult_mlp_learns_beyond_the_majority_class():
     with pytest.warns(UserWarning, match="NOT differentially private"):
-        out = train(RunConfig(dataset="adult", algorithm="dpfedavg", epsilon=None, rounds=15,
+        # 40 rounds: with the per-user keyed split and participation (issue 29) 15 and 25
+        # rounds end at 0.77-0.78 against a majority of 0.748 (about 1.5 data-holding users a
+        # round: 120 of 600 hold data, q = 0.05); 40 reach 0.80-0.82 on seeds 0-2
+        out = train(RunConfig(dataset="adult", algorithm="dpfedavg", epsilon=None, rounds=40,
                               clients_per_round=30, seed=0, max_users=120))
     assert out["test_accuracy"] > out["majority_accuracy"] + 0.03

@@ -281,3 +281,29 @@ def test_enrolled_users_without_ratings_train_without_error():
         out = train(RunConfig(epsilon=None, rounds=2, seed=0), data)
     assert out["guarantee"]["is_dp"] is False
     assert any("NOT differentially private" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("algorithm", ["dpfedavg", "dpftrl"])
+def test_a_users_participation_depends_on_its_own_id(algorithm):
+    """Regression (issue 29): participants were drawn from one stream over the positions, so
+    enrolling user 0 (sorted first) moved every other user's coins. Each user's Poisson coin
+    (DP-FedAvg) and shuffle key (DP-FTRL) is now a keyed hash of (round or epoch, its id)."""
+    def draws(ids):
+        plan = Plan(algorithm, rounds=8, n_users=len(ids), noise_multiplier=1.0, n_parts=1,
+                    clients_per_round=5)
+        agg = TrustedAggregator(plan, {"t": (4, 2)}, {"t": 1.0}, "update",
+                                RunAccountant(plan, 1e-5), np.random.default_rng(0),
+                                user_ids=np.asarray(ids))
+        if algorithm == "dpftrl":  # the order of the users in the epoch's shuffle
+            agg.instructions(0)
+            return [ids[p] for p in agg._order]
+        return [{ids[p] for p in agg.instructions(r).participants} for r in range(8)]
+
+    ids = list(range(1, 21))
+    with_zero = [0, *ids[:-1]]  # user 0 enrolled, user 20 gone: the same public n
+    common = set(ids) & set(with_zero)
+    a, b = draws(ids), draws(with_zero)
+    if algorithm == "dpftrl":
+        assert [u for u in a if u in common] == [u for u in b if u in common]
+    else:
+        assert any(a) and [r & common for r in a] == [r & common for r in b]

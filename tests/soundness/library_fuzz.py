@@ -215,24 +215,43 @@ def check_synth(method: str, policy: str, edit: str) -> None:
 # --------------------------------------------------------------------------- federated
 
 @st.composite
-def federated_cases(draw: Any) -> tuple[int, str]:
-    return draw(st.sampled_from([2, 4, 6])), draw(st.sampled_from(["add_user", "remove_user"]))
+def federated_cases(draw: Any) -> tuple[int | None, str]:
+    return (draw(st.sampled_from([None, 2, 4, 6])),
+            draw(st.sampled_from(["add_user", "add_user_last", "remove_user"])))
 
 
-def check_max_users(tmp: Any, max_users: int, edit: str) -> None:
-    """`--max-users N` (with the public `--users 20`): the users whose data is kept on D and on
-    D' differ at most by the edited user."""
+def _rows_by_user(data: Any) -> dict[int, tuple[frozenset, frozenset]]:
+    """Every user's (training rows, test rows) as sets of (movie id, rating)."""
+    out = {}
+    for pos, uid in enumerate(data.user_ids):
+        parts = []
+        for part in (data.train, data.test):
+            a, b = part.indptr[pos], part.indptr[pos + 1]
+            parts.append(frozenset(zip(data.item_ids[part.items[a:b]].tolist(),
+                                       part.values[a:b].tolist(), strict=True)))
+        out[int(uid)] = (parts[0], parts[1])
+    return out
+
+
+def check_max_users(tmp: Any, max_users: int | None, edit: str) -> None:
+    """A ratings file and a one-user neighbour (with the public `--users 20`, and
+    `--max-users N` when drawn): the users whose data is kept on D and on D' differ at most by
+    the edited user, and every other user's training rows and test rows are the same on both
+    (the per-user split is keyed by the user's own id, issue 29)."""
     from privlab.data.datasets import load_movielens
     from privlab.federated.data import load_ratings_files
 
     ratings = load_movielens("ratings")
-    ratings = ratings[ratings["userId"] <= 8].groupby("userId").head(5).reset_index(drop=True)
+    ratings = ratings[ratings["userId"] <= 8].groupby("userId").head(12).reset_index(drop=True)
     if edit == "add_user":  # a user whose id sorts first
         edited, user = pd.concat([ratings[ratings["userId"] == 3].assign(userId=0), ratings],
                                  ignore_index=True), 0
+    elif edit == "add_user_last":  # ... and one whose id sorts last
+        edited, user = pd.concat([ratings, ratings[ratings["userId"] == 3].assign(userId=99)],
+                                 ignore_index=True), 99
     else:
         edited, user = ratings[ratings["userId"] != 1], 1
-    kept = []
+    kept, rows = [], []
     for name, frame in (("D.csv", ratings), ("D2.csv", edited)):
         path = tmp / name
         frame.to_csv(path, index=False)
@@ -240,6 +259,12 @@ def check_max_users(tmp: Any, max_users: int, edit: str) -> None:
                                   declared_users=20)
         rated = (np.diff(data.train.indptr) + np.diff(data.test.indptr)) > 0
         kept.append({int(u) for u, r in zip(data.user_ids, rated, strict=True) if r})
+        rows.append({u: r for u, r in _rows_by_user(data).items() if u >= 0})  # < 0: padding
     moved = kept[0] ^ kept[1]
     assert moved <= {user}, f"--max-users {max_users}, edit {edit} (user {user}): kept " \
         f"users differ by {sorted(moved)}, not only by the edited user"
+    others = (set(rows[0]) | set(rows[1])) - {user}
+    assert others and all(u in rows[0] and u in rows[1] for u in others), (edit, others)
+    changed = sorted(u for u in others if rows[0][u] != rows[1][u])
+    assert not changed, f"--max-users {max_users}, edit {edit} (user {user}): the training " \
+        f"or test rows of the other users {changed} differ between D and D'"

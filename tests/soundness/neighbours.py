@@ -142,3 +142,33 @@ def assert_same_frame_structure(a: pd.DataFrame, b: pd.DataFrame, *,
         f"dtypes differ: {dict(a.dtypes)} vs {dict(b.dtypes)}"
     if same_length:
         assert len(a) == len(b), f"row counts differ: {len(a)} vs {len(b)}"
+
+
+def saved_model_facts(value: Any) -> Any:
+    """What an unpickled model file holds, as facts to compare between D and D': every
+    attribute, recursively, with the learnt weights (torch modules, float arrays: the noised
+    values) reduced to their shapes and dtypes. Anything else in the file, a timing or a
+    count, must be the same on both sides (issue 29: wall-clock times were pickled)."""
+    import dataclasses
+
+    if hasattr(value, "state_dict") and callable(value.state_dict):  # a torch module
+        return {k: ["weights", list(v.shape)] for k, v in value.state_dict().items()}
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc":
+            return ["weights", list(value.shape), str(value.dtype)]
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: saved_model_facts(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): saved_model_facts(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [saved_model_facts(v) for v in items]
+    if hasattr(value, "__dict__"):
+        return {"__class__": type(value).__name__,
+                **{k: saved_model_facts(v) for k, v in sorted(vars(value).items())}}
+    return value
+

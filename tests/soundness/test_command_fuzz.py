@@ -56,7 +56,10 @@ test_release = _fuzz(
     _case("release", "tiny", "remove", "count --column age --epsilon 1 --json"),
     # issue 21 (6): without --schema one text value in a numeric column exits 2
     _case("release", "people-noschema", "text_in_numeric",
-          "sum --column age --bounds 18:90 --epsilon 1 --json"))
+          "sum --column age --bounds 18:90 --epsilon 1 --json"),
+    # issue 29 (4): two of a person's rows without an id (no merged "person")
+    _case("release", "people-person", "missing_unit",
+          "histogram --column sex --max-rows-per-unit 1 --epsilon 1 --json"))
 
 test_train = _fuzz(
     "train", 4, ("people-row", "people-person"),
@@ -69,7 +72,15 @@ test_train = _fuzz(
           "dpsgd --epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --json"),
     # issue 23: progress per epoch on stderr, identical on both sides
     _case("train", "people-row", "add", "--target label --model logreg --method dpsgd "
-          "--epochs 2 --batch-size 32 --epsilon 1 --delta 1e-5 --json", progress=True))
+          "--epochs 2 --batch-size 32 --epsilon 1 --delta 1e-5 --json", progress=True),
+    # issue 29 (6): the saved model pickled wall-clock times (its unpickled attributes)
+    _case("train", "people-row", "remove", "--target label --model logreg --method dpsgd "
+          "--epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --sample-rate 0.25 "
+          "--save model.pkl --json"),
+    # issue 29 (4): rows without a person id, dropped before the bound
+    _case("train", "people-person", "missing_unit", "--target label --model logreg --method "
+          "dpsgd --epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --sample-rate 0.25 "
+          "--max-rows-per-unit 1 --save model.pkl --json"))
 
 test_audit = _fuzz(
     "audit", 1, ("people-row", "people-person"),

@@ -57,6 +57,8 @@ def test_synthesizers_neighbours_fuzz(case) -> None:
 @_settings(4)
 @given(case=federated_cases())
 @example(case=(4, "add_user"))
+@example(case=(None, "add_user"))  # issue 29: one split stream moved every user's rows
+@example(case=(None, "remove_user"))
 def test_max_users_neighbours_fuzz(case) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         check_max_users(Path(tmp), *case)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from neighbours import assert_same_structure, one_row_edits
+from neighbours import assert_same_structure, one_row_edits, saved_model_facts
 
 pytest.importorskip("torch", reason="needs the ml extra: pip install -e '.[ml]'")
 
@@ -200,3 +200,28 @@ def test_audit_honours_the_person_unit(visits, tmp_path, capsys):
     assert code == 0, err
     assert doc["guarantee"]["neighbouring"] == "user"
     assert doc["data"]["rows"] == PERSONS
+
+
+# --------------------------------------------------------------------------- issue 29: --save
+def test_saved_dpsgd_model_holds_no_timings(adult, tmp_path, capsys):
+    """Regression (issue 29): `train --method dpsgd --save` pickled wall-clock times
+    (training_.seconds, loop_seconds, calibration_seconds; the loop time grows with n). The
+    unpickled attributes of the models saved on D and on D' (one row removed) must agree in
+    everything but the noised weights' values."""
+    from privlab.learn.estimators import load_model
+
+    argv = ["train", "--schema", "adult", "--target", "salary", "--model", "logreg",
+            "--method", "dpsgd", "--epsilon", "2", "--delta", "1e-4", "--epochs", "1",
+            "--batch-size", "32", "--sample-rate", "0.25", "--seed", "3", "--save",
+            str(tmp_path / "model.pkl")]
+    facts = []
+    for frame in (adult, adult.drop(index=7)):
+        code, doc, err = _run(capsys, argv, frame, tmp_path)
+        assert code == 0, err
+        payload = load_model(tmp_path / "model.pkl")
+        est = payload["estimator"]
+        training = getattr(est, "torch_", est).training_  # DP logreg trains a torch model
+        assert (training.seconds, training.loop_seconds,
+                training.plan.calibration_seconds) == (None, None, None)
+        facts.append(saved_model_facts(payload))  # weights as shapes, the rest exact
+    assert facts[0] == facts[1]

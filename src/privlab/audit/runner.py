@@ -149,9 +149,9 @@ def split_for_audit(frame: pd.DataFrame, target: str, members: int | None, seed:
                                         "pass --on-invalid coerce (drops such rows)")
             rows = rows.loc[rows[target].notna().to_numpy()].reset_index(drop=True)
         if unit:
-            from privlab.learn.table import bound_per_unit
+            from privlab.schema.units import bound_per_unit
 
-            rows = bound_per_unit(rows, unit, 1, on_invalid)
+            rows = bound_per_unit(rows, unit, 1).reset_index(drop=True)
         features, y = rows[list(encoder.columns)], rows[target].astype(str)
     elif unsafe_encoding:
         if max_rows_per_unit is not None:

@@ -9,6 +9,7 @@ seed say so in their guarantee notes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -44,3 +45,21 @@ def make_rng(rng: RngLike = None) -> np.random.Generator:
 def is_seeded(rng: RngLike) -> bool:
     """True when the caller asked for reproducible (hence predictable) noise."""
     return rng is not None
+
+
+def keyed_generator(seed: int, purpose: str, key: object) -> np.random.Generator:
+    """A PCG64 generator that is a function of (seed, purpose, key) alone.
+
+    For per-user choices (a user's train/test split, which of its rows are used): seeding
+    each user's generator from a keyed hash of that user's own id (BLAKE2b, keyed by the seed
+    and the purpose) makes the choice independent of every other user, so adding or removing
+    one user changes nobody else's draw. One stream consumed user by user would not: each
+    user's draws would depend on how many rows the users before it hold.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InvalidInputError(f"seed must be an integer, got {seed!r}")
+    secret = f"privlab {purpose} seed {int(seed)}".encode()
+    if len(secret) > 64:  # BLAKE2b keys hold 64 bytes: keep purposes short
+        raise InvalidInputError(f"purpose {purpose!r} is too long for a keyed hash")
+    mac = hashlib.blake2b(str(key).encode(), digest_size=16, key=secret)
+    return np.random.default_rng(int.from_bytes(mac.digest(), "big"))

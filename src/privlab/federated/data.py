@@ -164,19 +164,30 @@ def movie_features(movies: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, tuple[
     return ids, feats, names
 
 
-def split_per_user(indptr: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
-    """Boolean test mask: floor(test_fraction * n_u) random rows of every user go to test."""
+def split_per_user(indptr: np.ndarray, test_fraction: float, seed: int,
+                   user_ids: np.ndarray | None = None) -> np.ndarray:
+    """Boolean test mask: floor(test_fraction * n_u) random rows of every user go to test.
+
+    User u's choice is drawn from its own generator, keyed by (seed, u's id) only
+    (`keyed_generator`; `user_ids` default to the positions, for synthetic users), over its
+    rows in their stored order, so adding or removing one user moves no other user's rows
+    between train and test (one stream consumed user by user did: issue 29).
+    """
+    from privlab.core.rng import keyed_generator
+
     if not 0 <= test_fraction < 1:
         raise InvalidInputError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
-    rng = np.random.default_rng(seed)
     counts = np.diff(indptr)
-    users = np.repeat(np.arange(len(counts)), counts)
-    key = rng.random(len(users))
-    order = np.lexsort((key, users))  # shuffled within each user
-    rank = np.empty(len(users), dtype=np.int64)
-    rank[order] = np.arange(len(users)) - np.repeat(indptr[:-1], counts)
+    ids = np.arange(len(counts)) if user_ids is None else np.asarray(user_ids)
+    if len(ids) != len(counts):
+        raise InvalidInputError(f"user_ids has {len(ids)} entries for {len(counts)} users")
     n_test = np.floor(test_fraction * counts).astype(np.int64)
-    return rank < n_test[users]
+    mask = np.zeros(int(indptr[-1]), dtype=bool)
+    for u in np.flatnonzero(n_test):
+        gen = keyed_generator(seed, "federated split", int(ids[u]))
+        chosen = gen.permutation(int(counts[u]))[: n_test[u]]
+        mask[indptr[u] + chosen] = True
+    return mask
 
 
 def ratings_from_frames(
@@ -265,7 +276,7 @@ def ratings_from_frames(
     order = np.lexsort((items, upos))
     upos, items, values = upos[order], items[order], values[order]
     indptr = np.concatenate([[0], np.cumsum(np.bincount(upos, minlength=len(user_ids)))])
-    test_mask = split_per_user(indptr, test_fraction, split_seed)
+    test_mask = split_per_user(indptr, test_fraction, split_seed, user_ids)
 
     def part(mask: np.ndarray) -> Interactions:
         ptr = np.concatenate([[0], np.cumsum(np.bincount(upos[mask], minlength=len(user_ids)))])

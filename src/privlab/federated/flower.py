@@ -189,7 +189,7 @@ def serve(config: RunConfig, address: str = "127.0.0.1:8080", num_clients: int =
         raise InvalidInputError(f"num_clients must be >= 1, got {num_clients}")
     data = load_task(config)  # only public facts are used: user count, catalogue, shapes
     model = make_model(config, data)
-    side = build_trusted_side(config, model, data.n_users)
+    side = build_trusted_side(config, model, data.n_users, getattr(data, "user_ids", None))
     strategy = _make_strategy(flwr, side, num_clients, connect_timeout)
     started = time.perf_counter()
     # Flower installs its own SIGINT/SIGTERM handlers; give the caller's back afterwards.

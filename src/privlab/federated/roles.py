@@ -172,9 +172,16 @@ class TrustedAggregator:
 
     def __init__(self, plan: Plan, parts: dict[str, tuple[int, int]],
                  clip_norms: dict[str, float], kind: str, accountant: RunAccountant,
-                 rng: np.random.Generator, hyper: dict[str, float] | None = None):
+                 rng: np.random.Generator, hyper: dict[str, float] | None = None,
+                 user_ids: np.ndarray | None = None):
         if sorted(parts) != sorted(clip_norms):
             raise InvalidInputError("every part needs a clip norm")
+        ids = np.arange(plan.n_users) if user_ids is None else np.asarray(user_ids)
+        if len(ids) != plan.n_users:
+            raise InvalidInputError(f"user_ids has {len(ids)} entries for {plan.n_users} users")
+        self._ids = [str(int(u)) for u in ids]
+        # the participation key: secret (from the aggregator's CSPRNG) unless seeded
+        self._key = rng.bytes(32)
         self.plan = plan
         self.parts = dict(parts)
         self.clip_norms = {k: float(v) for k, v in clip_norms.items()}
@@ -207,15 +214,30 @@ class TrustedAggregator:
                              self.plan.n_users))
         return 1.0
 
+    def _coins(self, what: str, index: int) -> np.ndarray:
+        """One uniform [0, 1) draw per user for round / epoch `index`: a keyed hash of
+        (index, the user's own id), so no user's draw depends on who else is enrolled
+        (docs/guarantees.md, "Per-user randomness")."""
+        import hashlib
+
+        out = np.empty(len(self._ids))
+        for pos, uid in enumerate(self._ids):
+            mac = hashlib.blake2b(f"{what}:{index}:{uid}".encode(), digest_size=8,
+                                  key=self._key)
+            out[pos] = (int.from_bytes(mac.digest(), "big") >> 11) / float(1 << 53)
+        return out
+
     def instructions(self, round_index: int) -> RoundInstructions:
-        """Participants of a round; drawn here, inside the trust boundary."""
+        """Participants of a round; drawn here, inside the trust boundary. DP-FedAvg's
+        Poisson coin of each user and DP-FTRL's shuffle key come from `_coins`."""
         n = self.plan.n_users
         if self.plan.algorithm == "dpfedavg" and self.plan.sample_rate < 1:
-            chosen = np.flatnonzero(self.rng.random(n) < self.plan.sample_rate)
+            chosen = np.flatnonzero(self._coins("round", round_index) < self.plan.sample_rate)
         elif self.plan.algorithm == "dpftrl":
             epoch, step = self._epoch_of(round_index)
             if step == 0:
-                self._order = self.rng.permutation(n)
+                # users in the order of their own keyed draws (a uniform shuffle)
+                self._order = np.argsort(self._coins("epoch", epoch), kind="stable")
             k = int(self.denominator)
             assert self._order is not None
             chosen = np.sort(self._order[step * k: (step + 1) * k])

@@ -144,9 +144,11 @@ def _hyper(config: RunConfig) -> dict[str, float]:
     return {"local_lr": cfg.local_lr, "local_steps": float(cfg.local_steps)}
 
 
-def build_trusted_side(config: RunConfig, model: Any, n_users: int) -> TrustedSide:
+def build_trusted_side(config: RunConfig, model: Any, n_users: int,
+                       user_ids: np.ndarray | None = None) -> TrustedSide:
     """Plan, calibrate the noise to the target epsilon, and create server/distributor/
-    aggregator. Uses only public facts: the config, the model's shapes and the user count."""
+    aggregator. Uses only public facts: the config, the model's shapes and the user count;
+    `user_ids` (inside the trust boundary) only key each user's own participation draw."""
     if n_users < 1:
         raise InvalidInputError("the run needs at least one enrolled user")
     kind = client_kind(config.algorithm)
@@ -165,7 +167,7 @@ def build_trusted_side(config: RunConfig, model: Any, n_users: int) -> TrustedSi
     server_lr = (config.factorized if config.dataset == "movielens" else config.mlp).server_lr
     server = Server(model, plan, model.init_params(init_rng), server_lr=server_lr)
     aggregator = TrustedAggregator(plan, parts, model.clip_norms(kind), kind, accountant,
-                                   make_rng(config.seed), _hyper(config))
+                                   make_rng(config.seed), _hyper(config), user_ids)
     return TrustedSide(config, model, plan, server, TrustedDistributor(), aggregator,
                        accountant, seconds)
 
@@ -292,7 +294,7 @@ def train(config: RunConfig, data: RatingsData | TabularData | None = None, *,
         raise InvalidInputError(f"engine must be 'vectorized' or 'loop', got {engine!r}")
     data = load_task(config) if data is None else data
     model = make_model(config, data)
-    side = build_trusted_side(config, model, data.n_users)
+    side = build_trusted_side(config, model, data.n_users, getattr(data, "user_ids", None))
     if not config.private:
         warnings.warn("non-private federated run: no clipping and no noise; the released "
                       "parameters are NOT differentially private", stacklevel=2)

@@ -172,7 +172,7 @@ class DPSGDPlan:
     clip: float
     epsilon_pld: float
     epsilon_rdp: float
-    calibration_seconds: float = 0.0
+    calibration_seconds: float | None = 0.0  # None in a saved model (not protected)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -268,9 +268,9 @@ class TrainResult:
     guarantee: PrivacyGuarantee
     plan: DPSGDPlan | None
     history: list[dict[str, float]] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float | None = 0.0  # wall-clock times: None in a saved model (without_timings)
     engine: str = "none"
-    loop_seconds: float = 0.0  # the training loop alone (no calibration or accounting)
+    loop_seconds: float | None = 0.0  # the training loop alone (no calibration or accounting)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"guarantee": self.guarantee.to_dict(), "history": self.history,

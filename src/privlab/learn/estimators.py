@@ -438,14 +438,38 @@ class _LogisticDPSGD(_TorchClassifier):
         return LogisticModel(n_features, n_classes)
 
 
+def without_timings(estimator: Any) -> Any:
+    """A shallow copy of `estimator` whose training record holds no wall-clock time.
+
+    How long a run took follows the private row count (the loop time grows with n), so a
+    saved model keeps none of it: `training_.seconds`, `training_.loop_seconds` and
+    `training_.plan.calibration_seconds` are None in the copy (issue 29). The estimator
+    itself keeps its timings for the caller's own use."""
+    import copy
+    import dataclasses
+
+    out = copy.copy(estimator)
+    training = getattr(out, "training_", None)
+    if training is not None:
+        plan = training.plan
+        out.training_ = dataclasses.replace(
+            training, seconds=None, loop_seconds=None,
+            plan=None if plan is None else dataclasses.replace(plan, calibration_seconds=None))
+    inner = getattr(out, "torch_", None)
+    if inner is not None:
+        out.torch_ = without_timings(inner)
+    return out
+
+
 def save_model(estimator: Any, path: str | Path, extra: dict[str, Any] | None = None) -> None:
-    """Pickle a fitted estimator (and e.g. its preprocessor) atomically, with its guarantee.
+    """Pickle a fitted estimator (and e.g. its preprocessor) atomically, with its guarantee,
+    and without wall-clock timings (`without_timings`).
 
     Load only files you trust (`load_model` unpickles)."""
     from privlab.utils.atomic import atomic_open
 
     _check_fitted(estimator)
-    payload = {"format": "privlab-model-1", "estimator": estimator,
+    payload = {"format": "privlab-model-1", "estimator": without_timings(estimator),
                "guarantee": estimator.guarantee_.to_dict(), **(extra or {})}
     try:
         with atomic_open(path, "wb") as handle:

@@ -125,9 +125,10 @@ def encode_with_schema(frame: pd.DataFrame, schema: Any, target: str, policy: st
     """conform -> SchemaEncoder. A missing label is refused, or under coerce its row dropped
     (`keep_rows=False`, add/remove) or given the target's declared default (`keep_rows`,
     replace-one: n stays fixed). With a person `unit`, each person's first `per_unit` rows are
-    kept (a row without a person id is refused, or dropped under coerce)."""
+    kept (a row without a person id is dropped, `privlab.schema.units`)."""
     from privlab.learn.data import SchemaEncoder, schema_classes
     from privlab.schema import check_policy, conform
+    from privlab.schema.units import bound_per_unit
 
     check_policy(policy)
     classes = schema_classes(schema, target)
@@ -145,22 +146,10 @@ def encode_with_schema(frame: pd.DataFrame, schema: Any, target: str, policy: st
         else:
             rows = rows.loc[labels.notna().to_numpy()].reset_index(drop=True)
     if unit:
-        rows = bound_per_unit(rows, unit, per_unit, policy)
+        rows = bound_per_unit(rows, unit, per_unit).reset_index(drop=True)
     x = encoder.transform(rows)
     return Encoded(x, rows[target].astype(str).to_numpy(dtype=object), classes, rows, encoder,
                    encoder.row_norm_bound, schema=schema)
-
-
-def bound_per_unit(rows: pd.DataFrame, unit: str, per_unit: int, policy: str) -> pd.DataFrame:
-    """Each person's first `per_unit` rows (the contribution bound). Which rows a person keeps
-    depends on that person's rows alone; a row without an id is refused or (coerce) dropped."""
-    ids = rows[unit]
-    if ids.isna().any():
-        if policy == "refuse":
-            raise InvalidInputError(f"column {unit!r}: a row without a privacy-unit id; fix the "
-                                    "data or pass --on-invalid coerce (drops such rows)")
-        rows = rows.loc[ids.notna().to_numpy()]
-    return rows.groupby(unit, sort=False).head(per_unit).reset_index(drop=True)
 
 
 def encode_fitted(frame: pd.DataFrame, target: str, one_hot: bool,
@@ -489,13 +478,16 @@ def per_person(g: PrivacyGuarantee, spec: TableTrainSpec, unit: str,
     """Lift a per-row guarantee to one person of <= `per_unit` rows (group privacy)."""
     import dataclasses
 
+    from privlab.schema.units import missing_unit_note
+
     return dataclasses.replace(
         g, epsilon=float(spec.epsilon), delta=float(spec.delta) if g.delta else 0.0,  # type: ignore[arg-type]
         neighbouring="user", accountant=f"group privacy over {per_unit} rows ({g.accountant})",
         notes=g.notes + (
             f"privacy unit {unit!r}: each person's rows are bounded to their first {per_unit}; "
             f"everything runs at epsilon/{per_unit} = {g.epsilon:.4g} and delta {g.delta:.3g} "
-            f"per row, so ({spec.epsilon:g}, {spec.delta if g.delta else 0:g}) per person",))
+            f"per row, so ({spec.epsilon:g}, {spec.delta if g.delta else 0:g}) per person",
+            missing_unit_note(unit)))
 
 
 def scrub(est: Any) -> None:

@@ -41,6 +41,7 @@ def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat
     """Conform the rows to the schema and fill the column's domain from it (never the data)."""
     from privlab.schema import OTHER, check_policy, conform
     from privlab.schema.facts import PublicFacts
+    from privlab.schema.units import bound_per_unit
 
     col = sch.column(column)
     if not col.is_released:
@@ -68,7 +69,7 @@ def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat
         if mech == "gaussian":
             raise InvalidInputError(f"privacy unit {unit!r}: the gaussian mechanism has no "
                                     "simple group-privacy bound here; use laplace or geometric")
-        frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
+        frame = bound_per_unit(frame, unit, per_unit)  # rows without an id: dropped first
     return frame, ReleaseDomain(bounds, cats, bins, per_unit, unit)
 
 
@@ -76,6 +77,8 @@ def release_guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: floa
                unit: str | None, schema: str | None, coerced: bool = False
                ) -> PrivacyGuarantee:
     """The release's guarantee: what it covers, and the person-level claim when bounded."""
+    from privlab.schema.units import missing_unit_note
+
     g = g.with_covers(f"{stat} of column {column!r} (the noisy value and its details)")
     if unit is not None:
         g = dataclasses.replace(
@@ -83,7 +86,8 @@ def release_guarantee(g: PrivacyGuarantee, stat: str, column: str, epsilon: floa
             accountant=f"group privacy over {per_unit} rows ({g.accountant})",
             notes=g.notes + (f"privacy unit {unit!r}: each person's rows are bounded to their "
                              f"first {per_unit}; the mechanism runs at epsilon/{per_unit} = "
-                             f"{epsilon / per_unit:.4g} per row, so {epsilon:g} per person",))
+                             f"{epsilon / per_unit:.4g} per row, so {epsilon:g} per person",
+                             missing_unit_note(unit)))
     elif schema is None:
         g = g.with_notes("no --schema: each row is taken to be a different person")
     if coerced:

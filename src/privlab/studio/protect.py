@@ -302,11 +302,12 @@ def _split(frame: Any, schema: Schema, plan: Plan, d: Domain) -> list[Any]:
     """The rows of each declared group of `plan.by`, in the schema's order (a group no row
     falls in is an empty table: its release is noise around zero, like any other)."""
     from privlab.schema import conform
+    from privlab.schema.units import bound_per_unit
 
     keep = list(dict.fromkeys([plan.column, plan.by] + ([d.unit] if d.unit else [])))
     rows = conform(frame, schema, "coerce", columns=keep)
-    if d.unit:  # each person's first M rows overall, before they are split into groups
-        rows = rows.groupby(d.unit, sort=False, dropna=False).head(d.per_unit)
+    if d.unit:  # each person's first M rows overall (no id: dropped), before the groups
+        rows = bound_per_unit(rows, d.unit, d.per_unit)
     key = rows[plan.by].astype(object).where(rows[plan.by].notna(), MISSING).astype(str)
     cols = [c for c in keep if c != plan.by]
     return [rows.loc[key == g, cols] for g in d.groups or []]
@@ -398,8 +399,9 @@ else:
 schema = load_schema(Path(__file__).with_name("schema.yaml") if P["schema_beside_script"]
                      else P["schema"])
 frame = conform(frame, schema, "coerce", columns=P["keep"])
-if P["unit"]:  # each person's first per_unit rows
-    frame = frame.groupby(P["unit"], sort=False, dropna=False).head(P["per_unit"])
+if P["unit"]:  # each person's first per_unit rows; rows without an id dropped
+    from privlab.schema.units import bound_per_unit
+    frame = bound_per_unit(frame, P["unit"], P["per_unit"])
 ledger = BudgetLedger(P["ledger"])
 entry = ledger.charge(P["principal"], P["epsilon"], 0.0, description=P["description"])
 eps = P["epsilon"] / P["per_unit"]

@@ -24,6 +24,7 @@ from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema, check_policy, conform, load_schema
+from privlab.schema.units import bound_per_unit, missing_unit_note
 from privlab.synth.budget import SAMPLER_DELTA_SHARE, ZCDPAccount
 from privlab.synth.domain import (
     DEFAULT_BINS,
@@ -190,6 +191,8 @@ class Synthesizer:
             if estimated:
                 g = g.with_notes("domain of " + ", ".join(estimated) + " estimated under DP "
                                  "(charged, see the budget); the rest is declared (public)")
+            if self.account.unit is not None:
+                g = g.with_notes(missing_unit_note(self.account.unit))
             if is_seeded(self.rng):
                 g = g.with_notes(SEEDED_NOTE)
             self._guarantee = g
@@ -276,8 +279,9 @@ class Synthesizer:
                 raise InvalidInputError("a privacy unit needs every column's domain declared "
                                         "in the schema (no estimated bounds or categories)")
             # each person's first M rows (the file's order): removing one person removes at
-            # most M rows and changes no one else's (docs/synth.md)
-            frame = frame.groupby(unit, sort=False, dropna=False).head(per_unit)
+            # most M rows and changes no one else's (docs/synth.md); rows without an id are
+            # dropped first (privlab.schema.units)
+            frame = bound_per_unit(frame, unit, per_unit)
             frame = frame[[p.name for p in plans]]
         self.account = ZCDPAccount(group=per_unit if private else 1,
                                    unit=unit if private else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from privlab.engines.base import qualified_source, quote_ident
 from privlab.query.config import ColumnSpec, TableSpec
 from privlab.query.planner.plan import Measure, PlanState, Primitive, TableUse
+from privlab.schema.units import unit_present_sql
 
 _MAX_DOUBLE = 1.7976931348623157e308
 
@@ -62,14 +63,20 @@ class SqlGenerator:
                 f"WHEN {ref} > {his} THEN {his} ELSE {ref} END")
 
     def _from_where(self, st: PlanState, on_sql: list[str], where_sql: str | None,
-                    bound: bool) -> str:
-        """FROM ... WHERE ...; with contribution bounding (`bound`), rows outside the public
-        GROUP BY domain are filtered first so they do not use up a unit's `max_rows`."""
+                    unit: tuple[TableUse, ColumnSpec] | None) -> str:
+        """FROM ... WHERE ...; with contribution bounding (a `unit`), rows without a unit id
+        are dropped (never one merged NULL partition, `privlab.schema.units`) and rows outside
+        the public GROUP BY domain are filtered first so they do not use up a unit's
+        `max_rows`."""
+        bound = unit is not None
         first = st.tables[0]
         text = f"FROM {self.source(first.spec)} AS {first.alias}"
         for j in on_sql:
             text += f" {j}"
         conditions = [where_sql] if where_sql else []
+        if unit is not None:
+            conditions.append(unit_present_sql(f"{unit[0].alias}.{quote_ident(unit[1].name)}",
+                                               unit[1].type == "text"))
         for g in st.groups:
             if g.domain is not None and not bound:
                 continue  # keys outside the domain are dropped after the query
@@ -95,7 +102,7 @@ class SqlGenerator:
             cols.append("random() AS __r")  # a window's ORDER BY may not be volatile
         cols += [f"{value_ref(g.table.alias, g.column)} AS {g.key}" for g in st.groups]
         cols += [f"{self._clamped(m)} AS {m.key}" for m in measures]
-        where = self._from_where(st, on_sql, where_sql, bound=unit is not None)
+        where = self._from_where(st, on_sql, where_sql, unit)
         return f"SELECT {', '.join(cols) or '1 AS __one'} {where}"
 
     def aggregation(self, st: PlanState, on_sql: list[str], where_sql: str | None,

@@ -27,6 +27,7 @@ from privlab.query.planner.plan import (
     refuse,
 )
 from privlab.query.planner.sqlgen import SqlGenerator, value_ref
+from privlab.schema.units import missing_unit_note
 
 
 def like_pattern(pattern: str, escape: str = "\\") -> str:
@@ -110,6 +111,8 @@ class Validator:
         if user_level:
             notes.append(f"at most {max_rows} row(s) per {unit[1].name if unit else 'unit'} "
                          "kept (chosen at random) before aggregation")
+            if unit is not None:
+                notes.append(missing_unit_note(unit[1].name))
         return QueryPlan(
             sql=sql_text, params=params, quantile_sql=quantile_sql,
             quantile_params=quantile_params, tables=tuple(st.tables),
