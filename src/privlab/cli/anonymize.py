@@ -60,7 +60,9 @@ def anonymize_cmd(
     qis = parse_list(quasi_identifiers, "--quasi-identifiers") or []
     check_policy(on_invalid)
     declared = load_schema(schema) if schema is not None else None  # before reading rows
-    frame = read_table(file, delimiter=delimiter)
+    # --schema: cells as text, typed by the declaration; without one k-anonymity is NOT DP
+    # and reads pandas' types
+    frame = read_table(file, delimiter=delimiter, infer=declared is None)
     leave_out = exclude_columns(exclude, drop)
     # every column-naming option names a column of DATA (one line naming it, exit 2)
     check_column_options(frame, file.name, {"--quasi-identifiers": qis, "--sensitive": sensitive,

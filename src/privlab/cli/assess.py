@@ -96,8 +96,12 @@ def assess_cmd(
     sources = _count_sources(file, population, engine, master)
     frame = pop = None
     if sources is None:
-        frame = read_table(file, delimiter=delimiter)
-        pop = read_table(population, delimiter=delimiter) if population is not None else None
+        # without a schema assess is exploratory and NOT DP: pandas' types (--schema: text,
+        # typed by the declaration)
+        infer = declared is None
+        frame = read_table(file, delimiter=delimiter, infer=infer)
+        pop = read_table(population, delimiter=delimiter, infer=infer) \
+            if population is not None else None
     # every column-naming option names a column of DATA (one line naming it, exit 2), on
     # every engine (a grouped source's `columns` are its header too)
     data, other = (frame, pop) if sources is None else sources

@@ -40,14 +40,16 @@ from privlab.errors import InvalidInputError
 _BUNDLED = {"adult": "salary", "classification": "target"}
 
 
-def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
+def _load(data: str, delimiter: str | None, infer: bool = False
+          ) -> tuple[Any, str, str | None]:
+    """A file's cells as text for the schema to type (`infer`: --unsafe-encoding, NOT DP)."""
     from privlab.data.datasets import load_dataset
     from privlab.data.io import read_table
 
     path = Path(data)
     if not path.exists() and data in _BUNDLED:
         return load_dataset(data), f"bundled dataset {data!r}", data
-    return read_table(path, delimiter=delimiter), str(path), None
+    return read_table(path, delimiter=delimiter, infer=infer), str(path), None
 
 
 def _fmt(v: Any) -> str:
@@ -135,7 +137,7 @@ def audit_cmd(
     bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
     declared = resolve_schema(schema, bundled)  # public: before any row is read
     check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
-    frame, source, _ = _load(data, delimiter)
+    frame, source, _ = _load(data, delimiter, infer=declared is None)
     if declared is not None and unsafe_encoding:
         raise InvalidInputError("--unsafe-encoding is for data without a schema; the schema "
                                 "already declares the encoding")

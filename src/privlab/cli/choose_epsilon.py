@@ -32,8 +32,10 @@ from privlab.errors import InvalidInputError
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
 
 
-def load_data(data: str, delimiter: str | None = None) -> tuple[Any, str]:
-    """A file, or a bundled dataset by name."""
+def load_data(data: str, delimiter: str | None = None, infer: bool = False
+              ) -> tuple[Any, str]:
+    """A file (cells as text for the schema to type; `infer`: pandas' types, only without a
+    schema, where the output is NOT DP), or a bundled dataset by name."""
     from privlab.data.datasets import load_dataset
     from privlab.data.io import read_table
 
@@ -41,7 +43,7 @@ def load_data(data: str, delimiter: str | None = None) -> tuple[Any, str]:
     if not path.exists() and data in _BUNDLED:
         opts = {"drop_missing": True} if data == "adult" else {}
         return load_dataset(data, **opts), f"bundled dataset {data!r}"
-    return read_table(path, delimiter=delimiter), str(path)
+    return read_table(path, delimiter=delimiter, infer=infer), str(path)
 
 
 def choose_epsilon_cmd(
@@ -142,7 +144,7 @@ def choose_epsilon_cmd(
     bundled = data if (not Path(data).exists() and data in _BUNDLED) else None
     declared = _resolve_schema(schema, bundled)  # before the data is read: refuse early
     check_delta_policy(delta, allow_weak, declared)  # one delta policy in every command
-    frame, source = load_data(data, delimiter)
+    frame, source = load_data(data, delimiter, infer=declared is None)
     if target is None:
         if data not in _BUNDLED:
             raise InvalidInputError("--target is required: name the label column")

@@ -47,6 +47,7 @@ from privlab.schema.release import (
     public_size_of,
     release_guarantee,
 )
+from privlab.schema.values import numbers
 
 
 class Statistic(StrEnum):
@@ -181,8 +182,8 @@ def _checked_values(values: pd.Series, stat: str, column: str, domain: ReleaseDo
     pair, cats, bins = domain.bounds, domain.categories, domain.bins
     numeric = stat in ("sum", "mean", "quantile")
     coerced = not declared and (numeric or (stat == "histogram" and cats is None))
-    if coerced:
-        values = pd.to_numeric(values, errors="coerce")
+    if coerced:  # the cells' text by the one numeric rule (privlab.schema.values)
+        values = numbers(values)
     if numeric and pair is None:
         raise InvalidInputError(f"{stat} needs --bounds LO:HI (public clamping range) or "
                                 "--schema (draft one with `privlab schema draft`); bounds "

@@ -50,15 +50,17 @@ class Method(StrEnum):
 _BUNDLED = {"adult": "salary", "digits": "target", "classification": "target"}
 
 
-def _load(data: str, delimiter: str | None) -> tuple[Any, str, str | None]:
-    """(frame, source, bundled dataset name or None)."""
+def _load(data: str, delimiter: str | None, infer: bool = False
+          ) -> tuple[Any, str, str | None]:
+    """(frame, source, bundled dataset name or None). A file's cells are text for the schema
+    to type (`infer`: pandas' types, only for --unsafe-encoding without a schema: NOT DP)."""
     from privlab.data.datasets import load_dataset
     from privlab.data.io import read_table
 
     path = Path(data)
     if not path.exists() and data in _BUNDLED:
         return load_dataset(data), f"bundled dataset {data!r}", data
-    return read_table(path, delimiter=delimiter), str(path), None
+    return read_table(path, delimiter=delimiter, infer=infer), str(path), None
 
 
 #: Columns of a bundled dataset that are not features by default (public choice).
@@ -176,7 +178,7 @@ def train_cmd(
     if meth != "none":  # one delta policy in every command, against the public size only
         check_delta_policy(delta, allow_weak, declared)
     public = parse_column_ranges(bounds, "--bounds")
-    frame, source, _ = _load(data, delimiter)
+    frame, source, _ = _load(data, delimiter, infer=declared is None)
     if target is None:
         target = _BUNDLED.get(bundled or "")
         if target is None:

@@ -2,6 +2,17 @@
 
 Every verb that takes a FILE goes through `read_table`, so an empty file, a non-UTF-8 file,
 a missing or duplicate column reads the same way everywhere.
+
+The reading rule (docs/guarantees.md, "How rows are read"): a CSV cell is read as its text,
+never as a type guessed from the other cells of its column (pandas' inference would read "01"
+as 1 on one file and as "01" on its neighbour with one more row "XX"). Each cell is stripped of
+surrounding whitespace; a cell that is then empty, or one of the missing markers
+(`DEFAULT_MISSING`), is missing: a blank cell and a whitespace-only cell are the same missing
+value. Parquet columns keep their physical types (nullable integers stay exact integers).
+Types are given to the text afterwards, value by value, by the declared schema
+(`privlab.schema.read.read_declared`) or by a command's own options (`--bounds`).
+`infer=True` keeps pandas' inference for the few exploratory outputs that are labelled NOT
+differentially private and have no schema (assess, anonymize, train --unsafe-encoding).
 """
 
 from __future__ import annotations
@@ -38,13 +49,16 @@ def _open_bytes(path: Path) -> bytes:
 
 def read_table(path: str | Path, *, delimiter: str | None = None,
                missing_values: Sequence[str] = DEFAULT_MISSING,
-               allow_empty: bool = False) -> pd.DataFrame:
+               allow_empty: bool = False, infer: bool = False) -> pd.DataFrame:
     """Read a CSV/TSV (optionally .gz) or Parquet file into a DataFrame.
 
     Column names are stripped of surrounding spaces; string cells too. The delimiter is
-    sniffed among , ; tab | when not given. Missing markers become NaN. `allow_empty`: a
-    header without rows is a table of 0 rows (a DP release must treat it like its one-row
-    neighbour); otherwise it is refused.
+    sniffed among , ; tab | when not given (from the header line and the first rows: a wrong
+    sniff fails on every neighbour alike or reads the header wrong). CSV cells are text
+    (object column of str) and missing markers become None; see the module docstring.
+    `allow_empty`: a header without rows is a table of 0 rows (a DP release must treat it
+    like its one-row neighbour); otherwise it is refused. `infer`: pandas' type inference
+    (NOT-DP exploratory outputs only).
     """
     path = Path(path)
     if path.suffix.lower() in (".xlsx", ".xls", ".ods"):
@@ -53,7 +67,7 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
         if not path.exists():
             raise InvalidInputError(f"file not found: {path}")
         try:
-            frame = pd.read_parquet(path)
+            frame = pd.read_parquet(path) if infer else _read_parquet_exact(path)
         except Exception as exc:  # pyarrow raises several types for a bad file
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise InvalidInputError(f"cannot read Parquet file {path}: {first}") from None
@@ -89,9 +103,14 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
         with warnings.catch_warnings():
             # index_col=False: a first row with one field too many must not become an index.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True,
-                                na_values=list(missing_values), keep_default_na=False,
-                                index_col=False)
+            if infer:
+                frame = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True,
+                                    na_values=list(missing_values), keep_default_na=False,
+                                    index_col=False)
+            else:
+                # every cell as its text: no value decides how another one is read
+                frame = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=object,
+                                    keep_default_na=False, na_filter=False, index_col=False)
     except pd.errors.ParserWarning:
         raise InvalidInputError(f"cannot parse {path} with delimiter {delimiter!r}: a row has "
                                 f"more fields than the {len(names)} in the header; fix the "
@@ -102,10 +121,38 @@ def read_table(path: str | Path, *, delimiter: str | None = None,
                                 "delimiter") from None
     if len(names) == frame.shape[1]:
         frame.columns = names
+    if not infer:
+        marks = frozenset(missing_values) | {""}
+        for col in frame.columns:
+            frame[col] = _cells(frame[col], marks)
+        return _check_frame(frame, path, allow_empty)
     for col in frame.columns:
         if frame[col].dtype == object or str(frame[col].dtype).startswith("str"):
             frame[col] = frame[col].str.strip() if hasattr(frame[col], "str") else frame[col]
     return _check_frame(frame, path, allow_empty)
+
+
+def _cells(column: pd.Series, marks: frozenset[str]) -> pd.Series:
+    """One column's cells by the reading rule: stripped text, a missing marker -> None."""
+    values = [None if not isinstance(v, str) or (t := v.strip()) in marks else t
+              for v in column.tolist()]  # a short row's absent cells come back as NaN
+    return pd.Series(values, index=column.index, name=column.name, dtype=object)
+
+
+def _read_parquet_exact(path: Path) -> pd.DataFrame:
+    """A Parquet file by its physical types, with integers exact: a nullable integer column
+    stays integer (pandas would turn it into float64 and a 19-digit id would lose digits)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    ints = {t: pd.Int64Dtype() for t in ("int8", "int16", "int32", "int64")}
+    ints.update({t: pd.UInt64Dtype() for t in ("uint8", "uint16", "uint32", "uint64")})
+    frame = table.to_pandas(types_mapper=lambda t: ints.get(str(t)))
+    for col in frame.columns:  # integers without a missing value: plain int64 / uint64
+        if isinstance(frame[col].dtype, (pd.Int64Dtype, pd.UInt64Dtype)) and \
+                not frame[col].isna().any():
+            frame[col] = frame[col].to_numpy(dtype=frame[col].dtype.numpy_dtype)
+    return frame
 
 
 def _check_frame(frame: pd.DataFrame, path: Path, allow_empty: bool = False) -> pd.DataFrame:

@@ -13,9 +13,10 @@ from privlab.schema.model import (
     parse_schema,
     schema_from_columns,
 )
+from privlab.schema.read import read_declared
 
 __all__ = [
     "BUNDLED_SCHEMAS", "COLUMN_TYPES", "OTHER", "POLICIES", "ColumnSchema", "Schema",
     "bundled_schema", "check_policy", "conform", "draft_schema", "draft_yaml", "load_schema",
-    "parse_schema", "schema_for_dataset", "schema_from_columns",
+    "parse_schema", "read_declared", "schema_for_dataset", "schema_from_columns",
 ]

@@ -2,8 +2,10 @@
 
 `conform(frame, schema)` returns a table whose columns, order and dtypes come from the schema
 alone (categorical -> object strings, integer and numeric -> float64, datetime ->
-datetime64[ns], identifier/text -> object strings), whatever the rows hold. Values that do not
-fit are handled by one of two policies:
+datetime64[ns], identifier/text -> object strings), whatever the rows hold. Each cell is
+converted on its own by the fixed rules of `privlab.schema.values` (text from a CSV, physical
+values from Parquet or a library DataFrame): no value changes how another row is read.
+Values that do not fit are handled by one of two policies:
 
 - "refuse" (the CLI default; the CLI user is the data's curator): the first column with a
   value that does not fit raises a one-line `InvalidInputError` naming the column and the fix.
@@ -23,13 +25,15 @@ so n is the number of input rows whatever their values.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from privlab.errors import InvalidInputError
-from privlab.schema.model import OTHER, ColumnSchema, Schema
+from privlab.schema.model import ISO8601, OTHER, ColumnSchema, Schema
+from privlab.schema.values import INVALID, code_of, datetime_of, number_of, parse_each
 
 Policy = Literal["refuse", "coerce"]
 POLICIES = ("refuse", "coerce")
@@ -42,9 +46,9 @@ def _refuse(col: ColumnSchema, what: str) -> InvalidInputError:
 
 def _conform_categorical(s: pd.Series, col: ColumnSchema, policy: Policy
                          ) -> tuple[pd.Series, np.ndarray]:
-    missing = s.isna().to_numpy()
-    text = s.astype(object).where(~missing, None)
-    text = text.map(lambda v: v if v is None else _as_text(v))
+    codes = parse_each(s, code_of)
+    missing = np.array([c is None for c in codes], dtype=bool)
+    text = pd.Series(codes, index=s.index, dtype=object)
     known = text.isin(col.categories).to_numpy()
     unknown = ~known & ~missing
     drop = np.zeros(len(s), dtype=bool)
@@ -65,37 +69,31 @@ def _conform_categorical(s: pd.Series, col: ColumnSchema, policy: Policy
     return out, drop
 
 
-def _as_text(value: object) -> str:
-    """Category text of a value; whole floats read from CSV ('1.0') match declared '1'."""
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def _conform_numeric(s: pd.Series, col: ColumnSchema, policy: Policy
                      ) -> tuple[pd.Series, np.ndarray]:
-    was_missing = s.isna().to_numpy()
-    if pd.api.types.is_bool_dtype(s.dtype):
-        if policy == "refuse":
-            raise _refuse(col, "true/false values in a numeric column")
-        values = np.full(len(s), np.nan)
-    else:
-        values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    unparsed = np.isnan(values) & ~was_missing
+    integer = col.type == "integer"
+    parsed = parse_each(s, lambda v: number_of(v, integer))
+    was_missing = np.array([v is None for v in parsed], dtype=bool)
+    unparsed = np.array([v is INVALID for v in parsed], dtype=bool)
     if unparsed.any() and policy == "refuse":
         raise _refuse(col, f"a value that is not a number in a {col.type} column")
     lo, hi = col.bounds  # type: ignore[misc]
-    finite_or_inf = ~np.isnan(values)
-    if col.type == "integer":
-        fractional = finite_or_inf & np.isfinite(values) & (values != np.round(values))
-        if fractional.any() and policy == "refuse":
-            raise _refuse(col, "a non-integer value in an integer column")
-        values = np.where(np.isfinite(values), np.round(values), values)
-    outside = finite_or_inf & ((values < lo) | (values > hi))
+    # bounds are compared on the exact value (a 19-digit integer is not rounded first)
+    fractional = np.array([isinstance(v, float) and math.isfinite(v) and not v.is_integer()
+                           for v in parsed], dtype=bool) if integer else np.zeros(len(s), bool)
+    if fractional.any() and policy == "refuse":
+        raise _refuse(col, "a non-integer value in an integer column")
+    nan_value = np.array([isinstance(v, float) and math.isnan(v) for v in parsed], dtype=bool)
+    outside = np.array([v is not None and v is not INVALID and not _isnan(v)
+                        and (v < lo or v > hi) for v in parsed], dtype=bool)
     if outside.any() and policy == "refuse":
         raise _refuse(col, f"a value outside its declared bounds [{lo}, {hi}]")
-    values = np.where(finite_or_inf, np.clip(values, lo, hi), np.nan)
-    missing = np.isnan(values)
+    values = np.array([np.nan if v is None or v is INVALID else
+                       float(min(max(v, lo), hi)) if not _isnan(v) else np.nan
+                       for v in parsed], dtype=np.float64)
+    if integer:
+        values = np.where(np.isfinite(values), np.round(values), values)
+    missing = was_missing | unparsed | nan_value
     drop = np.zeros(len(s), dtype=bool)
     if missing.any() and not col.missing:
         if policy == "refuse":
@@ -104,16 +102,19 @@ def _conform_numeric(s: pd.Series, col: ColumnSchema, policy: Policy
     return pd.Series(values, index=s.index, name=col.name, dtype="float64"), drop
 
 
+def _isnan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
 def _conform_datetime(s: pd.Series, col: ColumnSchema, policy: Policy
                       ) -> tuple[pd.Series, np.ndarray]:
-    was_missing = s.isna().to_numpy()
-    values = pd.to_datetime(s, errors="coerce", utc=False)
-    if getattr(values.dt, "tz", None) is not None:
-        values = values.dt.tz_convert(None)
-    values = values.astype("datetime64[ns]")
-    unparsed = values.isna().to_numpy() & ~was_missing
+    parsed = parse_each(s, lambda v: datetime_of(v, col.format))
+    unparsed = np.array([v is INVALID for v in parsed], dtype=bool)
     if unparsed.any() and policy == "refuse":
-        raise _refuse(col, "a value that is not a date/time")
+        fmt = "ISO 8601" if col.format == ISO8601 else repr(col.format)
+        raise _refuse(col, f"a value that is not a date/time in its declared format ({fmt})")
+    values = pd.Series([pd.NaT if v is None or v is INVALID else v for v in parsed],
+                       index=s.index, dtype="datetime64[ns]")
     lo, hi = (pd.Timestamp(b) for b in col.bounds)  # type: ignore[union-attr]
     outside = values.notna() & ((values < lo) | (values > hi))
     if outside.any() and policy == "refuse":
@@ -130,14 +131,14 @@ def _conform_datetime(s: pd.Series, col: ColumnSchema, policy: Policy
 
 def _conform_key(s: pd.Series, col: ColumnSchema, policy: Policy
                  ) -> tuple[pd.Series, np.ndarray]:
-    missing = s.isna().to_numpy()
-    text = s.astype(object).map(lambda v: v if v is None else _as_text(v))
+    codes = parse_each(s, code_of)
+    missing = np.array([c is None for c in codes], dtype=bool)
     drop = np.zeros(len(s), dtype=bool)
     if missing.any() and not col.missing:
         if policy == "refuse":
             raise _refuse(col, "a missing value but the schema declares missing: false")
         drop = missing
-    out = pd.Series(text.to_numpy(dtype=object), index=s.index, name=col.name, dtype=object)
+    out = pd.Series(codes, index=s.index, name=col.name, dtype=object)
     out[missing] = np.nan
     return out, drop
 

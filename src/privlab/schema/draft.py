@@ -1,5 +1,8 @@
 """`draft_schema`: suggest a schema from data, marked as a draft that must be reviewed.
 
+The rows are read as text (`read_table`), like every other reader; the draft proposes a type
+from the text by the same per-cell rules (`privlab.schema.values`), so a column of codes
+"01", "02" is drafted as categorical with those codes, not as an integer.
 A draft is computed from the private rows (their categories, minima and maxima), so it is
 itself private: it is written with `draft: true`, which every loader refuses, and a header that
 says so. A person must review it (widen bounds to public limits, replace observed category
@@ -9,6 +12,7 @@ lists with documented ones), treat it as public, and delete the draft line befor
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -16,6 +20,9 @@ import pandas as pd
 
 from privlab.errors import InvalidInputError
 from privlab.schema.model import MAX_CATEGORIES, Schema, parse_schema
+from privlab.schema.values import INVALID, datetime_of, number_of, numbers, parse_each
+
+_LEADING_ZERO = re.compile(r"[+-]?0\d")
 
 #: Text columns with more distinct values than this share of their rows (and at least
 #: IDENTIFIER_MIN_DISTINCT of them) are drafted as identifiers.
@@ -38,9 +45,34 @@ DRAFT_HEADER = """\
 """
 
 
+def _text_kind(values: pd.Series) -> str | None:
+    """A text column's drafted kind, by the same per-cell rules the schema reads with:
+    "integer" / "numeric" when every cell is a number (and none is a code with a leading zero
+    such as "01", which a number would lose), "datetime" when every cell is ISO 8601."""
+    if values.empty or not all(isinstance(v, str) for v in values):
+        return None
+    parsed = parse_each(values, lambda v: number_of(v, True))
+    if not any(v is INVALID for v in parsed):
+        if any(_LEADING_ZERO.match(v) for v in values):
+            return None
+        return "integer" if all(isinstance(v, int) for v in parsed) else "numeric"
+    if not any(v is INVALID for v in parse_each(values, datetime_of)):
+        return "datetime"
+    return None
+
+
 def _column_draft(s: pd.Series) -> dict[str, Any]:
     missing = bool(s.isna().any())
     values = s.dropna()
+    kind = _text_kind(values) if s.dtype == object else None
+    if kind == "datetime":
+        values = pd.Series(parse_each(values, datetime_of), dtype="datetime64[ns]")
+        s = values
+    elif kind is not None:
+        values = numbers(values)
+        if kind == "integer":
+            values = values.astype(np.int64) if np.isfinite(values).all() else values
+        s = values
     if pd.api.types.is_bool_dtype(s.dtype):
         return {"type": "categorical", "categories": ["False", "True"], "missing": missing}
     if pd.api.types.is_datetime64_any_dtype(s.dtype):

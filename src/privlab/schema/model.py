@@ -16,7 +16,11 @@ Column types:
   [V, ...]` declares values that carry a mass of their own (e.g. 0 hours of overtime, 0
   affairs): synthesizers give each its own code so the share of exact zeros survives instead
   of being smeared uniformly over the bin that holds it.
-- datetime: `bounds: [ISO, ISO]`.
+- datetime: `bounds: [ISO, ISO]`, and the `format` its values are written in: "ISO8601" (the
+  default: any ISO 8601 date or date-time, `T` or a space between them) or a strptime
+  pattern such as "%d/%m/%Y %H:%M". A value with an offset (`+02:00`) or `Z` is converted
+  to UTC; one without is taken as written (naive times are UTC). A value that does not fit
+  the format is invalid (`on_invalid`), whatever the other rows hold.
 - identifier: a privacy-unit key or record id; its values are never public and never released.
 - text: free text that no command releases.
 Every column says whether `missing` values are allowed (default true), and may declare a
@@ -45,7 +49,9 @@ COLUMN_TYPES: tuple[str, ...] = ("categorical", "integer", "numeric", "datetime"
 OTHER = "<other>"
 MAX_CATEGORIES = 5000
 _COLUMN_KEYS = {"type", "categories", "other", "bounds", "missing", "scale", "bins",
-                "point_masses", "description", "default"}
+                "point_masses", "description", "default", "format"}
+#: A datetime column's default `format`: ISO 8601, each value parsed on its own.
+ISO8601 = "ISO8601"
 #: The fill of an identifier / text column without a declared default.
 MISSING_TEXT = "<missing>"
 #: The most point masses one column may declare (each is a code of its own).
@@ -81,6 +87,7 @@ class ColumnSchema:
             return self.bounds[0]
         return MISSING_TEXT
     point_masses: tuple[float, ...] = ()
+    format: str = ISO8601
 
     @property
     def is_numeric(self) -> bool:
@@ -112,6 +119,8 @@ class ColumnSchema:
         if self.point_masses:
             out["point_masses"] = [int(v) if self.type == "integer" else float(v)
                                    for v in self.point_masses]
+        if self.type == "datetime" and self.format != ISO8601:
+            out["format"] = self.format
         out["missing"] = self.missing
         if self.default is not None:
             out["default"] = (pd.Timestamp(self.default).isoformat() if self.type == "datetime"
@@ -316,11 +325,24 @@ def parse_column(name: str, raw: Any, schema_name: str = "declared") -> ColumnSc
                              or not 1 <= bins <= 1024):
         raise InvalidInputError(f"{where}: bins must be an integer in [1, 1024], got {bins!r}")
     points = _parse_point_masses(raw.get("point_masses"), kind, bounds, where)
+    fmt = _parse_format(raw.get("format"), kind, where)
     default = _parse_default(raw.get("default"), kind, categories, other, bounds, where)
     return ColumnSchema(name=str(name), type=kind, categories=categories, other=other,
                         bounds=bounds, missing=missing, scale=scale, bins=bins,
                         description=str(raw.get("description", "")), default=default,
-                        point_masses=points)
+                        point_masses=points, format=fmt)
+
+
+def _parse_format(raw: Any, kind: str, where: str) -> str:
+    """A datetime column's `format`: "ISO8601" or a strptime pattern (with a % directive)."""
+    if raw is None:
+        return ISO8601
+    if kind != "datetime":
+        raise InvalidInputError(f"{where}: only datetime columns take a format")
+    if not isinstance(raw, str) or not (raw == ISO8601 or "%" in raw):
+        raise InvalidInputError(f"{where}: format must be \"ISO8601\" or a strptime pattern "
+                                f"such as \"%d/%m/%Y\", got {raw!r}")
+    return raw
 
 
 def _parse_default(raw: Any, kind: str, categories: tuple[str, ...], other: bool,
@@ -462,5 +484,6 @@ def schema_from_columns(name: str, columns: Mapping[str, Mapping[str, Any]],
     return parse_schema(spec, name=name)
 
 
-__all__ = ["COLUMN_TYPES", "OTHER", "ColumnSchema", "Schema", "load_schema", "parse_column",
+__all__ = ["COLUMN_TYPES", "ISO8601", "OTHER", "ColumnSchema", "Schema", "load_schema",
+           "parse_column",
            "parse_schema", "schema_from_columns"]
