@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+from privlab.assess.report import ASSESSMENT_EXACT
 from privlab.errors import PrivlabError
 from privlab.studio.sessions import Session
 from privlab.studio.web import CheckedForm, SessionDep, attachment, back, page
@@ -40,6 +41,7 @@ async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
     sections = [plain_section(result)] + assessment_sections(result)
     # the downloadable report is `privlab assess --report`'s page, from the same sections
     write_page(session.folder / "assessment.html", "Privacy impact assessment", sections,
+               exact_values=ASSESSMENT_EXACT,
                subtitle=f"{result.source}: attribute-level richness, risky combinations "
                         "and privacy models", guarantee=result.guarantee)
     session.assessment = {"sections": sections,
