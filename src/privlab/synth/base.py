@@ -24,7 +24,7 @@ from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema, check_policy, conform, load_schema
-from privlab.synth.budget import SamplerReserve, ZCDPAccount, reserve_for
+from privlab.synth.budget import SamplerReserve, ZCDPAccount, reserve_for, rho_within
 from privlab.synth.domain import (
     DEFAULT_BINS,
     NO_SCHEMA,
@@ -335,15 +335,13 @@ class Synthesizer:
                      plans: Sequence[ColumnPlan] | None = None) -> PrivacyPlan:
         """The split of a private fit at (epsilon, delta), before any row is read: refused
         (exit 4, one line) when the sampler's reserve cannot fit in delta."""
-        from privlab.core.calibration import rho_for_target
-
         plans = self.public_plans() if plans is None else plans
         _, group = self.person_bound()
         threshold = any(p.needs_categories for p in plans)
         delta_thr = delta * THRESHOLD_DELTA_SHARE if threshold else 0.0
         sampler = reserve_for(epsilon, delta - delta_thr, group * self.sampler_bound(plans))
         delta_z = split_delta(delta, delta_thr, sampler.delta)
-        return PrivacyPlan(delta_thr, sampler, delta_z, rho_for_target(sampler.epsilon, delta_z))
+        return PrivacyPlan(delta_thr, sampler, delta_z, rho_within(sampler.epsilon, delta_z))
 
     def check_budget(self, epsilon: float, delta: float) -> None:
         """Refuse (exit 4) a private (epsilon, delta) that cannot hold, before any row is

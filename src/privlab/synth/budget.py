@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from privlab.core.calibration import zcdp_to_approx_dp
+from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import GAUSSIAN_SAMPLER_TV, sampler_delta
 from privlab.errors import UnsafeConfigurationError
@@ -40,6 +40,16 @@ from privlab.errors import UnsafeConfigurationError
 #: Most of the delta (after the thresholds' share) the sampler's float64 step may take;
 #: beyond it epsilon is calibrated lower, as `gaussian_mechanism` does.
 SAMPLER_DELTA_CAP = 0.5
+
+
+def rho_within(epsilon: float, delta: float) -> float:
+    """`rho_for_target`, stepped down until its conversion is at most epsilon: brentq's
+    absolute tolerance can leave it a few 1e-9 above at tiny epsilon, and the guarantee
+    states this conversion (it must not exceed the epsilon the reserve was sized for)."""
+    rho = rho_for_target(epsilon, delta)
+    while zcdp_to_approx_dp(rho, delta) > epsilon:
+        rho *= 1 - 1e-7
+    return rho
 
 
 @dataclass(frozen=True)

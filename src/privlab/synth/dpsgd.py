@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from privlab.core.calibration import rho_for_target
 from privlab.core.dpsgd import factors_from_squared_norms
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
@@ -41,7 +40,7 @@ from privlab.synth.base import (
     Synthesizer,
     split_delta,
 )
-from privlab.synth.budget import SamplerReserve, reserve_for
+from privlab.synth.budget import SamplerReserve, reserve_for, rho_within
 from privlab.synth.domain import ColumnPlan
 
 #: Share of epsilon spent before DP-SGD: the row count only, or the row count plus the
@@ -223,7 +222,7 @@ class DeepSynthesizer(Synthesizer):
         _, sampler = self._pre_budget(prep.epsilon, prep.delta, prep.plans)
         self.account.sampler = sampler
         delta_pre_z = split_delta(delta_pre, 0.0, sampler.delta)
-        rho_pre = rho_for_target(sampler.epsilon, delta_pre_z)
+        rho_pre = rho_within(sampler.epsilon, delta_pre_z)
         self.account.rho_cap = rho_pre
         rho_pre *= 1 - RHO_MARGIN  # the steps' rounding never sums above the stated rho
         rho_count = rho_pre * (COUNT_SHARE_OF_PRE if need_domain else 1.0)
