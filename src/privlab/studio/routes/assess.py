@@ -8,7 +8,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
-from privlab.assess.report import ASSESSMENT_EXACT
 from privlab.errors import PrivlabError
 from privlab.studio.sessions import Session
 from privlab.studio.web import CheckedForm, SessionDep, attachment, back, page
@@ -26,7 +25,7 @@ async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
     if session.source is None:
         session.flash("error", "choose data first")
         return back("/")
-    from privlab.assess.report import assessment_sections, plain_section
+    from privlab.assess.report import ASSESSMENT_EXACT, assessment_sections, plain_section
     from privlab.report import write_page
 
     qis = [q for q in (str(form.get("quasi_identifiers", "")).split(",")) if q.strip()]
