@@ -127,3 +127,20 @@ def test_cli_refuses_a_delta_the_reserve_cannot_fit_before_reading_rows(tmp_path
 def test_the_library_refuses_the_same_delta() -> None:
     with pytest.raises(UnsafeConfigurationError, match="too small"):
         make_synthesizer("mst", schema=SCHEMA, rng=0).fit(_table(), 1.0, 1e-13)
+
+
+@pytest.mark.parametrize("method", ["mst", "aim"])
+def test_studio_preview_shows_the_rho_the_fit_will_use(method) -> None:
+    """The studio's preview (public facts only) sets aside the same reserve as the fit: the
+    same rho, and at epsilon 50 it says the fit is calibrated lower."""
+    from privlab.schema import load_schema
+    from privlab.studio.synth_preview import synth_preview
+
+    schema = load_schema(SCHEMA)
+    for epsilon, below in ((1.0, False), (50.0, True)):
+        s = make_synthesizer(method, schema=SCHEMA)
+        plan = s.privacy_plan(epsilon, 1e-6)
+        preview = synth_preview(schema, method, list(CATS), epsilon, 1e-6, 400)
+        assert preview["rho"] == plan.rho_total
+        assert preview["calibrated_below"] is below
+        assert preview["epsilon"] == plan.sampler.epsilon

@@ -345,8 +345,10 @@ class Synthesizer:
 
     def check_budget(self, epsilon: float, delta: float) -> None:
         """Refuse (exit 4) a private (epsilon, delta) that cannot hold, before any row is
-        read (the CLI calls this right after the delta policy)."""
-        self.privacy_plan(epsilon, delta)
+        read (the CLI calls this right after the delta policy). A non-private fit (epsilon
+        inf) has nothing to check."""
+        if math.isfinite(epsilon):
+            self.privacy_plan(epsilon, delta)
 
     def _private_budget(self, prep: Prepared) -> tuple[float, float, float]:
         """Split a private fit's (epsilon, delta) (`privacy_plan`): the threshold share of

@@ -206,7 +206,8 @@ class DeepSynthesizer(Synthesizer):
         return eps_pre, reserve_for(eps_pre, delta * PRE_DELTA_SHARE, self.sampler_bound(plans))
 
     def check_budget(self, epsilon: float, delta: float) -> None:
-        self._pre_budget(epsilon, delta, self.public_plans())
+        if math.isfinite(epsilon):
+            self._pre_budget(epsilon, delta, self.public_plans())
 
     def _pre_process(self, prep: Prepared) -> PrePlan:
         """Domain (undeclared parts) and the noisy row count, in zCDP; the non-private
