@@ -123,6 +123,10 @@ def test_dp_audit_reports_accounted_epsilon_and_a_consistent_bound(table, capsys
     assert set(doc["attacks"]["loss"]["tpr_at_fpr"]) == {"0.01", "0.1"}
     first = _plain_words(html.read_text())
     _check_plain_facts(first, doc)
+    # regression (issue 29, item 7): a DP-trained model's audit page shows exact member
+    # counts, accuracies, AUCs and ROC curves, so it carries the NOT-DP banner
+    assert 'id="not-dp"' in html.read_text()
+    assert "NOT differentially private: this page shows exact values" in html.read_text()
     assert f"with differential privacy (DP-SGD) at epsilon {g['epsilon']:.2g}" in first
     assert f"below the promised epsilon {g['epsilon']:.2g}, as it must be" in first
     assert "ALARM" not in first

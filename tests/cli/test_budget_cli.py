@@ -133,3 +133,17 @@ def test_refused_budget_set_leaves_no_ledger_or_lock(tmp_path, args) -> None:
                *args])
     assert rc == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_refused_release_on_a_new_ledger_leaves_no_ledger_or_lock(tmp_path, data_file,
+                                                                   capsys) -> None:
+    """Issue 29: `release --ledger new.db --principal alice` with no budget set is refused
+    (exit 2, one line naming `privlab budget set`) and, as for `budget set`, leaves no
+    new.db or new.db-writer.lock behind."""
+    before = set(tmp_path.iterdir())
+    code = main(["release", "count", str(data_file), "--column", "age", "--epsilon", "0.5",
+                 "--ledger", str(tmp_path / "new.db"), "--principal", "alice"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1 and "privlab budget set" in captured.err
+    assert set(tmp_path.iterdir()) == before

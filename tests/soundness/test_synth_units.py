@@ -23,7 +23,6 @@ from privlab.core.calibration import rho_for_target
 from privlab.errors import InvalidInputError
 from privlab.schema import schema_from_columns
 from privlab.synth import make_synthesizer
-from privlab.synth.budget import SAMPLER_DELTA_SHARE
 
 PERSONS, PER_PERSON, M = 300, 4, 2
 SPEC = {
@@ -118,8 +117,10 @@ def test_per_person_rho_is_m_squared_times_per_row() -> None:
     for m in (1, 3):
         s = make_synthesizer("mst", schema=UNIT, max_rows_per_unit=m, rng=0)
         s.fit(_visits(), eps, delta)
-        assert s.account.rho == pytest.approx(
-            rho_for_target(eps, delta * (1 - SAMPLER_DELTA_SHARE)), rel=1e-12)
+        plan = s.privacy_plan(eps, delta)
+        assert plan.rho_total == pytest.approx(rho_for_target(eps, plan.delta_z), rel=1e-9)
+        assert s.account.rho == pytest.approx(plan.rho_total, rel=1e-9)
+        assert s.account.rho <= plan.rho_total
         assert s.guarantee.neighbouring == "user"
         assert s.guarantee.epsilon == pytest.approx(eps, rel=1e-9)
         step = s.budget_lines()[0]

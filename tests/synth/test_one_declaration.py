@@ -24,6 +24,7 @@ from privlab.cli.main import main
 from privlab.errors import InvalidInputError
 from privlab.schema import load_schema
 from privlab.synth import make_synthesizer
+from privlab.synth.budget import SamplerReserve
 from privlab.synth.domain import DomainBudget, build_domain, declaration_from_schema, plan_columns
 from privlab.synth.legacy import parse_domain_json, schema_from_domain
 
@@ -33,10 +34,15 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "retired_domain_adult.js
 
 @pytest.fixture(autouse=True)
 def recorded_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runs were recorded before 1% of the zCDP delta was reserved for the sampler's
-    float64 step (synth/budget.py); without the reserve the calibration is the recorded one,
-    so these comparisons of the two declaration paths stay exact."""
-    monkeypatch.setattr("privlab.synth.base.SAMPLER_DELTA_SHARE", 0.0)
+    """The runs were recorded before a share of delta was reserved for the sampler's float64
+    step (synth/budget.py) and rho calibrated RHO_MARGIN below the target; without either
+    the calibration is the recorded one, so these comparisons of the two declaration paths
+    stay exact."""
+    monkeypatch.setattr("privlab.synth.base.reserve_for",
+                        lambda eps, delta, bound: SamplerReserve(bound, eps, 0.0))
+    monkeypatch.setattr("privlab.synth.base.RHO_MARGIN", 0.0)
+    # with no reserve, the guarantee's check that it covers the draws is off
+    monkeypatch.setattr("privlab.synth.budget.sampler_delta", lambda eps, n: 0.0)
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ from synth_schemas import adult_any_missing, types_schema
 
 from privlab.cli.main import main
 from privlab.core.calibration import rho_for_target, zcdp_to_approx_dp
+from privlab.core.samplers import sampler_delta
 from privlab.errors import InvalidInputError
 from privlab.synth import MSTSynthesizer, make_synthesizer
 from privlab.synth.aim import AIMSynthesizer, candidate_weights, parse_workload
-from privlab.synth.budget import SAMPLER_DELTA_SHARE
 from privlab.synth.evaluate import fidelity
 from privlab.synth.marginals import DuckDBMarginals
 from privlab.synth.pgm import GraphicalModel, JunctionTree, Measurement, mirror_descent
@@ -158,12 +158,14 @@ def test_accounting_lists_every_round_and_matches_the_guarantee(adult_small, eps
     lines = s.budget_lines()
     rho = math.fsum(b["rho"] for b in lines)
     delta_thr = sum(b["delta"] for b in lines)
-    # 1% of the zCDP delta is reserved for the sampler's float64 step (synth/budget.py)
-    delta_z = (1e-6 - delta_thr) * (1 - SAMPLER_DELTA_SHARE)
+    # the sampler's reserve comes out of delta before the zCDP conversion (synth/budget.py)
+    reserve = s.account.sampler.delta
+    delta_z = s.privacy_plan(epsilon, 1e-6).delta_z
+    assert delta_z == pytest.approx(1e-6 - delta_thr - reserve, rel=1e-12)
     assert rho == pytest.approx(rho_for_target(epsilon, delta_z), rel=1e-9)
     g = s.guarantee
     assert g.epsilon == pytest.approx(zcdp_to_approx_dp(rho, delta_z), rel=1e-9)
-    assert s.account.sampler_slack(g.epsilon) <= s.account.sampler_reserve
+    assert 0 < sampler_delta(g.epsilon, s.account.shifted) <= reserve
     assert g.epsilon <= epsilon and g.delta == pytest.approx(1e-6) and g.is_dp
     rounds = s.round_log
     assert rounds and [r["round"] for r in rounds] == list(range(1, len(rounds) + 1))

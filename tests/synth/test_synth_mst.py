@@ -14,7 +14,7 @@ from privlab.core.samplers import sampler_delta
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema
 from privlab.synth import NOT_AVAILABLE, MSTSynthesizer, make_synthesizer
-from privlab.synth.budget import SAMPLER_DELTA_SHARE, ZCDPAccount
+from privlab.synth.budget import ZCDPAccount, reserve_for
 from privlab.synth.evaluate import fidelity, rare_copies
 
 
@@ -31,8 +31,8 @@ def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) ->
     delta_thr = sum(b["delta"] for b in s.budget_lines())
     assert delta_thr == pytest.approx(0.1 * delta)
     # the whole budget is used and not exceeded: rho matches the target conversion
-    # 1% of the zCDP delta is reserved for the sampler's float64 step (synth/budget.py)
-    delta_z = (delta - delta_thr) * (1 - SAMPLER_DELTA_SHARE)
+    # the sampler's reserve comes out of delta before the zCDP conversion (synth/budget.py)
+    delta_z = delta - delta_thr - s.account.sampler.delta
     assert rho == pytest.approx(rho_for_target(epsilon, delta_z), rel=1e-9)
     assert g.epsilon == pytest.approx(zcdp_to_approx_dp(rho, delta_z), rel=1e-9)
     assert g.epsilon <= epsilon and g.epsilon > 0.999 * epsilon
@@ -43,8 +43,8 @@ def test_guarantee_accounts_every_step_including_domain(adult_small, epsilon) ->
 def test_noise_scales_follow_the_budget_split(adult_small) -> None:
     s = MSTSynthesizer(schema=adult_any_missing(), rng=2).fit(adult_small, 1.0, 1e-6)
     d = len(s.domain)
-    # declared domain: nothing spent before MST (1% of delta is the sampler's reserve)
-    rho = rho_for_target(1.0, 1e-6 * (1 - SAMPLER_DELTA_SHARE))
+    # declared domain: nothing spent before MST (the sampler's reserve comes out of delta)
+    rho = rho_for_target(1.0, 1e-6 - s.account.sampler.delta)
     assert [b["step"].split(" ")[0] for b in s.budget_lines()] == [
         "1-way", "spanning-tree", "2-way"]
     assert s.sigmas["one_way"] == pytest.approx(math.sqrt(d / (2 * rho / 3)))
@@ -52,36 +52,42 @@ def test_noise_scales_follow_the_budget_split(adult_small) -> None:
     assert len(s.edges) == d - 1
 
 
-def test_guarantee_charges_the_samplers_float_step_for_every_draw() -> None:
-    """Regression: the discrete Gaussian's float64 acceptance step adds sampler_delta(eps,
-    draws) to delta; a zCDP account's guarantee must include it for the draws it made."""
-    acct = ZCDPAccount()
-    acct.spend("counts", 0.05, draws=1000)
-    acct.spend("selection", 0.01, draws=0)
-    acct.spend("more counts", 0.05, delta=1e-7, draws=234)
+def test_guarantee_charges_the_planned_reserve_and_refuses_to_overrun_it() -> None:
+    """The guarantee charges the reserve planned from public facts (never the draws a run
+    happened to make), states the planned rho's epsilon, and a fit that spent more than it
+    planned is a bug (RuntimeError), not a larger delta."""
+    cap = rho_for_target(1.0, 1e-6)
+    acct = ZCDPAccount(sampler=reserve_for(1.0, 1e-6, 10), rho_cap=cap)
+    acct.spend("counts", 0.3 * cap, vectors=4)
+    acct.spend("selection", 0.3 * cap, vectors=0)
+    acct.spend("more counts", 0.3 * cap, delta=1e-7, vectors=6)
     g = acct.guarantee(1e-6, "test")
-    slack = sampler_delta(g.epsilon, 1234)
-    assert acct.draws == 1234 and slack > 0
-    assert g.delta == 1e-6 + 1e-7 + slack
-    assert any(f"{slack:.3g}" in n and "sampler" in n for n in g.notes)
-    # with a reserve that covers the draws, the reserve is charged (the requested delta)
-    acct.sampler_reserve = 1e-8
-    g = acct.guarantee(1e-6, "test")
-    assert g.delta == 1e-6 + 1e-7 + 1e-8
-    # the slack (a function of the draw count) is not printed when the reserve covers it
-    assert not any(f"{slack:.3g}" in n for n in g.notes)
+    reserve = sampler_delta(1.0, 10)
+    assert acct.sampler.delta == reserve and acct.shifted == 10
+    assert g.delta == math.fsum([1e-6, 1e-7, reserve])
+    assert g.epsilon == zcdp_to_approx_dp(cap, 1e-6)  # the planned rho, not the 0.9 x spent
+    assert any(f"{reserve:.3g}" in n and "sampler" in n and "x 10," in n for n in g.notes)
+    acct.spend("one vector too many", 0.0, vectors=1)
+    with pytest.raises(RuntimeError, match="above its plan"):
+        acct.guarantee(1e-6, "test")
 
 
-def test_mst_counts_every_draw_and_stays_within_the_requested_delta(adult_small) -> None:
+def test_a_person_shifts_one_draw_per_vector_per_row() -> None:
+    """With M rows per person a step's shifted draws are M x its vectors, as its rho is
+    M^2 x the per-row rho."""
+    acct = ZCDPAccount(group=3)
+    acct.spend("marginals", 0.01, vectors=5)
+    assert acct.shifted == 15 and acct.rho == pytest.approx(0.09)
+
+
+def test_mst_bound_counts_its_vectors_and_stays_within_the_requested_delta(adult_small) -> None:
     s = MSTSynthesizer(schema=adult_any_missing(), rng=2).fit(adult_small, 1.0, 1e-6)
-    sizes = s.domain.sizes
-    one_way = sum(sizes)
-    two_way = sum(int(np.prod([s.compressed_sizes[a], s.compressed_sizes[b]]))
-                  for a, b in s.edges)
-    assert s.account.draws == one_way + two_way
-    slack = sampler_delta(s.guarantee.epsilon, one_way + two_way)
-    assert 0 < slack <= s.account.sampler_reserve == pytest.approx(0.01 * 1e-6)
-    assert s.guarantee.delta == pytest.approx(1e-6, rel=1e-12)
+    d = len(s.domain)
+    # d 1-way marginals and d - 1 tree edges; the bound is known before any row is read
+    assert s.account.shifted == s.account.sampler.bound == 2 * d - 1
+    assert s.sampler_bound(s.public_plans()) == 2 * d - 1
+    assert s.account.sampler.delta == sampler_delta(1.0, 2 * d - 1)
+    assert s.guarantee.delta <= 1e-6 and s.guarantee.delta == pytest.approx(1e-6, rel=1e-12)
 
 
 def _structured(n: int, seed: int) -> pd.DataFrame:
@@ -180,16 +186,3 @@ def test_mst_does_not_copy_rare_records_more_than_the_holdout(adult) -> None:
     assert copier["copies_exceed_baseline"]
 
 
-def test_a_draw_count_read_from_the_rows_is_not_covered_once_it_shows_in_delta() -> None:
-    """Beyond the reserve the reported delta counts the draws; where that count is the number
-    of distinct values of an estimated column, the guarantee names it in not_covered."""
-    acct = ZCDPAccount(sampler_reserve=1e-8)
-    acct.spend("categories", 0.01, delta=1e-7, draws=50, private_draws=True)
-    assert acct.guarantee(1e-6, "test").is_dp  # within the reserve: nothing shows
-    acct.spend("marginals", 0.01, draws=10**6)
-    g = acct.guarantee(1e-6, "test")
-    assert g.delta == 1e-6 + 1e-7 + sampler_delta(g.epsilon, 10**6 + 50) > 1.1e-6
-    assert not g.is_dp and any("distinct value" in c for c in g.not_covered)
-    public = ZCDPAccount(sampler_reserve=1e-8)
-    public.spend("marginals", 0.01, draws=10**6)
-    assert public.guarantee(1e-6, "test").is_dp  # a public draw count: a larger, true delta

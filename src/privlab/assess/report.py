@@ -11,6 +11,8 @@ from privlab.assess.richness import TIER_MEANING
 from privlab.report import Image, Section, Table, bar_chart, fmt, pct, write_page
 
 MAX_COMBINATION_BARS = 40
+#: What an assessment page shows exactly (its NOT-DP banner, report.html).
+ASSESSMENT_EXACT = "row and distinct counts, unique shares, k"
 
 
 def assessment_sections(result: Assessment) -> list[Section]:
@@ -230,6 +232,7 @@ def write_assessment_report(result: Assessment, path: str | Path) -> Path:
     """Write the assessment as one self-contained HTML page (atomically), plain words first."""
     return write_page(path, "Privacy impact assessment",
                       [plain_section(result)] + assessment_sections(result),
+                      exact_values=ASSESSMENT_EXACT,
                       subtitle=f"{result.source}: attribute-level richness, risky "
                                "combinations and privacy models",
                       guarantee=result.guarantee)

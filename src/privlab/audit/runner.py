@@ -460,6 +460,8 @@ def write_audit_html(path: str, report: dict[str, Any]) -> None:
                 Section("Attacks", tables=[Table(cols, rows)]),
                 Section("ROC curves", images=[Image(figure_data_uri(fig), "ROC curves")])]
     write_page(path, "Membership-inference audit", sections,
+               exact_values="member counts, accuracies, attack success rates, AUCs, ROC "
+                            "curves",
                subtitle=f"target column {report['data']['target']!r}, model "
                         f"{report['model']['kind']}",
                guarantee=None)

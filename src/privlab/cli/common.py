@@ -184,6 +184,9 @@ def print_baseline(base: dict[str, Any] | None, *, subject: str, advice: str,
     if not base["better_than_baseline"]:
         console.print(f"  [bold yellow]{subject} is {escape(base['verdict'])}[/bold yellow]: "
                       f"{advice}")
+    elif base.get("difference_interval_95") is not None:
+        # a DP comparison: "better" is said with the noise interval that supports it
+        console.print(f"  {subject} is {escape(base['verdict'])}", highlight=False)
 
 
 def warn_weak_epsilon(epsilon: float, field: str = "--epsilon") -> bool:

@@ -365,6 +365,8 @@ def _write_report(path: Path, result: Any, releases: list[dict], budget: float,
     if chosen is not None:
         sections.append(_choose_epsilon_section(chosen))
     write_page(path, "privlab demo: UCI Adult", sections,
+               exact_values="the assessment's counts and shares, each statistic's true "
+                            "value",
                subtitle="assess -> protect -> audit -> choose epsilon on bundled data")
 
 

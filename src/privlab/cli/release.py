@@ -229,7 +229,10 @@ def _charge(ledger: str | None, principal: str | None, epsilon: float, delta: fl
         return None
     from privlab.core.ledger import BudgetLedger
 
-    return BudgetLedger(str(ledger)).charge(principal, epsilon, delta, description=description)
+    # create=False: a ledger that does not exist holds no budget, so the charge is refused
+    # (exit 2) before any database or writer-lock file is created
+    return BudgetLedger(str(ledger), create=False).charge(principal, epsilon, delta,
+                                                          description=description)
 
 
 def _compute(stat: str, values: Any, domain: ReleaseDomain, eps: float, delta: float,

@@ -119,6 +119,9 @@ def synth_cmd(
     synth = make_synthesizer(method, **options)  # its schema loaded and checked
     # the one delta policy, against the schema's public size only: before any row is read
     check_delta_policy(delta, allow_weak, synth.schema)
+    # the sampler's reserve is sized from the schema: a delta it cannot fit is refused
+    # (exit 4) here, before any row is read
+    synth.check_budget(epsilon, delta)
     frame = read_table(file, delimiter=delimiter)
     _check_column_options(frame, file, options["drop"], target)
     frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here

@@ -209,14 +209,16 @@ def _count_rng(seed: int | None, stream: int) -> Any:
 
 
 def noisy_counts(values: Sequence[int], sensitivity: int, epsilon: float, seed: int | None,
-                 stream: int) -> tuple[np.ndarray, PrivacyGuarantee]:
-    """Two-sided geometric noise on integer counts (L1 `sensitivity`), clamped at 0."""
+                 stream: int) -> tuple[np.ndarray, PrivacyGuarantee, float]:
+    """Two-sided geometric noise on integer counts (L1 `sensitivity`), clamped at 0; the
+    noise scale (public) comes back for intervals."""
     from privlab.core.mechanisms import geometric_mechanism
 
     rel = geometric_mechanism(np.asarray(values, dtype=np.int64), sensitivity, epsilon,
                               rng=_count_rng(seed, stream),
                               changed_coordinates=min(sensitivity, len(values)))
-    return np.maximum(np.asarray(rel.value, dtype=np.int64), 0), rel.guarantee
+    return (np.maximum(np.asarray(rel.value, dtype=np.int64), 0), rel.guarantee,
+            float(rel.noise["scale"]))
 
 
 def _ratio(num: int, den: int) -> float:
@@ -229,21 +231,35 @@ BASELINE_NOISY = ("majority class and its share from the same noisy per-class co
 
 
 def _baseline(labels: Sequence[Any], by_class_tr: Sequence[int], by_class_te: Sequence[int],
-              n_tr: int, n_te: int, metrics: dict[str, Any], source: str) -> dict[str, Any]:
+              n_tr: int, n_te: int, metrics: dict[str, Any], source: str, *,
+              correct_te: int | None = None, scale: float | None = None) -> dict[str, Any]:
     """The majority-class baseline beside the accuracies: the majority is the training part's
-    (what a model that learnt nothing would predict), scored on each part."""
-    from privlab.learn.baseline import majority_from_counts, no_better_text
+    (what a model that learnt nothing would predict), scored on each part. With noisy counts
+    (`scale`: their discrete-Laplace scale, `correct_te`: the model's noisy test hits) the
+    verdict carries the difference's 95% noise interval and says "better" only when the
+    interval excludes 0 (`privlab.learn.baseline.noisy_verdict`)."""
+    from privlab.learn.baseline import (
+        difference_halfwidth,
+        majority_from_counts,
+        no_better_text,
+        noisy_verdict,
+    )
 
     counts_tr = {str(c): int(v) for c, v in zip(labels, by_class_tr, strict=True)}
     counts_te = {str(c): int(v) for c, v in zip(labels, by_class_te, strict=True)}
     major = majority_from_counts(counts_tr)
     b_tr, b_te = _ratio(counts_tr[major], n_tr), _ratio(counts_te[major], n_te)
-    better = bool(metrics["test_accuracy"] > b_te)
-    return {"majority_class": major, "train_accuracy": b_tr, "test_accuracy": b_te,
-            "better_than_baseline": better,
-            "verdict": ("better than" if better else "no better than")
-            + no_better_text(major).removeprefix("no better than"),
-            "measured": source}
+    out: dict[str, Any] = {"majority_class": major, "train_accuracy": b_tr,
+                           "test_accuracy": b_te}
+    if scale is None or correct_te is None:
+        better = bool(metrics["test_accuracy"] > b_te)
+        verdict = (("better than" if better else "no better than")
+                   + no_better_text(major).removeprefix("no better than"))
+    else:
+        better, interval, verdict = noisy_verdict(major, correct_te, counts_te[major], n_te,
+                                                  difference_halfwidth(scale))
+        out["difference_interval_95"] = interval
+    return {**out, "better_than_baseline": better, "verdict": verdict, "measured": source}
 
 
 def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None,
@@ -324,7 +340,7 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
                     "--metrics-share > 0 to estimate the training rows under DP")
             eps_size = eps_metrics / 2
             eps_metrics -= eps_size
-            (est_n,), _ = noisy_counts([len(tr)], 1, eps_size, spec.seed, 1)
+            (est_n,), _, _ = noisy_counts([len(tr)], 1, eps_size, spec.seed, 1)
             if est_n < 2:
                 raise InvalidInputError("the noisy estimate of the training rows is below "
                                         "2: too few rows for DP-SGD at this epsilon")
@@ -381,27 +397,28 @@ def train_table(frame: pd.DataFrame, spec: TableTrainSpec, *, schema: Any = None
     elif replace:  # n and the part sizes are public under replace-one neighbours
         # one replaced row changes its part's correct count by <= 1 and two class counts of
         # its part by 1 each: L1 sensitivity 3
-        noisy, counts_g = noisy_counts([correct_tr, correct_te, *by_class_tr, *by_class_te],
-                                       3, eps_metrics, spec.seed, 2)
+        noisy, counts_g, scale = noisy_counts(
+            [correct_tr, correct_te, *by_class_tr, *by_class_te], 3, eps_metrics, spec.seed, 2)
         c_tr, c_te = int(noisy[0]), int(noisy[1])
         metrics = {"rows": len(tr) + len(te), **exact,
                    "train_accuracy": _ratio(c_tr, len(tr)),
                    "test_accuracy": _ratio(c_te, len(te))}
         base = _baseline(labels, noisy[2:2 + k], noisy[2 + k:], len(tr), len(te), metrics,
-                         BASELINE_NOISY)
+                         BASELINE_NOISY, correct_te=c_te, scale=scale)
         noised += ["train_accuracy", "test_accuracy", "baseline"]
     else:
         # a row added or removed changes one class count of its part by 1 and its part's
         # correct count by <= 1: L1 sensitivity 2; the part sizes are sums of class counts
-        noisy, counts_g = noisy_counts([*by_class_tr, *by_class_te, correct_tr, correct_te],
-                                       2, eps_metrics, spec.seed, 2)
+        noisy, counts_g, scale = noisy_counts(
+            [*by_class_tr, *by_class_te, correct_tr, correct_te], 2, eps_metrics, spec.seed, 2)
         cls_tr, cls_te = noisy[:k], noisy[k:2 * k]
         n_tr, n_te = int(cls_tr.sum()), int(cls_te.sum())
         c_tr, c_te = int(noisy[2 * k]), int(noisy[2 * k + 1])
         metrics = {"rows": n_tr + n_te, "train_rows": n_tr, "test_rows": n_te,
                    "train_accuracy": _ratio(c_tr, n_tr),
                    "test_accuracy": _ratio(c_te, n_te)}
-        base = _baseline(labels, cls_tr, cls_te, n_tr, n_te, metrics, BASELINE_NOISY)
+        base = _baseline(labels, cls_tr, cls_te, n_tr, n_te, metrics, BASELINE_NOISY,
+                         correct_te=c_te, scale=scale)
         noised += ["rows", "train_rows", "test_rows", "train_accuracy", "test_accuracy",
                    "baseline"]
 

@@ -3,6 +3,11 @@
 Any verb builds a list of `Section`s (paragraphs, key figures, tables, images, recommendations)
 and calls `write_page`; the shared `page.html.j2` lays them out. A verb that needs its own
 layout can add a template extending `base.html.j2` and call `write_html`.
+
+Every page states whether it shows exact values computed from the real records (member
+counts, accuracies, AUCs, true statistics): `exact_values` is a required argument of every
+writer, a description of them or None, and `base.html.j2` turns a description into a "NOT
+differentially private" banner at the top of the page (issue 29), so no page can forget it.
 """
 
 from __future__ import annotations
@@ -115,8 +120,16 @@ def environment() -> jinja2.Environment:
     return make_environment("privlab.report")
 
 
-def render_html(template: str, **context: Any) -> str:
-    """Render a template from `privlab/report/templates` with the common page context."""
+#: The banner of a page that shows exact values (`exact_values` says which).
+NOT_DP_BANNER = "NOT differentially private: this page shows exact values from the real records"
+
+
+def render_html(template: str, *, exact_values: str | None, **context: Any) -> str:
+    """Render a template from `privlab/report/templates` with the common page context.
+    `exact_values`: which exact (not DP) values computed from the real records the page
+    shows (a NOT-DP banner names them), or None when it shows only DP or public values."""
+    if exact_values is not None and not str(exact_values).strip():
+        raise ValueError("exact_values must name the exact values shown, or be None")
     ctx = {
         "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
@@ -125,16 +138,19 @@ def render_html(template: str, **context: Any) -> str:
         "meta": {},
     }
     ctx.update(context)
+    ctx["exact_values"] = exact_values
+    ctx["not_dp_banner"] = NOT_DP_BANNER
     g = ctx.get("guarantee")
     if isinstance(g, PrivacyGuarantee):
         ctx["guarantee"] = {"is_dp": g.is_dp, "text": g.describe()}
     return environment().get_template(template).render(**ctx)
 
 
-def write_html(path: str | Path, template: str, **context: Any) -> Path:
+def write_html(path: str | Path, template: str, *, exact_values: str | None,
+               **context: Any) -> Path:
     """Render and write atomically (a crash leaves the old file or the new one)."""
     path = Path(path)
-    atomic_write_text(path, render_html(template, **context))
+    atomic_write_text(path, render_html(template, exact_values=exact_values, **context))
     return path
 
 
@@ -143,13 +159,17 @@ PLAIN_WORDS = "In plain words"
 
 
 def write_page(path: str | Path, title: str, sections: Sequence[Section], *,
-               subtitle: str = "", guarantee: PrivacyGuarantee | None = None,
+               exact_values: str | None, subtitle: str = "",
+               guarantee: PrivacyGuarantee | None = None,
                meta: Mapping[str, Any] | None = None) -> Path:
     """Write a generic report page made of `sections` (the shared layout). Every report
     opens with "In plain words" (issue 23): a reader who stops after one section must still
-    learn what was done and how safe it is, so a page without it is a programming error."""
+    learn what was done and how safe it is, so a page without it is a programming error.
+    `exact_values` (required): the exact values from the real records the page shows, for
+    its NOT-DP banner, or None (see the module docstring)."""
     if not sections or sections[0].title != PLAIN_WORDS:
         raise ValueError(f"a report's first section must be {PLAIN_WORDS!r}, got "
                          f"{sections[0].title if sections else None!r}")
-    return write_html(path, "page.html.j2", title=title, subtitle=subtitle, sections=sections,
-                      guarantee=guarantee, meta=dict(meta or {}))
+    return write_html(path, "page.html.j2", exact_values=exact_values, title=title,
+                      subtitle=subtitle, sections=sections, guarantee=guarantee,
+                      meta=dict(meta or {}))

@@ -358,5 +358,7 @@ def write_report(doc: Mapping[str, Any], path: str | Path, *, title: str = "",
     if doc["notes"]:
         sections.append(Section("Notes", items=list(doc["notes"])))
     return write_page(path, title or "Choosing epsilon", sections,
+                      exact_values="accuracies, attack successes, AUCs, class and split "
+                                   "counts",
                       subtitle=answer, meta={"policy": pol["name"],
                                              "chosen epsilon": chosen})

@@ -485,7 +485,8 @@ def report_html(result: Result) -> str:
                                         "With the library: reproduce.py in this package. A "
                                         "rerun draws fresh noise and is charged again."]),
     ]
-    return render_html("page.html.j2", title=f"privlab release {result.rid}",
+    # only the DP release, its guarantee and public settings: no exact value
+    return render_html("page.html.j2", exact_values=None, title=f"privlab release {result.rid}",
                        subtitle=f"{result.statistic} of {result.column}", sections=sections,
                        guarantee=result.privacy)
 

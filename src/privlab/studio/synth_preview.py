@@ -6,15 +6,19 @@ on the d one-way marginals (discrete Gaussian, sigma = sqrt(d / (2 rho/3)) per c
 on choosing a spanning tree, a third on its d - 1 two-way marginals (sigma = sqrt((d - 1) /
 (2 rho/3))). The expected total-variation distance that this noise alone puts on a one-way
 marginal of k cells over n rows is about k sigma sqrt(2/pi) / (2 n). AIM spends the same rho
-over adaptive rounds, so only its total is shown."""
+over adaptive rounds, so only its total is shown. Both first set aside the sampler reserve
+for their public bound of shifted draws (MST 2d - 1, AIM d + 16 d; privlab.synth.budget), at
+a smaller epsilon where the request is too large for it, as the fit does."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from privlab.core.calibration import rho_for_target
 from privlab.schema import Schema
+from privlab.synth.aim import ROUNDS_PER_COLUMN
+from privlab.synth.base import split_delta
+from privlab.synth.budget import reserve_for, rho_within
 from privlab.synth.domain import DEFAULT_BINS  # numeric columns' bins by default
 
 
@@ -30,9 +34,13 @@ def cells(schema: Schema, name: str) -> int:
 
 def synth_preview(schema: Schema, method: str, columns: list[str], epsilon: float,
                   delta: float, rows: int | None) -> dict[str, Any]:
-    rho = rho_for_target(epsilon, delta)
     d = len(columns)
-    out: dict[str, Any] = {"rho": rho, "columns": d, "split": [], "tvd": None}
+    bound = 2 * d - 1 if method == "mst" else d + ROUNDS_PER_COLUMN * d
+    sampler = reserve_for(epsilon, delta, bound)
+    rho = rho_within(sampler.epsilon, split_delta(delta, 0.0, sampler.delta))
+    out: dict[str, Any] = {"rho": rho, "columns": d, "split": [], "tvd": None,
+                           "epsilon": sampler.epsilon,
+                           "calibrated_below": sampler.epsilon < epsilon}
     if method != "mst":
         out["split"] = [("adaptive rounds: choose a marginal (exponential mechanism), measure "
                          "it (discrete Gaussian), until rho is spent", rho)]

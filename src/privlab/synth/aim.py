@@ -42,6 +42,7 @@ from privlab.core.mechanisms import exponential_mechanism
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
+from privlab.synth.domain import ColumnPlan
 from privlab.synth.marginals import DuckDBMarginals
 from privlab.synth.pgm import (
     Clique,
@@ -133,6 +134,16 @@ class AIMSynthesizer(Synthesizer):
         self.round_iters = int(round_iters)
         self.final_iters = int(final_iters)
 
+    def max_rounds(self, d: int) -> int:
+        """Rounds at most: `rounds`, else AIM's T = 16 d (the loop never runs more)."""
+        return self.rounds or ROUNDS_PER_COLUMN * d
+
+    def sampler_bound(self, plans: Sequence[ColumnPlan]) -> int:
+        """The domain's histograms, the d 1-way marginals and one marginal per round: a row
+        shifts one draw of each (which marginals, chosen under DP, never changes how many)."""
+        d = len(plans)
+        return super().sampler_bound(plans) + d + self.max_rounds(d)
+
     def _fit(self, prep: Prepared) -> None:
         if not prep.private:
             raise InvalidInputError("aim has no non-private mode: its rounds are set by the "
@@ -172,7 +183,7 @@ class AIMSynthesizer(Synthesizer):
              sizes: list[int], names: list[str], rho: float, gen: np.random.Generator
              ) -> None:
         d = len(sizes)
-        rounds = self.rounds or ROUNDS_PER_COLUMN * d
+        rounds = self.max_rounds(d)
         sigma = math.sqrt(rounds / (2 * MEASURE_SHARE * rho))
         eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rho / rounds)
         label = {c: " x ".join(names[a] for a in c) for c in list(cands) + [
@@ -181,7 +192,7 @@ class AIMSynthesizer(Synthesizer):
         rho_used = d / (2 * sigma ** 2)
         self.account.spend(f"1-way marginals of {d} column(s)", rho_used,
                            detail=f"discrete Gaussian sigma={sigma:.4g} per cell",
-                           draws=sum(answers[(j,)].size for j in range(d)))
+                           vectors=d)
         model, stats = mirror_descent(sizes, measurements, iters=self.round_iters)
         log: list[dict[str, Any]] = []
         t = 0
@@ -189,7 +200,8 @@ class AIMSynthesizer(Synthesizer):
             t += 1
             terminate = False
             round_cost = 1 / (2 * sigma ** 2) + eps ** 2 / 8
-            if rho - rho_used < 2 * round_cost:
+            # the last round is forced at round `rounds`: sampler_bound counts no more
+            if rho - rho_used < 2 * round_cost or t >= rounds:
                 left = rho - rho_used
                 sigma = math.sqrt(1 / (2 * MEASURE_SHARE * left))
                 eps = math.sqrt(8 * (1 - MEASURE_SHARE) * left)
@@ -211,12 +223,12 @@ class AIMSynthesizer(Synthesizer):
             self.account.spend(f"round {t}: select {label[pick]}", eps ** 2 / 8,
                                detail=f"exponential mechanism (Gumbel) over {len(pool)} "
                                       f"candidates, epsilon={eps:.4g}, sensitivity {sens:g}",
-                               draws=0)
+                               vectors=0)
             before = model.marginal(pick)
             measurements.append(self._measure(pick, answers[pick], sigma, gen))
             self.account.spend(f"round {t}: measure {label[pick]}", 1 / (2 * sigma ** 2),
                                detail=f"discrete Gaussian sigma={sigma:.4g} per cell",
-                               draws=answers[pick].size)
+                               vectors=1)
             rho_used += eps ** 2 / 8 + 1 / (2 * sigma ** 2)
             model, stats = mirror_descent(sizes, measurements, iters=self.round_iters,
                                           warm=model, step=stats.step)

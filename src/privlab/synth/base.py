@@ -25,9 +25,10 @@ from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.errors import InvalidInputError
 from privlab.schema import Schema, check_policy, conform, load_schema
 from privlab.schema.units import bound_per_unit, missing_unit_note
-from privlab.synth.budget import SAMPLER_DELTA_SHARE, ZCDPAccount
+from privlab.synth.budget import SamplerReserve, ZCDPAccount, reserve_for, rho_within
 from privlab.synth.domain import (
     DEFAULT_BINS,
+    NO_SCHEMA,
     ColumnPlan,
     Domain,
     DomainBudget,
@@ -74,6 +75,33 @@ SchemaLike = str | Path | Mapping[str, Any] | Schema
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     return None
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """How a private fit splits (epsilon, delta), from public facts only (the schema, the
+    options): the thresholds' delta, the sampler's reserve, the zCDP part."""
+
+    delta_threshold: float
+    sampler: SamplerReserve
+    #: delta of the zCDP conversion: the rest, so that the three sum to at most the request
+    delta_z: float
+    #: rho (per person) that converts to (sampler.epsilon, delta_z)
+    rho_total: float
+
+
+def split_delta(delta: float, delta_threshold: float, reserve: float) -> float:
+    """delta - delta_threshold - reserve, stepped down until the three sum (as the guarantee
+    sums them, math.fsum) to at most `delta`: the reported delta never exceeds the request."""
+    delta_z = delta - delta_threshold - reserve
+    while math.fsum([delta_z, delta_threshold, reserve]) > delta:
+        delta_z = math.nextafter(delta_z, 0.0)
+    return delta_z
+
+
+#: The model's rho is calibrated this far below what is left, so that the rounding of its
+#: steps (each a few ulps) never sums above the rho the guarantee states.
+RHO_MARGIN = 1e-10
 
 
 @dataclass
@@ -294,23 +322,65 @@ class Synthesizer:
                 else ""))
         return Prepared(frame, plans, private, float(epsilon), float(delta), make_rng(self.rng))
 
-    def _private_budget(self, prep: Prepared) -> tuple[float, float, float]:
-        """Split a private fit's (epsilon, delta): the threshold share of delta and the
-        bounds/categories shares of rho pay for the domain estimate (built here); returns
-        (rho left for the model per row, rho in all per person, delta of the zCDP
-        conversion). With M rows per person the model's rho per row is 1/M^2 of its share."""
-        from privlab.core.calibration import rho_for_target
+    def sampler_bound(self, plans: Sequence[ColumnPlan]) -> int:
+        """The most discrete-Gaussian draws one row can shift in a fit over `plans`: one per
+        count vector measured. Here the domain's (one histogram per estimated column);
+        methods add their marginals. Public: the schema and the options only."""
+        return sum(1 for p in plans if p.needs_bounds or p.needs_categories)
 
-        delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
-        # a share of the zCDP delta is set aside for the sampler's float64 step (budget.py)
-        self.account.sampler_reserve = SAMPLER_DELTA_SHARE * (prep.delta - delta_thr)
-        delta_z = prep.delta - delta_thr - self.account.sampler_reserve
-        rho_total = rho_for_target(prep.epsilon, delta_z)
+    def public_plans(self) -> list[ColumnPlan]:
+        """The columns a fit will synthesize, from the schema alone (no row read)."""
+        if self.schema is None:
+            raise InvalidInputError(NO_SCHEMA)
+        kept = [c.name for c in self.schema.columns if c.name not in self.declaration.drop]
+        return plan_columns(kept, self.declaration)
+
+    def privacy_plan(self, epsilon: float, delta: float,
+                     plans: Sequence[ColumnPlan] | None = None) -> PrivacyPlan:
+        """The split of a private fit at (epsilon, delta), before any row is read: refused
+        (exit 4, one line) when the sampler's reserve cannot fit in delta."""
+        plans = self.public_plans() if plans is None else plans
+        _, group = self.person_bound()
+        threshold = any(p.needs_categories for p in plans)
+        delta_thr = delta * THRESHOLD_DELTA_SHARE if threshold else 0.0
+        sampler = reserve_for(epsilon, delta - delta_thr, group * self.sampler_bound(plans))
+        delta_z = split_delta(delta, delta_thr, sampler.delta)
+        return PrivacyPlan(delta_thr, sampler, delta_z, rho_within(sampler.epsilon, delta_z))
+
+    def check_budget(self, epsilon: float, delta: float) -> None:
+        """Refuse (exit 4) a private (epsilon, delta) that cannot hold, before any row is
+        read (the CLI calls this right after the delta policy). A non-private fit (epsilon
+        inf) has nothing to check."""
+        if math.isfinite(epsilon):
+            self.privacy_plan(epsilon, delta)
+
+    def _private_budget(self, prep: Prepared) -> tuple[float, float, float]:
+        """Split a private fit's (epsilon, delta) (`privacy_plan`): the threshold share of
+        delta and the bounds/categories shares of rho pay for the domain estimate (built
+        here); returns (rho left for the model per row, rho in all per person, delta of the
+        zCDP conversion). With M rows per person the model's rho per row is 1/M^2 of its
+        share."""
+        plan = self.privacy_plan(prep.epsilon, prep.delta, prep.plans)
+        self.account.sampler = plan.sampler
+        self.account.rho_cap = plan.rho_total
+        self._note_calibration(prep.epsilon, plan.sampler)
+        rho_total = plan.rho_total
         rho_b = self.bounds_share * rho_total if self.needs_bounds(prep) else 0.0
         rho_c = self.categories_share * rho_total if self.needs_threshold(prep) else 0.0
-        self._build_domain(prep, rho_b, rho_c, delta_thr)
+        self._build_domain(prep, rho_b, rho_c, plan.delta_threshold)
         # per row: a person's M rows make the per-person rho M^2 x the per-row rho
-        return (rho_total - rho_b - rho_c) / self.account.group ** 2, rho_total, delta_z
+        rho = (rho_total - rho_b - rho_c) * (1 - RHO_MARGIN)
+        return rho / self.account.group ** 2, rho_total, plan.delta_z
+
+    def _note_calibration(self, epsilon: float, sampler: SamplerReserve) -> None:
+        """Say so when the sampler's step made the fit calibrate below the requested epsilon
+        (public: epsilon, delta and the bound)."""
+        if sampler.epsilon < epsilon:
+            self.warnings.append(
+                f"calibrated at epsilon {sampler.epsilon:.4g}, below the requested "
+                f"{epsilon:g}: beyond it the discrete-Gaussian sampler's float64 step over "
+                f"{sampler.bound} shifted draws would take more than half of delta "
+                "(docs/guarantees.md); the guarantee states the smaller epsilon")
 
     def _build_domain(self, prep: Prepared, rho_bounds: float, rho_categories: float,
                       delta_threshold: float) -> None:

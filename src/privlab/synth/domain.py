@@ -576,7 +576,7 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
             account.spend(f"numeric bounds of {len(need_b)} column(s)", budget.rho_bounds,
                           detail=f"noisy log-grid histogram per column, discrete Gaussian "
                                  f"sigma={sigma_b:.4g}",
-                          draws=len(need_b) * (BOUND_GRID.size - 1))
+                          vectors=len(need_b))
         if need_c:
             sigma_c = math.sqrt(len(need_c) / (2 * budget.rho_categories))
             tau_c = threshold_for(sigma_c, budget.delta_threshold / len(need_c))
@@ -585,9 +585,9 @@ def build_domain(frame: pd.DataFrame, plans: Sequence[ColumnPlan], *, private: b
                           delta=budget.delta_threshold,
                           detail=f"thresholded histogram, discrete Gaussian sigma="
                                  f"{sigma_c:.4g}, threshold {tau_c}",
-                          # one draw per distinct value present (private: never printed)
-                          draws=sum(int(frame[p.name].dropna().astype(str).nunique())
-                                    for p in need_c), private_draws=True)
+                          # one draw per distinct value present, but a row shifts one of
+                          # them per column (the others are the same on both neighbours)
+                          vectors=len(need_c))
     specs = []
     for p in plans:
         d = p.decl

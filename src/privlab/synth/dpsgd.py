@@ -23,19 +23,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from privlab.core.calibration import rho_for_target
 from privlab.core.dpsgd import factors_from_squared_norms
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError, missing_extra
-from privlab.synth.base import THRESHOLD_DELTA_SHARE, Prepared, Synthesizer
-from privlab.synth.budget import SAMPLER_DELTA_SHARE
+from privlab.synth.base import (
+    RHO_MARGIN,
+    THRESHOLD_DELTA_SHARE,
+    Prepared,
+    Synthesizer,
+    split_delta,
+)
+from privlab.synth.budget import SamplerReserve, reserve_for, rho_within
+from privlab.synth.domain import ColumnPlan
 
 #: Share of epsilon spent before DP-SGD: the row count only, or the row count plus the
 #: bounds / categories that were not declared.
@@ -187,6 +193,22 @@ class DeepSynthesizer(Synthesizer):
         return plan, codes, q, steps, torch_gen
 
     # ------------------------------------------------------------------ privacy steps
+    def sampler_bound(self, plans: Sequence[ColumnPlan]) -> int:
+        """The domain's histograms and the one row count (DP-SGD draws no discrete
+        Gaussian)."""
+        return super().sampler_bound(plans) + 1
+
+    def _pre_budget(self, epsilon: float, delta: float, plans: Sequence[ColumnPlan]
+                    ) -> tuple[float, SamplerReserve]:
+        """(epsilon of the pre-processing, its sampler reserve out of its delta share)."""
+        need_domain = any(p.needs_bounds or p.needs_categories for p in plans)
+        eps_pre = epsilon * (PRE_SHARE_WITH_DOMAIN if need_domain else PRE_SHARE_COUNT_ONLY)
+        return eps_pre, reserve_for(eps_pre, delta * PRE_DELTA_SHARE, self.sampler_bound(plans))
+
+    def check_budget(self, epsilon: float, delta: float) -> None:
+        if math.isfinite(epsilon):
+            self._pre_budget(epsilon, delta, self.public_plans())
+
     def _pre_process(self, prep: Prepared) -> PrePlan:
         """Domain (undeclared parts) and the noisy row count, in zCDP; the non-private
         baseline observes both."""
@@ -197,10 +219,13 @@ class DeepSynthesizer(Synthesizer):
         delta_thr = prep.delta * THRESHOLD_DELTA_SHARE if self.needs_threshold(prep) else 0.0
         delta_pre = prep.delta * PRE_DELTA_SHARE
         delta_sgd = prep.delta - delta_thr - delta_pre
-        eps_pre = prep.epsilon * (PRE_SHARE_WITH_DOMAIN if need_domain else PRE_SHARE_COUNT_ONLY)
         # a share of it is set aside for the sampler's float64 step (synth/budget.py)
-        self.account.sampler_reserve = SAMPLER_DELTA_SHARE * delta_pre
-        rho_pre = rho_for_target(eps_pre, delta_pre - self.account.sampler_reserve)
+        _, sampler = self._pre_budget(prep.epsilon, prep.delta, prep.plans)
+        self.account.sampler = sampler
+        delta_pre_z = split_delta(delta_pre, 0.0, sampler.delta)
+        rho_pre = rho_within(sampler.epsilon, delta_pre_z)
+        self.account.rho_cap = rho_pre
+        rho_pre *= 1 - RHO_MARGIN  # the steps' rounding never sums above the stated rho
         rho_count = rho_pre * (COUNT_SHARE_OF_PRE if need_domain else 1.0)
         rest = rho_pre - rho_count
         nb, nc = self.needs_bounds(prep), self.needs_threshold(prep)
@@ -210,9 +235,8 @@ class DeepSynthesizer(Synthesizer):
         sigma_n = math.sqrt(1 / (2 * rho_count))
         n_hat = float(len(prep.frame) + discrete_gaussian(sigma_n, rng=prep.gen))
         self.account.spend("row count (sets the sampling rate)", rho_count,
-                           detail=f"discrete Gaussian sigma={sigma_n:.4g}", draws=1)
-        pre = self.account.guarantee(delta_pre - self.account.sampler_reserve,
-                                     "domain and row count")
+                           detail=f"discrete Gaussian sigma={sigma_n:.4g}", vectors=1)
+        pre = self.account.guarantee(delta_pre_z, "domain and row count")
         if n_hat < MIN_COUNT_IN_SIGMAS * sigma_n:
             raise InvalidInputError(
                 f"epsilon={prep.epsilon:g} is too small for --method {self.method} on this "

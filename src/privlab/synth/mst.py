@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from privlab.core.mechanisms import exponential_mechanism
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
+from privlab.synth.domain import ColumnPlan
 
 #: The 1-way marginals are refused as "too noisy for this epsilon" when, averaged over the
 #: columns, the expected L1 norm of their noise exceeds the (privately estimated) row count.
@@ -131,6 +133,13 @@ class MSTSynthesizer(Synthesizer):
     mechanism = ("MST (McKenna, Miklau & Sheldon 2021): noisy 1-way marginals, exponential-"
                  "mechanism spanning tree of 2-way marginals, discrete Gaussian noise")
 
+    def sampler_bound(self, plans: Sequence[ColumnPlan]) -> int:
+        """The domain's histograms, then d 1-way marginals and the d - 1 tree edges' 2-way
+        marginals: one draw of each is shifted by a row (compression and the tree, chosen
+        under DP, change which cells, never how many vectors)."""
+        d = len(plans)
+        return super().sampler_bound(plans) + d + max(d - 1, 0)
+
     def _fit(self, prep: Prepared) -> None:
         gen = prep.gen
         if prep.private:
@@ -154,7 +163,7 @@ class MSTSynthesizer(Synthesizer):
         if prep.private:
             self.account.spend(f"1-way marginals of {d} column(s)", rho_phase,
                                detail=f"discrete Gaussian sigma={sigma1:.4g} per cell",
-                               draws=sum(y.size for y in y1))
+                               vectors=d)
         n_hat1 = self._total([(y, sigma1) for y in y1])
         if prep.private:
             self._check_signal(y1, sigma1, n_hat1, names, rho_total, delta_z)
@@ -213,7 +222,7 @@ class MSTSynthesizer(Synthesizer):
                 self.account.spend(f"spanning-tree selection ({d - 1} rounds)", rho_phase,
                                    detail=f"exponential mechanism (Gumbel), epsilon="
                                           f"{eps_sel:.4g} per round, eps^2/8-zCDP",
-                                   draws=0)
+                                   vectors=0)
 
         # 4. measure the tree's 2-way marginals
         sigma2 = 0.0 if not prep.private or d < 2 else math.sqrt((d - 1) / (2 * rho_phase))
@@ -224,7 +233,7 @@ class MSTSynthesizer(Synthesizer):
         if edges and prep.private:
             self.account.spend(f"2-way marginals of {len(edges)} tree edge(s)", rho_phase,
                                detail=f"discrete Gaussian sigma={sigma2:.4g} per cell",
-                               draws=sum(y.size for y in y2.values()))
+                               vectors=len(y2))
 
         # 5. consistent tree model
         self._estimate(y1c, sigma1, y2, sigma2, edges, csizes)

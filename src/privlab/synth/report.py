@@ -9,6 +9,9 @@ from typing import Any
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.synth.base import Synthesizer
 
+#: The exact values a report with an evaluation shows (its NOT-DP banner, report.html).
+EVALUATION_EXACT = "the evaluation (fidelity, accuracy, privacy checks)"
+
 
 def _domain_rows(synth: Synthesizer) -> list[list[Any]]:
     rows = []
@@ -99,6 +102,7 @@ def write_synth_report(path: str | Path, synth: Synthesizer, *, rows: int, out: 
                                 fmt(r["unique_share"], 4), r["k"]] for r in a["attributes"]])]))
     sections.insert(0, plain_section(synth, g, rows=rows, evaluation=evaluation))
     return write_page(path, "Synthetic data release", sections,
+                      exact_values=EVALUATION_EXACT if evaluation else None,
                       subtitle=f"privlab synth --method {synth.method}", guarantee=g)
 
 

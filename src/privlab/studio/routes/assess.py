@@ -25,7 +25,7 @@ async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
     if session.source is None:
         session.flash("error", "choose data first")
         return back("/")
-    from privlab.assess.report import assessment_sections, plain_section
+    from privlab.assess.report import ASSESSMENT_EXACT, assessment_sections, plain_section
     from privlab.report import write_page
 
     qis = [q for q in (str(form.get("quasi_identifiers", "")).split(",")) if q.strip()]
@@ -40,6 +40,7 @@ async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
     sections = [plain_section(result)] + assessment_sections(result)
     # the downloadable report is `privlab assess --report`'s page, from the same sections
     write_page(session.folder / "assessment.html", "Privacy impact assessment", sections,
+               exact_values=ASSESSMENT_EXACT,
                subtitle=f"{result.source}: attribute-level richness, risky combinations "
                         "and privacy models", guarantee=result.guarantee)
     session.assessment = {"sections": sections,
