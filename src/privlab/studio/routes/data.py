@@ -41,7 +41,7 @@ def home(request: Request, session: SessionDep, config: ConfigDep) -> Response:
 
 
 @router.post("/data/select")
-async def select(form: CheckedForm, session: SessionDep, config: ConfigDep,
+def select(form: CheckedForm, session: SessionDep, config: ConfigDep,
                  ledger: LedgerDep) -> Response:
     try:
         source = chosen_source(form, session, config)
@@ -91,7 +91,7 @@ def adopt(session: Session, source: Source, config: StudioConfig) -> None:
 
 
 @router.post("/data/upload")
-async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
+def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
     item = form.get("file")
     if item is None or not hasattr(item, "filename") or not item.filename:
         session.flash("error", "file: choose a CSV or Parquet file to upload")
@@ -104,7 +104,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     folder.mkdir(exist_ok=True)
     from privlab.utils.atomic import atomic_open
 
-    data = await item.read()
+    data = item.file.read()
     if len(data) > config.max_upload_bytes:
         session.flash("error", too_large(config.max_upload_bytes).body.decode())
         return back("/")
@@ -115,7 +115,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
 
 
 @router.post("/help")
-async def toggle_help(form: CheckedForm, session: SessionDep) -> Response:
+def toggle_help(form: CheckedForm, session: SessionDep) -> Response:
     session.show_help = not session.show_help
     target = str(form.get("next") or "/")
     return back(target if target.startswith("/") and not target.startswith("//") else "/")

@@ -23,6 +23,7 @@ from privlab.studio.web import (
     page,
     whole_number,
 )
+from privlab.studio.workers import in_worker
 
 router = APIRouter()
 
@@ -62,7 +63,8 @@ def schema_page(request: Request) -> Response:
 
 
 @router.post("/schema/draft")
-async def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
     if session.source is None:
         session.flash("error", "choose data first")
         return back("/")
@@ -77,7 +79,8 @@ async def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
 
 
 @router.post("/schema/save")
-async def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
     if session.draft is None and session.schema is None:
         session.flash("error", "draft a schema first")
         return back("/schema")
