@@ -5,7 +5,7 @@ Why a process and not a thread: a synthesizer or a training loop is CPU-bound Py
 NumPy; in a thread it would hold the interpreter's lock and slow every other session's pages
 (DP Wizard: 1.5 s -> 72.6 s). A child process at low priority (nice 10) leaves the server
 responsive. The child is the real CLI command (`privlab synth`, `privlab train`, ...) run by
-`privlab.studio.child`, so its checks, per-person bounding, delta policy and guarantee are the
+`privlab.cli.child`, so its checks, per-person bounding, delta policy and guarantee are the
 CLI's, not a copy of them; progress is read from its plain `progress: NAME: STAGE DONE/TOTAL`
 stderr lines (PRIVLAB_PROGRESS=1).
 
@@ -18,7 +18,7 @@ under-count) or interrupted (the studio stopped). The record, `job.json` (0600, 
 shows how each job ended.
 
 Jobs die with the studio: each child is its own process group, killed as a group on cancel and
-at shutdown, and asks the kernel for SIGKILL when its parent dies (`privlab.studio.child`).
+at shutdown, and asks the kernel for SIGKILL when its parent dies (`privlab.cli.child`).
 That signal follows the *thread* that started the child, so every child is started by the
 runner's one launcher thread, which lives as long as a job is queued or running."""
 
@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privlab.studio.child import EXIT_RECORD
 from privlab.studio.workers import cpu_slots
 
 #: The plain progress line of `privlab.cli.progress` (PRIVLAB_PROGRESS=1, set for the child).
@@ -48,6 +47,8 @@ _PROGRESS = re.compile(r"^progress: [^:]+: (?P<stage>.*) (?P<done>\d+)/(?P<total
 #: A job id (and the name of its folder): 12 hex digits.
 JOB_ID = re.compile(r"^[0-9a-f]{12}$")
 RECORD = "job.json"
+#: The exit code a finished child leaves in its folder (absent: it did not finish).
+EXIT_RECORD = "exit.json"
 #: How a job the studio's end cut short is shown (on its page, after a restart too).
 INTERRUPTED = "interrupted: the studio stopped"
 #: How often the launcher thread looks for ended children (seconds).
@@ -308,8 +309,8 @@ class JobRunner:
         try:
             with open(job.folder / "progress.log", "ab") as err:
                 job.process = subprocess.Popen(
-                    [sys.executable, "-m", "privlab.studio.child", "--stdout", job.stdout,
-                     "--", *job.args],
+                    [sys.executable, "-m", "privlab.cli.child", "--stdout", job.stdout,
+                     "--exit", EXIT_RECORD, "--", *job.args],
                     cwd=job.folder, env=child_env(), stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=err, process_group=0)
         except OSError as exc:

@@ -19,7 +19,6 @@
         if (live[s.state] && (s.state === "queued") === (state === "queued")) {
           setTimeout(poll, 700);
         } else { window.location.reload(); }
-        else { window.location.reload(); }
       }).catch(function () { setTimeout(poll, 2000); });
   }
   setTimeout(poll, 500);

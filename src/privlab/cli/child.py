@@ -1,5 +1,6 @@
-"""The process of one studio job: `python -m privlab.studio.child --stdout NAME -- ARGS...`
-runs `privlab ARGS` in the job's folder (started by `privlab.studio.jobs`).
+"""A privlab command run as a studio job: `python -m privlab.cli.child --stdout OUT --exit
+EXIT -- ARGS...` runs `privlab ARGS` in the job's folder (started by `privlab.studio.jobs`,
+which names its files; this module imports nothing of the studio).
 
 Why a wrapper and not the CLI directly:
 - It dies with the studio. It asks the kernel for SIGKILL when its parent dies
@@ -11,7 +12,7 @@ Why a wrapper and not the CLI directly:
   document, a summary) is kept in memory and written to NAME atomically when the command
   ends; the process's own stdout is not read, so nothing else writing to it (DuckDB's
   progress bar, written by C++) can end up inside `result.json`.
-- Its end is recorded: `exit.json` holds the exit code, so a restarted studio can tell a job
+- Its end is recorded: EXIT holds the exit code as JSON, so a restarted studio can tell a job
   that finished from one that the studio's end interrupted.
 - Its files are private (umask 077: 0600 files, 0700 folders) and it runs at low priority
   (nice 10), leaving the studio's pages responsive."""
@@ -28,8 +29,7 @@ from pathlib import Path
 
 #: prctl(2) option: the signal the kernel sends this process when its parent thread dies.
 PR_SET_PDEATHSIG = 1
-#: The exit record a finished job leaves in its folder (absent: the job did not finish).
-EXIT_RECORD = "exit.json"
+USAGE = "usage: python -m privlab.cli.child --stdout OUT --exit EXIT -- ARGS..."
 
 
 def die_with_parent() -> None:
@@ -79,14 +79,14 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     os.umask(0o077)
     os.nice(10)
-    if len(argv) < 3 or argv[0] != "--stdout" or argv[2] != "--":
-        print("usage: python -m privlab.studio.child --stdout NAME -- ARGS...", file=sys.stderr)
+    if len(argv) < 5 or argv[0] != "--stdout" or argv[2] != "--exit" or argv[4] != "--":
+        print(USAGE, file=sys.stderr)
         return 2
     from privlab.utils.atomic import atomic_write_text
 
-    code, output = run_command(argv[3:])
+    code, output = run_command(argv[5:])
     atomic_write_text(Path(argv[1]), output)
-    atomic_write_text(Path(EXIT_RECORD), json.dumps({"code": code}) + "\n")
+    atomic_write_text(Path(argv[3]), json.dumps({"code": code}) + "\n")
     return code
 
 
