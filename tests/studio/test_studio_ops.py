@@ -343,6 +343,10 @@ def test_a_stopped_studio_ends_its_jobs_and_records_them_interrupted(tmp_path: P
         assert record["state"] == "interrupted" and record["error"] == INTERRUPTED
         assert job.status()["state"] == "interrupted"
     assert json.loads((first.folder / "job.json").read_text())["entry_id"] == 7
+    session = type("S", (), {"jobs": {}, "root": tmp_path})()  # the session, after a restart
+    JobRunner().restore(session)
+    assert {j: s.status()["state"] for j, s in session.jobs.items()} == {
+        first.jid: "interrupted", second.jid: "interrupted"}
 
 
 def start_studio(workspace: Path, port: int) -> subprocess.Popen:

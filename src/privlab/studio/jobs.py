@@ -51,6 +51,8 @@ RECORD = "job.json"
 EXIT_RECORD = "exit.json"
 #: How a job the studio's end cut short is shown (on its page, after a restart too).
 INTERRUPTED = "interrupted: the studio stopped"
+#: The states a job's record ends in.
+ENDED = ("ended", "cancelled", "interrupted")
 #: How often the launcher thread looks for ended children (seconds).
 POLL_S = 0.1
 
@@ -289,6 +291,21 @@ class JobRunner:
                 job = CommandJob.load(folder)
                 session.jobs[jid] = job
         return job
+
+    def restore(self, session: Any) -> None:
+        """Add to `session.jobs` the ended jobs recorded in its folder that it does not hold
+        (those of an earlier run of the studio), so its job list shows how each ended."""
+        folder = session.root / "jobs"
+        if not folder.is_dir():
+            return
+        for path in folder.glob(f"*/{RECORD}"):
+            jid = path.parent.name
+            if jid in session.jobs or not JOB_ID.match(jid):
+                continue
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                job = CommandJob.load(path.parent)
+                if job.state in ENDED:  # a live job of this run is already in memory
+                    session.jobs[jid] = job
 
     # -- the launcher thread -------------------------------------------------------------
 

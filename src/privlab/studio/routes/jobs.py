@@ -89,6 +89,9 @@ def job_cancel(jid: str, form: CheckedForm, session: SessionDep, jobs: JobsDep) 
     job = jobs.find(session, jid)
     if job is None:
         return PlainTextResponse("no such job in this session", status_code=404)
+    if job.status()["state"] not in ("queued", "starting", "running"):
+        session.flash("error", "the job has already ended; nothing to cancel")
+        return back(f"/jobs/{jid}")
     job.cancel()
     session.flash("ok", "job cancelled (its budget stays spent: the charge came first)")
     return back(f"/jobs/{jid}")

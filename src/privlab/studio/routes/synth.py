@@ -34,9 +34,11 @@ router = APIRouter()
 
 
 @router.get("/synth", response_class=HTMLResponse)
-def synth_page(request: Request, session: SessionDep) -> Response:
+def synth_page(request: Request, session: SessionDep, jobs: JobsDep) -> Response:
     """The form, and the budget split and noise preview of what it would run (public
-    information only: the schema, epsilon, delta, a guessed row count)."""
+    information only: the schema, epsilon, delta, a guessed row count); the session's jobs,
+    those of an earlier run of the studio included."""
+    jobs.restore(session)
     plan = preview = error = None
     if session.schema is not None:
         plan = synth_plan(session.schema, request.query_params)
