@@ -236,30 +236,43 @@ def test_an_unexpected_failure_is_a_page_not_a_text_500(workspace: Path,
     assert 'href="/"' in r.text
 
 
+#: Opens every kind of DuckDB connection privlab makes and prints whether each would draw the
+#: progress bar; run under `python -c`, where DuckDB believes a person watches (no
+#: `__main__.__file__`) and turns the bar on by default.
+DUCKDB_CONNECTIONS = """
+import sys
+from pathlib import Path
+import numpy as np, pandas as pd
+from privlab.assess.grouped import DuckDBSource
+from privlab.engines.duckdb import DuckDBEngine
+from privlab.query.neighbours import BASE, write_duckdb
+from privlab.synth.marginals import DuckDBMarginals
+
+tmp = Path(sys.argv[1])
+pd.DataFrame({"a": [1, 2]}).to_parquet(tmp / "t.parquet")
+engine = DuckDBEngine(write_duckdb(tmp / "n.duckdb", BASE))
+cons = {"marginals": DuckDBMarginals(np.zeros((3, 2), dtype=int), [2, 2])._con,
+        "parquet": DuckDBSource(tmp / "t.parquet").con, "engine": engine._con}
+for name, con in cons.items():
+    print(name, con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0])
+try:
+    engine._con.execute("SET enable_progress_bar = true")
+except Exception as exc:
+    print("engine locked", "locked" in str(exc))
+"""
+
+
 def test_every_duckdb_connection_has_the_progress_bar_off(tmp_path: Path) -> None:
-    """Item 8: DuckDB prints its progress bar on stdout; every connection privlab opens has
-    it off (the synthesizers' marginals, the gateway's engine, Parquet assessment, demo
-    databases)."""
-    import numpy as np
-    import pandas as pd
-
-    from privlab.assess.grouped import DuckDBSource
-    from privlab.engines.duckdb import DuckDBEngine
-    from privlab.query.neighbours import BASE, write_duckdb
-    from privlab.synth.marginals import DuckDBMarginals
-    from privlab.utils.duck import connect
-
-    def bar(con: Any) -> bool:
-        return con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
-
-    pd.DataFrame({"a": [1, 2]}).to_parquet(tmp_path / "t.parquet")
-    db = write_duckdb(tmp_path / "n.duckdb", BASE)
-    engine = DuckDBEngine(db)
-    cons = [connect(), DuckDBMarginals(np.zeros((3, 2), dtype=int), [2, 2])._con,
-            DuckDBSource(tmp_path / "t.parquet").con, engine._con]
-    assert [bar(c) for c in cons] == [False] * len(cons)
-    with pytest.raises(Exception, match="locked"):  # the engine's configuration stays locked
-        engine._con.execute("SET enable_progress_bar = true")
+    """Item 8: DuckDB prints its progress bar on stdout when it thinks a person watches (as
+    under `python -c`); every connection privlab opens has it off (the synthesizers'
+    marginals, the gateway's engine, Parquet assessment), the engine's configuration still
+    locked."""
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", DUCKDB_CONNECTIONS, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n") == ["marginals False", "parquet False", "engine False",
+                                      "engine locked True", ""]
 
 
 def test_a_job_writes_its_result_to_a_file_whatever_else_writes_to_stdout(
