@@ -315,6 +315,34 @@ def test_a_job_writes_its_result_to_a_file_whatever_else_writes_to_stdout(
     assert job.folder.stat().st_mode & 0o777 == 0o700
 
 
+def test_a_queued_job_starts_when_the_running_one_ends(tmp_path: Path) -> None:
+    """Item 6: with one slot, the second job waits (number 1 in the queue) and starts once the
+    first has ended; both finish, each with its own result."""
+    from privlab.studio.jobs import JobRunner
+
+    data = tmp_path / "people.csv"
+    data.write_text("age,sex,city,income\n" + "".join(
+        f"{20 + i % 50},F,Kyiv,{1000 + i}\n" for i in range(40)), encoding="utf-8")
+    runner = JobRunner(slots=1)
+    jobs = [runner.prepare(tmp_path, ["release", "mean", str(data), "--column", column,
+                                      "--schema", "schema.yaml", "--epsilon", "1", "--json"],
+                           column, [("result.json", "result")], stdout="result.json",
+                           files={"schema.yaml": PEOPLE_SCHEMA}, result="result.json")
+            for column in ("age", "income")]
+    for job in jobs:
+        runner.submit(job)
+    assert jobs[1].status()["state"] == "queued" and jobs[1].status()["position"] == 1
+    deadline = time.time() + 120
+    while any(j.status()["state"] in ("queued", "starting", "running") for j in jobs):
+        assert len([j for j in jobs if j.state == "running"]) <= 1
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert [j.status()["state"] for j in jobs] == ["done", "done"]
+    assert jobs[1].started >= jobs[0].ended
+    assert [json.loads((j.folder / "result.json").read_text())["column"] for j in jobs] == [
+        "age", "income"]
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (from /proc)."""
     out = []

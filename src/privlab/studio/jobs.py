@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,11 +315,14 @@ class JobRunner:
         once nothing is queued or running. Never raises: its end would kill every child."""
         with self._cond:
             while not self._closed and (self._queue or self._running):
-                self._reap()
-                while self._queue and len(self._running) < self.slots:
-                    job = self._queue.pop(0)
-                    self._renumber()
-                    self._start(job)
+                try:
+                    self._reap()
+                    while self._queue and len(self._running) < self.slots:
+                        job = self._queue.pop(0)
+                        self._renumber()
+                        self._start(job)
+                except Exception:  # noqa: BLE001 - reported; the thread must outlive it
+                    traceback.print_exc()
                 self._cond.wait(POLL_S)
             self._thread = None
 
