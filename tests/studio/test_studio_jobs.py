@@ -116,7 +116,7 @@ def test_a_dp_model_is_charged_first_and_trains_from_the_reviewed_schema(workspa
     assert "DP model: logreg predicting salary, epsilon 2" in r.text
     assert app.state.ledger.remaining("bundled:adult") == (8.0, 1e-5 - 1e-5)
     job = app.state.store.all()[0].jobs[jid]
-    args = job.process.args
+    args = job.args  # the privlab command (its process may still be queued)
     assert args[args.index("train") + 1:args.index("train") + 4] == ["adult", "--schema",
                                                                       "adult"]
     client.post(f"/jobs/{jid}/cancel", data={"csrf": csrf})
@@ -181,7 +181,7 @@ def test_a_synth_job_on_a_person_schema_is_per_person(workspace: Path) -> None:
                                     "columns": ["sex", "city"]})
     jid = str(r.url).rsplit("/", 1)[1]
     job = app.state.store.all()[0].jobs[jid]
-    args = job.process.args
+    args = job.args  # the privlab command (its process may still be queued)
     assert args[args.index("synth"):args.index("synth") + 4] == [
         "synth", str((workspace / "visits.csv").resolve()), "--schema", "schema.yaml"]
     assert args[args.index("--exclude") + 1] == "age"
