@@ -58,7 +58,7 @@ ENDED = ("ended", "cancelled", "interrupted")
 POLL_S = 0.1
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: compared by identity in the runner's lists
 class CommandJob:
     """A privlab CLI command run as a job: progress from its stderr lines
     (`progress: synth mst: STAGE 1/3`), outputs in its folder. `stdout`: the file the
@@ -230,7 +230,8 @@ class JobRunner:
             job.state = "queued"
             self._queue.append(job)
             self._renumber()
-            job.save()
+            with contextlib.suppress(OSError):  # paid for: it runs even if its record lags
+                job.save()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._launcher, daemon=True,
                                                 name="privlab-studio-jobs")
