@@ -89,6 +89,8 @@ class DuckDBSource(CountSource):
     def __init__(self, path: str | Path, what: str = "DATA") -> None:
         import duckdb
 
+        from privlab.utils.duck import connect
+
         p = Path(path)
         if not p.exists():
             raise InvalidInputError(f"{what}: {p} does not exist; pass a Parquet file or a "
@@ -96,9 +98,7 @@ class DuckDBSource(CountSource):
         files = dataset_files(p, what) if p.is_dir() else [p]
         hive = any("=" in part for f in files for part in f.relative_to(p).parts[:-1]) \
             if p.is_dir() else False
-        # no progress bar: it would write to stdout, inside `--json` output
-        self.con = duckdb.connect()
-        self.con.execute("SET enable_progress_bar = false")
+        self.con = connect()  # no progress bar: it would land inside `--json` output
         self.what, self.path = what, str(p)
         try:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)

@@ -61,6 +61,8 @@ class DuckDBEngine(Engine):
     def __init__(self, path: str | Path, timeout_s: float = 10.0, threads: int | None = None):
         import duckdb
 
+        from privlab.utils.duck import connect
+
         path = Path(path)
         if not path.is_file():
             raise InvalidInputError(f"database.url: DuckDB file {path} does not exist")
@@ -71,7 +73,7 @@ class DuckDBEngine(Engine):
         if threads is not None:
             config["threads"] = int(threads)
         try:
-            self._con = duckdb.connect(str(path), read_only=True, config=config)
+            self._con = connect(str(path), read_only=True, config=config)
         except duckdb.Error as exc:
             raise InvalidInputError(f"database.url: {path} could not be opened as a DuckDB "
                                     f"database ({type(exc).__name__})") from None

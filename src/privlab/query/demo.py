@@ -63,11 +63,11 @@ def adult_frame() -> Any:
 
 def load_adult_duckdb(path: str | Path, table: str = "adult") -> Path:
     """Write Adult into a new DuckDB file (replacing `table` if present)."""
-    import duckdb
+    from privlab.utils.duck import connect
 
     path = Path(path)
     frame = adult_frame()
-    con = duckdb.connect(str(path))
+    con = connect(str(path))
     try:
         con.register("adult_frame", frame)
         con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM adult_frame')
@@ -78,12 +78,11 @@ def load_adult_duckdb(path: str | Path, table: str = "adult") -> Path:
 
 def load_movielens_duckdb(path: str | Path) -> Path:
     """Add MovieLens `ratings` (private, several rows per userId) and `movies` (public)."""
-    import duckdb
-
     from privlab.data.datasets import load_movielens
+    from privlab.utils.duck import connect
 
     ratings, movies = load_movielens("ratings"), load_movielens("movies")
-    con = duckdb.connect(str(path))
+    con = connect(str(path))
     try:
         con.register("ratings_frame", ratings)
         con.register("movies_frame", movies)

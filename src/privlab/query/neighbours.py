@@ -153,9 +153,9 @@ QUERIES: list[tuple[str, float, float]] = [
 # --------------------------------------------------------------------------- databases
 
 def write_duckdb(path: str | Path, rows: Iterable[Row]) -> str:
-    import duckdb
+    from privlab.utils.duck import connect
 
-    con = duckdb.connect(str(path))
+    con = connect(str(path))
     con.execute(f"CREATE TABLE {TABLE} (pid BIGINT, name VARCHAR, city VARCHAR, age BIGINT, "
                 "income DOUBLE, big BIGINT, flag BOOLEAN)")
     con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))

@@ -22,11 +22,11 @@ class DuckDBMarginals:
     """Exact counts of marginals of an (n, d) integer code matrix, via DuckDB."""
 
     def __init__(self, codes: np.ndarray, sizes: Sequence[int]) -> None:
-        import duckdb
+        from privlab.utils.duck import connect
 
         self.sizes = list(sizes)
         self.d = codes.shape[1]
-        self._con = duckdb.connect(":memory:", config={"threads": 1})
+        self._con = connect(":memory:", config={"threads": 1})
         frame = pd.DataFrame({f"c{j}": codes[:, j].astype(np.int32) for j in range(self.d)})
         self._con.register("codes", frame)
         self.queries = 0

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from privlab.errors import PrivlabError
 from privlab.studio.sessions import Session
 from privlab.studio.web import CheckedForm, SessionDep, attachment, back, page
+from privlab.studio.workers import in_worker
 
 router = APIRouter()
 
@@ -21,7 +22,8 @@ def assess_page(request: Request) -> Response:
 
 
 @router.post("/assess")
-async def assess_run(form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def assess_run(form: CheckedForm, session: SessionDep) -> Response:
     if session.source is None:
         session.flash("error", "choose data first")
         return back("/")

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from privlab.errors import InvalidInputError, PrivlabError
+from privlab.studio.routes.jobs import JobsDep, start_job
 from privlab.studio.web import CheckedForm, SessionDep, back, number, page
 
 CHOOSE_POLICIES = ("finance", "medical", "recommender")
@@ -25,27 +26,23 @@ def choose_page(request: Request) -> Response:
 
 
 @router.post("/choose")
-async def choose_start(form: CheckedForm, session: SessionDep) -> Response:
+def choose_start(form: CheckedForm, session: SessionDep, jobs: JobsDep) -> Response:
     source = session.source
     if source is None or (source.kind == "bundled" and source.name != "adult"):
         session.flash("error", "choose Adult or a file first: choose-epsilon trains "
                                "models on a table with a label column")
         return back("/choose")
-    from privlab.studio.jobs import start_command
-
     try:
         options = choose_options(form)
         args, files = choose_command(source, session.schema, options)
     except (PrivlabError, ValueError) as exc:
         session.flash("error", str(exc))
         return back("/choose")
-    job = start_command(session.folder, args,
-                        f"Choose epsilon: {options['model']} on {source.label}, "
-                        f"epsilons {options['epsilons']}",
-                        [("choose_epsilon.html", "the report (HTML)"),
-                         ("out.txt", "the summary (text)")], files=files)
-    session.jobs[job.jid] = job
-    return back(f"/jobs/{job.jid}")
+    title = (f"Choose epsilon: {options['model']} on {source.label}, "
+             f"epsilons {options['epsilons']}")
+    outputs = [("choose_epsilon.html", "the report (HTML)"), ("out.txt", "the summary (text)")]
+    return start_job(session, jobs, lambda: jobs.prepare(session.folder, args, title, outputs,
+                                                         files=files), "/choose")
 
 
 def choose_command(source: Any, schema: Any, options: dict[str, str]

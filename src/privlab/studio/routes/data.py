@@ -53,7 +53,7 @@ def home(request: Request, session: SessionDep, config: ConfigDep) -> Response:
 
 
 @router.post("/data/select")
-async def select(form: CheckedForm, session: SessionDep, config: ConfigDep,
+def select(form: CheckedForm, session: SessionDep, config: ConfigDep,
                  ledger: LedgerDep) -> Response:
     try:
         source = chosen_source(form, session, config)
@@ -103,7 +103,7 @@ def adopt(session: Session, source: Source, config: StudioConfig) -> None:
 
 
 @router.post("/data/upload")
-async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
+def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
     item = form.get("file")
     if item is None or not hasattr(item, "filename") or not item.filename:
         session.flash("error", "file: choose a CSV or Parquet file to upload")
@@ -112,14 +112,12 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
     if not name.lower().endswith(DATA_SUFFIXES):  # the readers refuse what does not parse
         session.flash("error", f"file {name!r}: upload a .csv, .tsv or .parquet file")
         return back("/")
-    data = await item.read()
+    data = item.file.read()
     if len(data) > config.max_upload_bytes:
         session.flash("error", too_large_text(config.max_upload_bytes))
         return back("/")
     folder = private_dir(session.folder / "uploads")  # 0700: private rows
-    from starlette.concurrency import run_in_threadpool
-
-    problem = await run_in_threadpool(store_upload, folder, name, data)
+    problem = store_upload(folder, name, data)  # reads the table: in this worker thread
     if problem is not None:
         session.flash("error", problem)
         return back("/")
@@ -128,7 +126,7 @@ async def upload(form: CheckedForm, session: SessionDep, config: ConfigDep) -> R
 
 
 @router.post("/session/forget")
-async def forget(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+def forget(request: Request, form: CheckedForm, session: SessionDep) -> Response:
     """Delete this session and its folder (uploads, schemas, results, job outputs): the
     explicit removal; otherwise only age removes a session (`sessions.MAX_AGE_S`)."""
     request.app.state.store.delete(session)
@@ -165,7 +163,7 @@ def store_upload(folder: Path, name: str, data: bytes) -> str | None:
 
 
 @router.post("/help")
-async def toggle_help(form: CheckedForm, session: SessionDep) -> Response:
+def toggle_help(form: CheckedForm, session: SessionDep) -> Response:
     session.show_help = not session.show_help
     target = str(form.get("next") or "/")
     return back(target if target.startswith("/") and not target.startswith("//") else "/")

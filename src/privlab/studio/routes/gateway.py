@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from privlab.errors import PrivlabError
 from privlab.studio.web import CheckedForm, ConfigDep, SessionDep, back, page
+from privlab.studio.workers import in_worker
 
 router = APIRouter()
 
@@ -27,7 +28,8 @@ def gateway_page(request: Request, session: SessionDep, config: ConfigDep) -> Re
 
 
 @router.post("/gateway/verify")
-async def gateway_verify(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
+@in_worker
+def gateway_verify(form: CheckedForm, session: SessionDep, config: ConfigDep) -> Response:
     if config.gateway_config is None:
         session.flash("error", "start the studio with --gateway-config FILE")
         return back("/gateway")

@@ -1,5 +1,6 @@
 """DP model: `privlab train` on Adult or a file with a reviewed schema, run as a job, its
-epsilon and delta charged to the ledger before it starts (refused: nothing started)."""
+prepared, then its epsilon and delta charged to the ledger, then queued (refused: nothing
+started)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,19 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError, PrivlabError
+from privlab.studio.routes.jobs import JobsDep, start_job
 from privlab.studio.web import (
     CheckedForm,
     ConfigDep,
     LedgerDep,
     SessionDep,
     back,
-    budget_for,
     check_delta_policy,
     number,
     page,
 )
+from privlab.studio.workers import in_worker
 
 router = APIRouter()
 
@@ -30,42 +32,37 @@ def model_page(request: Request) -> Response:
 
 
 @router.post("/model")
-async def model_start(form: CheckedForm, session: SessionDep, config: ConfigDep,
-                      ledger: LedgerDep) -> Response:
+@in_worker
+def model_start(form: CheckedForm, session: SessionDep, config: ConfigDep, ledger: LedgerDep,
+                jobs: JobsDep) -> Response:
     source, schema = session.source, session.schema
     if source is None or schema is None or (source.kind == "bundled"
                                             and source.name != "adult"):
         session.flash("error", "choose Adult or a file with a reviewed schema first")
         return back("/model")
-    from privlab.studio.jobs import start_command
-
     try:
         target, model, epsilon, delta = model_request(form, schema)
-        budget_for(ledger, config, source.principal)
-        entry = ledger.charge(source.principal, epsilon, delta,
-                              description=f"studio: DP {model} predicting {target}")
-    except BudgetExceededError as exc:
-        session.flash("error", f"budget exceeded: nothing was started ({exc})")
-        return back("/model")
     except PrivlabError as exc:
         session.flash("error", str(exc))
         return back("/model")
-    session.entry_ids.append(entry.entry_id)
     bundled_name = source.bundled_schema
     data = "adult" if source.kind == "bundled" else str(source.path)
     files = {} if bundled_name else {"schema.yaml": schema.to_yaml()}
     args = ["train", data, "--schema", bundled_name or "schema.yaml", "--target", target,
             "--model", model, "--epsilon", f"{epsilon!r}", "--delta", f"{delta!r}",
             "--on-invalid", "coerce", "--json", "--save", "model.pkl"]
-    job = start_command(session.folder, args,
-                        f"DP model: {model} predicting {target}, epsilon {epsilon:g}, "
-                        f"delta {delta:g}",
-                        [("result.json", "the guarantee, accuracies and noisy counts "
-                                         "(JSON)"),
-                         ("model.pkl", "the fitted model (pickle)")],
-                        stdout_name="result.json", files=files)
-    session.jobs[job.jid] = job
-    return back(f"/jobs/{job.jid}")
+
+    def prepare() -> Any:
+        return jobs.prepare(session.folder, args,
+                            f"DP model: {model} predicting {target}, epsilon {epsilon:g}, "
+                            f"delta {delta:g}",
+                            [("result.json", "the guarantee, accuracies and noisy counts "
+                                             "(JSON)"),
+                             ("model.pkl", "the fitted model (pickle)")],
+                            stdout="result.json", files=files, result="result.json")
+
+    return start_job(session, jobs, prepare, "/model", ledger=ledger, config=config,
+                     charge=(epsilon, delta, f"studio: DP {model} predicting {target}"))
 
 
 def model_request(form: Any, schema: Any) -> tuple[str, str, float, float]:

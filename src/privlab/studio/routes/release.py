@@ -25,6 +25,7 @@ from privlab.studio.web import (
     budget_for,
     page,
 )
+from privlab.studio.workers import in_worker
 
 #: The form fields of a release (and of the Protect page's query string).
 PLAN_FIELDS = ("statistic", "column", "epsilon", "bins", "expected_rows", "by")
@@ -63,7 +64,8 @@ def protect_page(request: Request, session: SessionDep) -> Response:
 
 
 @router.post("/protect/release")
-async def protect_release(form: CheckedForm, session: SessionDep, config: ConfigDep,
+@in_worker
+def protect_release(form: CheckedForm, session: SessionDep, config: ConfigDep,
                           ledger: LedgerDep) -> Response:
     fields = {k: form.get(k, "") for k in PLAN_FIELDS}
     again = "/protect?" + urlencode({k: v for k, v in fields.items() if v})

@@ -17,6 +17,7 @@ from privlab.studio.review import PAGE, Review
 from privlab.studio.sessions import Session
 from privlab.studio.sources import Source, safe_upload_name
 from privlab.studio.web import CheckedForm, SessionDep, attachment, back, page
+from privlab.studio.workers import in_worker
 
 router = APIRouter()
 
@@ -84,7 +85,8 @@ def schema_page(request: Request, session: SessionDep) -> Response:
 
 
 @router.post("/schema/draft")
-async def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
     if session.source is None:
         session.flash("error", "choose data first")
         return back("/")
@@ -100,7 +102,8 @@ async def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
 
 
 @router.post("/schema/columns")
-async def schema_columns(form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def schema_columns(form: CheckedForm, session: SessionDep) -> Response:
     """The columns the analyses use (one per line; empty: all): only they are reviewed."""
     review = current_review(session)
     if review is None:
@@ -117,7 +120,8 @@ async def schema_columns(form: CheckedForm, session: SessionDep) -> Response:
 
 
 @router.post("/schema/save")
-async def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
+@in_worker
+def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Response:
     """One page of reviewed columns; once every used column is reviewed, the schema."""
     review = current_review(session)
     if review is None:

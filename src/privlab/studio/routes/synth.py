@@ -1,8 +1,9 @@
 """Synthetic data: the form with its public preview (MST's budget split and noise from the
 schema, epsilon, delta and a guessed row count: no private row), and the start of a
 `privlab synth` job on the reviewed schema (unchosen columns `--exclude`d, the privacy unit
-kept, so the per-person bound, the delta policy and the guarantee are the CLI's), charged to
-the ledger first (refused: nothing charged, nothing started)."""
+kept, so the per-person bound, the delta policy and the guarantee are the CLI's): prepared
+(data exported, schema written), then charged to the ledger, then queued (refused: nothing
+charged, nothing started)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,20 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.errors import InvalidInputError, PrivlabError
+from privlab.studio.routes.jobs import JobsDep, start_job
 from privlab.studio.web import (
     CheckedForm,
     ConfigDep,
     LedgerDep,
     SessionDep,
     back,
-    budget_for,
     check_delta_policy,
     form_list,
     number,
     page,
 )
+from privlab.studio.workers import in_worker
 
 SYNTH_METHODS = ("mst", "aim")
 MAX_SYNTH_ROWS = 1_000_000
@@ -32,9 +34,11 @@ router = APIRouter()
 
 
 @router.get("/synth", response_class=HTMLResponse)
-def synth_page(request: Request, session: SessionDep) -> Response:
+def synth_page(request: Request, session: SessionDep, jobs: JobsDep) -> Response:
     """The form, and the budget split and noise preview of what it would run (public
-    information only: the schema, epsilon, delta, a guessed row count)."""
+    information only: the schema, epsilon, delta, a guessed row count); the session's jobs,
+    those of an earlier run of the studio included."""
+    jobs.restore(session)
     plan = preview = error = None
     if session.schema is not None:
         plan = synth_plan(session.schema, request.query_params)
@@ -72,37 +76,34 @@ def plan_preview(schema: Any, plan: dict[str, Any]) -> Any:
 
 
 @router.post("/synth")
-async def synth_start(form: CheckedForm, session: SessionDep, config: ConfigDep,
-                      ledger: LedgerDep) -> Response:
+@in_worker
+def synth_start(form: CheckedForm, session: SessionDep, config: ConfigDep, ledger: LedgerDep,
+                jobs: JobsDep) -> Response:
+    """Prepare the job (the data exported, the schema written: a full disk charges nothing),
+    then charge the ledger, then queue it (refused: nothing charged, nothing started)."""
     if session.source is None or session.schema is None:
         session.flash("error", "choose data and a reviewed schema first")
         return back("/")
-    from privlab.studio.jobs import start_command
-
-    source, schema = session.source, session.schema
+    schema = session.schema
     try:
         method, epsilon, delta, rows, columns = synth_request(form, schema)
-        budget_for(ledger, config, source.principal)
-        entry = ledger.charge(source.principal, epsilon, delta,
-                              description=f"studio: {method} synthetic table "
-                                          f"({len(columns)} columns)")
-    except BudgetExceededError as exc:
-        session.flash("error", f"budget exceeded: nothing was started ({exc})")
-        return back("/synth")
     except PrivlabError as exc:
         session.flash("error", str(exc))
         return back("/synth")
-    session.entry_ids.append(entry.entry_id)
-    args = synth_args(data_file(session), schema, method, epsilon, delta, rows, columns)
-    job = start_command(session.folder, args,
-                        f"Synthetic table: {method.upper()}, epsilon {epsilon:g}, "
-                        f"delta {delta:g}, {rows} rows",
-                        [("synthetic.csv", f"the synthetic table (CSV, {rows} rows)"),
-                         ("result.json", "its guarantee and budget split (JSON)")],
-                        stdout_name="result.json", files={"schema.yaml": schema.to_yaml()},
-                        result="result.json")
-    session.jobs[job.jid] = job
-    return back(f"/jobs/{job.jid}")
+
+    def prepare() -> Any:
+        args = synth_args(data_file(session), schema, method, epsilon, delta, rows, columns)
+        return jobs.prepare(session.folder, args,
+                            f"Synthetic table: {method.upper()}, epsilon {epsilon:g}, "
+                            f"delta {delta:g}, {rows} rows",
+                            [("synthetic.csv", f"the synthetic table (CSV, {rows} rows)"),
+                             ("result.json", "its guarantee and budget split (JSON)")],
+                            stdout="result.json", files={"schema.yaml": schema.to_yaml()},
+                            result="result.json")
+
+    return start_job(session, jobs, prepare, "/synth", ledger=ledger, config=config,
+                     charge=(epsilon, delta, f"studio: {method} synthetic table "
+                                             f"({len(columns)} columns)"))
 
 
 def synth_args(data: str, schema: Any, method: str, epsilon: float, delta: float, rows: int,
@@ -133,7 +134,7 @@ def data_file(session: Any) -> str:
 
     path = session.folder / "data" / f"{source.name}.csv"
     if not path.is_file():
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         atomic_write_frame(source.load(), path)
     return str(path)
 

@@ -5,7 +5,8 @@
   var job = document.getElementById("job");
   if (!job) return;
   var state = job.getAttribute("data-state");
-  if (state !== "starting" && state !== "running") return;
+  var live = {queued: 1, starting: 1, running: 1};
+  if (!live[state]) return;
   var url = job.getAttribute("data-status-url");
   function poll() {
     fetch(url, {credentials: "same-origin"}).then(function (r) { return r.json(); })
@@ -14,8 +15,10 @@
         document.getElementById("job-state").textContent = s.state;
         var bar = document.getElementById("job-progress");
         bar.max = s.total; bar.value = s.done;
-        if (s.state === "starting" || s.state === "running") { setTimeout(poll, 700); }
-        else { window.location.reload(); }
+        // reload once it ends, or leaves the queue (the page then offers what it has)
+        if (live[s.state] && (s.state === "queued") === (state === "queued")) {
+          setTimeout(poll, 700);
+        } else { window.location.reload(); }
       }).catch(function () { setTimeout(poll, 2000); });
   }
   setTimeout(poll, 500);
