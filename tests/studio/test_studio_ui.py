@@ -185,7 +185,7 @@ def test_every_key_of_the_cli_schema_is_a_reviewed_field(workspace: Path) -> Non
         "owner": {"type": "categorical", "categories": ["Smith, J", "Lee"], "other": True,
                   "default": "Lee", "missing": False},
         "born": {"type": "datetime", "bounds": ["1900-01-01T00:00:00", "2020-12-31T00:00:00"],
-                 "default": "1970-01-01T00:00:00"},
+                 "default": "1970-01-01T00:00:00", "format": "%d/%m/%Y"},
         "id": {"type": "identifier", "missing": False},
         "note": {"type": "text", "description": "free text"}}}
     draft = parse_schema(spec, allow_draft=True)

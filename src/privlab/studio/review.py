@@ -23,7 +23,7 @@ PAGE = 25
 UNUSED = {"type": "text", "missing": True,
           "description": "not used by the analyses reviewed in privlab studio; never released"}
 #: The fields of one column's form (`c<i>_<field>`).
-FIELDS = ("type", "categories", "other", "lo", "hi", "missing", "scale", "bins",
+FIELDS = ("type", "categories", "other", "lo", "hi", "format", "missing", "scale", "bins",
           "point_masses", "default", "description", "reviewed")
 #: The checkbox fields (present and "on" when ticked).
 CHECKS = ("other", "missing", "reviewed")
@@ -132,6 +132,7 @@ def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
     default = spec.get("default")
     return {"type": spec["type"], "categories": "\n".join(spec.get("categories", [])),
             "other": bool(spec.get("other")), "lo": str(bounds[0]), "hi": str(bounds[1]),
+            "format": str(spec.get("format") or ""),
             "missing": bool(spec.get("missing", True)), "scale": spec.get("scale", "linear"),
             "bins": str(spec.get("bins") or ""),
             "point_masses": " ".join(str(v) for v in spec.get("point_masses", [])),
@@ -159,6 +160,8 @@ def column_spec(form: Any, key: str, col: Any) -> dict[str, Any]:
         lo, hi = text("lo"), text("hi")
         if kind == "datetime":
             spec["bounds"] = [lo, hi]
+            if text("format"):  # empty: the schema's default, ISO 8601
+                spec["format"] = text("format")
         else:
             read = whole_number if kind == "integer" else number
             spec["bounds"] = [read(lo, f"{where}: lower bound"),
