@@ -228,7 +228,8 @@ def _charge(ledger: str | None, principal: str | None, epsilon: float, delta: fl
         return None
     from privlab.core.ledger import BudgetLedger
 
-    return BudgetLedger(str(ledger)).charge(principal, epsilon, delta, description=description)
+    with BudgetLedger(str(ledger)) as book:
+        return book.charge(principal, epsilon, delta, description=description)
 
 
 def _compute(stat: str, values: Any, domain: ReleaseDomain, eps: float, delta: float,

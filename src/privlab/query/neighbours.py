@@ -156,10 +156,13 @@ def write_duckdb(path: str | Path, rows: Iterable[Row]) -> str:
     import duckdb
 
     con = duckdb.connect(str(path))
-    con.execute(f"CREATE TABLE {TABLE} (pid BIGINT, name VARCHAR, city VARCHAR, age BIGINT, "
-                "income DOUBLE, big BIGINT, flag BOOLEAN)")
-    con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))
-    con.close()
+    try:
+        con.execute("SET enable_progress_bar = false")  # it would write to the terminal
+        con.execute(f"CREATE TABLE {TABLE} (pid BIGINT, name VARCHAR, city VARCHAR, "
+                    "age BIGINT, income DOUBLE, big BIGINT, flag BOOLEAN)")
+        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))
+    finally:
+        con.close()
     return str(path)
 
 

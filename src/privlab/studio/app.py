@@ -8,6 +8,9 @@ routes share in `privlab.studio.web`, the routes themselves in `privlab.studio.r
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
@@ -27,10 +30,20 @@ def create_app(config: StudioConfig) -> FastAPI:
     from privlab.core.ledger import BudgetLedger
     from privlab.studio.routes import ROUTERS
 
-    app = FastAPI(title="privlab studio", docs_url=None, redoc_url=None, openapi_url=None)
+    ledger = BudgetLedger(str(config.ledger_path))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            ledger.close()  # the app's ledger is closed when the server shuts down
+
+    app = FastAPI(title="privlab studio", docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
     app.state.config = config
     app.state.store = SessionStore(config.secret, config.state_dir)
-    app.state.ledger = BudgetLedger(str(config.ledger_path))
+    app.state.ledger = ledger
     app.state.allowed_hosts = allowed_hosts(config)
     # the whole body: the file plus the form's few small fields
     app.add_middleware(BodyLimit, limit=config.max_upload_bytes + FORM_SLACK)

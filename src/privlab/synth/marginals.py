@@ -14,12 +14,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from privlab.utils.closing import Closing
+
 #: Marginals per GROUPING SETS query (each query is one scan of the table).
 BATCH = 64
 
 
-class DuckDBMarginals:
-    """Exact counts of marginals of an (n, d) integer code matrix, via DuckDB."""
+class DuckDBMarginals(Closing):
+    """Exact counts of marginals of an (n, d) integer code matrix, via DuckDB (an in-memory
+    database: `close()` it, or use `with`)."""
 
     def __init__(self, codes: np.ndarray, sizes: Sequence[int]) -> None:
         import duckdb
@@ -27,12 +30,11 @@ class DuckDBMarginals:
         self.sizes = list(sizes)
         self.d = codes.shape[1]
         self._con = duckdb.connect(":memory:", config={"threads": 1})
+        self._hold(self._con.close, "DuckDBMarginals")
+        self._con.execute("SET enable_progress_bar = false")  # it would write to the terminal
         frame = pd.DataFrame({f"c{j}": codes[:, j].astype(np.int32) for j in range(self.d)})
         self._con.register("codes", frame)
         self.queries = 0
-
-    def close(self) -> None:
-        self._con.close()
 
     def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
         """Dense count arrays (axes in clique order) for every clique."""
