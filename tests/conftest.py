@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+import privlab
 from privlab.errors import EXTRA_OF_MODULE
 from privlab.utils.closing import Closing
 
@@ -115,14 +116,16 @@ _opened_in_body: list[weakref.ref[Closing]] = []
 _in_body = False
 _hold = Closing._hold
 _TESTS = str(Path(__file__).resolve().parent)
-_OPENERS = {"__init__", "open_engine", "open_spark_engine", "_tracked_hold", "_hold"}
+_PRIVLAB = str(Path(privlab.__file__).resolve().parent)
 
 
 def _made_by_a_test(frame: Any) -> bool:
-    """Whether the test's own code built this holder (`Gateway(cfg)` in a test or fixture),
-    rather than privlab code a test called (`main(["budget", ...])`, which must close it)."""
-    while frame is not None and frame.f_code.co_name in _OPENERS and \
-            not frame.f_code.co_filename.startswith(_TESTS):
+    """Whether the test's own code built this holder (`Gateway(cfg)` in a test or fixture:
+    the first caller outside privlab is a test), rather than privlab code reached through
+    another library (`main(["budget", ...])` through Typer, a route through Starlette),
+    which must close it itself."""
+    while frame is not None and (frame.f_code.co_filename.startswith(_PRIVLAB)
+                                 or frame.f_code.co_filename == __file__):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_TESTS)
 
@@ -142,6 +145,7 @@ def _tracked_hold(self: Closing, release: Callable[[], None], what: str) -> None
             _opened_in_body.append(weakref.ref(self))
 
 
+_tracked_hold.__wrapped__ = _hold  # type: ignore[attr-defined]  # tests of the warning itself
 Closing._hold = _tracked_hold  # type: ignore[method-assign]
 
 
