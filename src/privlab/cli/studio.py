@@ -46,7 +46,8 @@ def studio_cmd(
     url = f"http://{shown}:{port}/" + ("?token=" + token if token else "")
     console.print(f"privlab studio on {url} (workspace {config.workspace}); Ctrl-C stops it",
                   highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    with app.state.ledger:  # closed when the server stops, even if it never started
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
 def register(app: typer.Typer) -> None:
