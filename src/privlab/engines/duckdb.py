@@ -83,12 +83,15 @@ class _OpenFiles:
                         "other engine first or open this one with the same settings")
                 self._open[key] = (held, base, users + 1)
                 return base.cursor()
+            base = None
             try:
                 base = duckdb.connect(str(path), read_only=True, config=config)
                 # no progress bar: it would write to the terminal, inside `--json` output
                 base.execute("SET enable_progress_bar = false")
                 base.execute("SET lock_configuration = true")
             except duckdb.Error as exc:
+                if base is not None:
+                    base.close()
                 raise InvalidInputError(f"database.url: {path} could not be opened as a DuckDB "
                                         f"database ({_why(exc)})") from None
             self._open[key] = (wanted, base, 1)
