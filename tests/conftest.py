@@ -18,7 +18,8 @@ module the collector runs once; an object that holds a database and was dropped 
 the test that dropped it, through pyproject's `filterwarnings`, when it is dropped at once).
 What privlab code opens must be closed by privlab code. What a test's own code builds
 (`Gateway(cfg)` in a test body or fixture) is the test's: closed, without a warning, when
-the test drops it or else after the test's teardown (fixtures still `yield` and close).
+the test drops it (a young reference cycle is collected after the test that made it);
+fixtures `yield` and close what they open.
 """
 
 from __future__ import annotations
@@ -177,10 +178,13 @@ def _dropped_open() -> list[str]:
 def pytest_runtest_teardown(item: pytest.Item,
                             nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
     result = yield
-    held, _opened_in_body[:] = [ref() for ref in _opened_in_body], []
-    for obj in held:
-        if obj is not None:
-            obj.close()
+    # what the test built and dropped in a reference cycle (a traceback that holds its frame)
+    # is collected now, so its file is not still open in the next test; what a fixture or a
+    # module's cache still holds stays open (their owners close it)
+    if any((obj := ref()) is not None and not obj.closed for ref in _opened_in_body):
+        del obj
+        gc.collect(1)  # with the collector off, everything this module made is young
+    _opened_in_body.clear()
     if nextitem is None or nextitem.path != item.path:
         leaks = _dropped_open()
         if leaks:
