@@ -31,9 +31,12 @@ def test_no_import_cycle_between_packages():
     assert g.cycles(edges) == []
 
 
-def test_engines_import_nothing_of_privlab_but_errors():
+def test_engines_import_nothing_of_privlab_but_errors_and_utils():
+    """engines stands on errors and the leaf helpers in utils (`utils.closing`) only."""
     g = _graph_module()
-    assert {b for a, b in g.package_edges() if a == "engines"} == {"errors"}
+    edges = g.package_edges()
+    assert {b for a, b in edges if a == "engines"} == {"errors", "utils"}
+    assert {b for a, b in edges if a == "utils"} <= {"errors"}
 
 
 def test_deferred_import_counts_as_an_edge(tmp_path):

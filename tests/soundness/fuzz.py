@@ -510,12 +510,15 @@ def _read_output(path: Path) -> Any:
 def run_cli(argv: list[str], folder: Path, inputs: set[str], progress: bool = False) -> Run:
     """`main(argv)` with `folder` as the working directory, capturing everything it says
     (with `progress`, the plain progress lines of PRIVLAB_PROGRESS=1 too; else none)."""
+    from privlab.cli.common import console, err_console
     from privlab.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
+    # unwrapped (soft wrap): a line that names the folder would otherwise break at a place
+    # that depends on the temp folder's length, and `here` would not be found to replace
     with contextlib.chdir(folder), contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err), warnings.catch_warnings(record=True) as caught, \
-            _progress_env("1" if progress else "0"):
+            _progress_env("1" if progress else "0"), _soft_wrap(console, err_console):
         warnings.simplefilter("always")
         code = main(argv)
     files = {p.name: _read_output(p) for p in sorted(folder.iterdir())
@@ -524,6 +527,19 @@ def run_cli(argv: list[str], folder: Path, inputs: set[str], progress: bool = Fa
     here = str(folder.resolve())
     return Run(code, out.getvalue().replace(here, "<dir>"), err.getvalue().replace(here, "<dir>"),
                sorted({f"{w.category.__name__}: {w.message}" for w in caught}), files)
+
+
+@contextlib.contextmanager
+def _soft_wrap(*consoles: Any) -> Any:
+    """The consoles print without wrapping lines, then wrap again as before."""
+    old = [c.soft_wrap for c in consoles]
+    for c in consoles:
+        c.soft_wrap = True
+    try:
+        yield
+    finally:
+        for c, was in zip(consoles, old, strict=True):
+            c.soft_wrap = was
 
 
 @contextlib.contextmanager

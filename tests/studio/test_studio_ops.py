@@ -294,14 +294,18 @@ from privlab.synth.marginals import DuckDBMarginals
 tmp = Path(sys.argv[1])
 pd.DataFrame({"a": [1, 2]}).to_parquet(tmp / "t.parquet")
 engine = DuckDBEngine(write_duckdb(tmp / "n.duckdb", BASE))
-cons = {"marginals": DuckDBMarginals(np.zeros((3, 2), dtype=int), [2, 2])._con,
-        "parquet": DuckDBSource(tmp / "t.parquet").con, "engine": engine._con}
+# the owners are kept alive: a dropped owner closes its connection (issue 33)
+marginals = DuckDBMarginals(np.zeros((3, 2), dtype=int), [2, 2])
+source = DuckDBSource(tmp / "t.parquet")
+cons = {"marginals": marginals._con, "parquet": source.con, "engine": engine._con}
 for name, con in cons.items():
     print(name, con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0])
 try:
     engine._con.execute("SET enable_progress_bar = true")
 except Exception as exc:
     print("engine locked", "locked" in str(exc))
+for owner in (marginals, source, engine):
+    owner.close()
 """
 
 

@@ -207,6 +207,10 @@ class ConformedSource(CountSource):
         self.view = f"(SELECT {outs} FROM {parsed} WHERE {keep}) AS __conformed"
         self.columns = {c.name: c.sql_type for c in cols}
 
+    def close(self) -> None:
+        """Closes the wrapped source."""
+        self.inner.close()
+
     def _refuse_or_count(self, cols: list[_Column], parsed: str, keep: str,
                          policy: Policy) -> tuple[int, int]:
         """The file's rows and the rows kept, in one scan; under refuse, the first invalid

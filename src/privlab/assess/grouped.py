@@ -42,6 +42,7 @@ from privlab.assess.recommend import recommend
 from privlab.assess.richness import Thresholds, parse_thresholds, resolve_bounds
 from privlab.errors import InvalidInputError
 from privlab.schema.model import Schema
+from privlab.utils.closing import Closing
 
 #: Grouping sets per query: Spark expands every row once per set, so a level with many sets
 #: is cut into batches of this many.
@@ -61,9 +62,10 @@ def _lit(x: float) -> str:
     return f"CAST('{float(x)!r}' AS DOUBLE)"
 
 
-class CountSource:
+class CountSource(Closing):
     """A table an engine can count: `columns` (name -> type name), `sql(text)` -> rows and
-    `frame(text)` -> pandas. Queries are written in DuckDB's dialect against `__data`."""
+    `frame(text)` -> pandas. Queries are written in DuckDB's dialect against `__data`.
+    `close()` (or `with`) releases its connection, if it holds one."""
 
     name = "engine"
     columns: dict[str, str]
@@ -99,6 +101,7 @@ class DuckDBSource(CountSource):
         hive = any("=" in part for f in files for part in f.relative_to(p).parts[:-1]) \
             if p.is_dir() else False
         self.con = connect()  # no progress bar: it would land inside `--json` output
+        self._hold(self.con.close, f"DuckDBSource({str(p)!r})")
         self.what, self.path = what, str(p)
         try:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
@@ -106,6 +109,7 @@ class DuckDBSource(CountSource):
                              f"hive_partitioning = {'true' if hive else 'false'})")
             described = self.con.execute("DESCRIBE __data").fetchall()
         except duckdb.Error as exc:
+            self.close()
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise InvalidInputError(f"{what}: cannot read {p} as Parquet ({first}); pass a "
                                     "Parquet file or a directory of them") from None

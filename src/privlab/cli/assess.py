@@ -5,6 +5,7 @@ treatment (privlab.assess.declared; docs/assess.md, "A declared schema")."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -93,47 +94,51 @@ def assess_cmd(
     qis = parse_list(quasi_identifiers, "--quasi-identifiers")
     attrs = parse_list(attributes, "--attributes")
     declared = _declared_schema(schema, on_invalid)
-    sources = _count_sources(file, population, engine, master)
-    frame = pop = None
-    if sources is None:
-        # without a schema assess is exploratory and NOT DP: pandas' types (--schema: text,
-        # typed by the declaration)
-        infer = declared is None
-        frame = read_table(file, delimiter=delimiter, infer=infer)
-        pop = read_table(population, delimiter=delimiter, infer=infer) \
-            if population is not None else None
-    # every column-naming option names a column of DATA (one line naming it, exit 2), on
-    # every engine (a grouped source's `columns` are its header too)
-    data, other = (frame, pop) if sources is None else sources
-    check_column_options(data, file.name, {"--quasi-identifiers": qis,
-                                           "--sensitive": sensitive, "--attributes": attrs})
-    if other is not None:
-        check_column_options(other, f"--population {population.name}",
-                             {"--quasi-identifiers": qis})
-    from privlab.assess.pipeline import assess_steps
-    from privlab.cli.progress import reporter
-
-    steps = assess_steps(max_combination_size, qis is not None)
-    with reporter("assess", as_json) as progress:
-        options = dict(attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
-                       thresholds=thresholds, max_combination_size=max_combination_size,
-                       missing="drop" if drop_missing else "value", bins=bin_numeric,
-                       sensitive_kind=sensitive_kind, recursive_l=recursive_l,
-                       risk_threshold=risk_threshold, target_k=target_k, source=str(file),
-                       progress=progress)
+    with contextlib.ExitStack() as opened:
+        sources = _count_sources(file, population, engine, master)
+        for source in sources or ():
+            if source is not None:
+                opened.callback(source.close)  # a DuckDB source holds a connection
+        frame = pop = None
         if sources is None:
-            result = assess(frame, population=pop, schema=declared, on_invalid=on_invalid,
-                            **options)  # type: ignore[arg-type]
-        else:
-            from privlab.assess.grouped import assess_grouped
+            # without a schema assess is exploratory and NOT DP: pandas' types (--schema:
+            # text, typed by the declaration)
+            infer = declared is None
+            frame = read_table(file, delimiter=delimiter, infer=infer)
+            pop = read_table(population, delimiter=delimiter, infer=infer) \
+                if population is not None else None
+        # every column-naming option names a column of DATA (one line naming it, exit 2), on
+        # every engine (a grouped source's `columns` are its header too)
+        data, other = (frame, pop) if sources is None else sources
+        check_column_options(data, file.name, {"--quasi-identifiers": qis,
+                                               "--sensitive": sensitive, "--attributes": attrs})
+        if other is not None:
+            check_column_options(other, f"--population {population.name}",
+                                 {"--quasi-identifiers": qis})
+        from privlab.assess.pipeline import assess_steps
+        from privlab.cli.progress import reporter
 
-            result = assess_grouped(sources[0], population=sources[1], schema=declared,
-                                    on_invalid=on_invalid, **options)  # type: ignore[arg-type]
-        if report is not None:
-            progress("writing the HTML report", steps, steps)
-            write_assessment_report(result, report)
-        else:
-            progress("done", steps, steps)
+        steps = assess_steps(max_combination_size, qis is not None)
+        with reporter("assess", as_json) as progress:
+            options = dict(attributes=attrs, quasi_identifiers=qis, sensitive=sensitive,
+                           thresholds=thresholds, max_combination_size=max_combination_size,
+                           missing="drop" if drop_missing else "value", bins=bin_numeric,
+                           sensitive_kind=sensitive_kind, recursive_l=recursive_l,
+                           risk_threshold=risk_threshold, target_k=target_k, source=str(file),
+                           progress=progress)
+            if sources is None:
+                result = assess(frame, population=pop, schema=declared, on_invalid=on_invalid,
+                                **options)  # type: ignore[arg-type]
+            else:
+                from privlab.assess.grouped import assess_grouped
+
+                result = assess_grouped(sources[0], population=sources[1], schema=declared,
+                                        on_invalid=on_invalid, **options)  # type: ignore[arg-type]
+            if report is not None:
+                progress("writing the HTML report", steps, steps)
+                write_assessment_report(result, report)
+            else:
+                progress("done", steps, steps)
     payload = result.to_dict()
     if report is not None:
         payload["report"] = str(report)
@@ -190,8 +195,15 @@ def _count_sources(file: Path, population: Path | None, engine: str,
         if not is_parquet(p):
             raise InvalidInputError(f"{w}: --engine duckdb reads Parquet; {p} is not a .parquet "
                                     "file or directory (use --engine pandas for CSV)")
-    return tuple(DuckDBSource(p, what=w) for w, p in local) + \
-        ((None,) if population is None else ())  # type: ignore[return-value]
+    opened: list[DuckDBSource] = []
+    try:
+        for w, p in local:
+            opened.append(DuckDBSource(p, what=w))
+    except BaseException:
+        for source in opened:  # DATA opened, --population refused: close DATA again
+            source.close()
+        raise
+    return tuple(opened) + ((None,) if population is None else ())  # type: ignore[return-value]
 
 
 def _print_human(result, report: Path | None) -> None:  # noqa: ANN001 - Assessment

@@ -44,16 +44,16 @@ def set_cmd(
     # one delta policy in every command: a total delta above 1e-3 lets the releases charged
     # to it each reveal a record with that probability (refused, exit 4, unless --allow-weak)
     check_delta_policy(float(total_delta), allow_weak)
-    book = BudgetLedger(ledger)
-    status = book.set_budget(principal, epsilon, delta)
-    if as_json:
-        emit_json({"ledger": book.location, **status.to_dict()})
-        return
-    console.print(f"budget of [bold]{status.principal}[/bold]: epsilon "
-                  f"{_g(float(status.budget_epsilon_exact))}, delta "
-                  f"{_g(float(status.budget_delta_exact))}; spent "
-                  f"{_g(float(status.spent_epsilon_exact))}, remaining epsilon "
-                  f"{_g(float(status.remaining_epsilon_exact))}")
+    with BudgetLedger(ledger) as book:
+        status = book.set_budget(principal, epsilon, delta)
+        if as_json:
+            emit_json({"ledger": book.location, **status.to_dict()})
+            return
+        console.print(f"budget of [bold]{status.principal}[/bold]: epsilon "
+                      f"{_g(float(status.budget_epsilon_exact))}, delta "
+                      f"{_g(float(status.budget_delta_exact))}; spent "
+                      f"{_g(float(status.spent_epsilon_exact))}, remaining epsilon "
+                      f"{_g(float(status.remaining_epsilon_exact))}")
 
 
 @budget_app.command("show")
@@ -63,27 +63,27 @@ def show_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Budget, spent and remaining (epsilon, delta) per principal."""
-    book = BudgetLedger(ledger, create=False)
-    statuses = [book.status(principal)] if principal is not None else book.statuses()
-    if as_json:
-        emit_json({"ledger": book.location, "accountant": ACCOUNTANT,
-                   "principals": [s.to_dict() for s in statuses]})
-        return
-    if not statuses:
-        console.print("no principals yet; add one with `privlab budget set --ledger "
-                      f"{book.location} --principal NAME --epsilon E`")
-        return
-    table = Table(title=f"privacy budgets in {book.location}",
-                  caption=f"accountant: {ACCOUNTANT}")
-    for col in ("principal", "eps total", "eps spent", "eps left", "delta total",
-                "delta spent", "delta left", "charges"):
-        table.add_column(col, justify="left" if col == "principal" else "right")
-    for s in statuses:
-        table.add_row(s.principal, *(_g(float(v)) for v in (
-            s.budget_epsilon_exact, s.spent_epsilon_exact, s.remaining_epsilon_exact,
-            s.budget_delta_exact, s.spent_delta_exact, s.remaining_delta_exact)),
-            str(s.n_charges))
-    console.print(table)
+    with BudgetLedger(ledger, create=False) as book:
+        statuses = [book.status(principal)] if principal is not None else book.statuses()
+        if as_json:
+            emit_json({"ledger": book.location, "accountant": ACCOUNTANT,
+                       "principals": [s.to_dict() for s in statuses]})
+            return
+        if not statuses:
+            console.print("no principals yet; add one with `privlab budget set --ledger "
+                          f"{book.location} --principal NAME --epsilon E`")
+            return
+        table = Table(title=f"privacy budgets in {book.location}",
+                      caption=f"accountant: {ACCOUNTANT}")
+        for col in ("principal", "eps total", "eps spent", "eps left", "delta total",
+                    "delta spent", "delta left", "charges"):
+            table.add_column(col, justify="left" if col == "principal" else "right")
+        for s in statuses:
+            table.add_row(s.principal, *(_g(float(v)) for v in (
+                s.budget_epsilon_exact, s.spent_epsilon_exact, s.remaining_epsilon_exact,
+                s.budget_delta_exact, s.spent_delta_exact, s.remaining_delta_exact)),
+                str(s.n_charges))
+        console.print(table)
 
 
 @budget_app.command("history")
@@ -93,52 +93,52 @@ def history_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Every charge in commit order (append-only), and every budget change."""
-    book = BudgetLedger(ledger, create=False)
-    entries = book.history(principal)
-    changes = book.budget_changes(principal)
-    if as_json:
-        emit_json({"ledger": book.location, "principal": principal,
-                   "entries": [e.to_dict() for e in entries],
-                   "budget_changes": [c.to_dict() for c in changes]})
-        return
-    if not entries:
-        console.print("no charges yet")
-    else:
-        table = Table(title=f"charges in {book.location}")
-        for col in ("#", "when (UTC)", "principal", "epsilon", "delta", "eps left",
-                    "description"):
-            table.add_column(col, justify="right" if col in ("#", "epsilon", "delta",
-                                                             "eps left") else "left")
-        for e in entries:
-            table.add_row(str(e.entry_id), e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                          e.principal, _g(e.epsilon), _g(e.delta), _g(e.remaining_epsilon),
-                          e.description)
-        console.print(table)
-    for c in changes:
-        before = ("created" if c.previous_epsilon_exact is None else
-                  f"was {_g(float(c.previous_epsilon_exact))}")
-        console.print(f"budget {c.created_at:%Y-%m-%d %H:%M:%S} {c.principal}: epsilon "
-                      f"{_g(float(c.budget_epsilon_exact))} ({before}), delta "
-                      f"{_g(float(c.budget_delta_exact))}")
+    with BudgetLedger(ledger, create=False) as book:
+        entries = book.history(principal)
+        changes = book.budget_changes(principal)
+        if as_json:
+            emit_json({"ledger": book.location, "principal": principal,
+                       "entries": [e.to_dict() for e in entries],
+                       "budget_changes": [c.to_dict() for c in changes]})
+            return
+        if not entries:
+            console.print("no charges yet")
+        else:
+            table = Table(title=f"charges in {book.location}")
+            for col in ("#", "when (UTC)", "principal", "epsilon", "delta", "eps left",
+                        "description"):
+                table.add_column(col, justify="right" if col in ("#", "epsilon", "delta",
+                                                                 "eps left") else "left")
+            for e in entries:
+                table.add_row(str(e.entry_id), e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                              e.principal, _g(e.epsilon), _g(e.delta), _g(e.remaining_epsilon),
+                              e.description)
+            console.print(table)
+        for c in changes:
+            before = ("created" if c.previous_epsilon_exact is None else
+                      f"was {_g(float(c.previous_epsilon_exact))}")
+            console.print(f"budget {c.created_at:%Y-%m-%d %H:%M:%S} {c.principal}: epsilon "
+                          f"{_g(float(c.budget_epsilon_exact))} ({before}), delta "
+                          f"{_g(float(c.budget_delta_exact))}")
 
 
 @budget_app.command("verify")
 def verify_cmd(ledger: str = _LEDGER, as_json: bool = _JSON) -> None:
     """Recompute every total from the entries; exit 1 if anything disagrees."""
-    book = BudgetLedger(ledger, create=False)
-    check = book.verify()
-    if as_json:
-        emit_json({"ledger": book.location, **check.to_dict()})
-    else:
-        console.print(f"ledger {book.location}: {check.principals} principals, {check.entries} "
-                      f"entries, integrity {check.integrity or 'n/a'}")
-        for problem in check.problems:
-            console.print(f"  problem: {problem}")
-    if not check.ok:
-        raise PrivlabError(f"ledger {book.location} is inconsistent: "
-                           f"{check.problems[0] if check.problems else check.integrity}")
-    if not as_json:
-        console.print("  consistent: every total equals the sum of its entries")
+    with BudgetLedger(ledger, create=False) as book:
+        check = book.verify()
+        if as_json:
+            emit_json({"ledger": book.location, **check.to_dict()})
+        else:
+            console.print(f"ledger {book.location}: {check.principals} principals, {check.entries} "
+                          f"entries, integrity {check.integrity or 'n/a'}")
+            for problem in check.problems:
+                console.print(f"  problem: {problem}")
+        if not check.ok:
+            raise PrivlabError(f"ledger {book.location} is inconsistent: "
+                               f"{check.problems[0] if check.problems else check.integrity}")
+        if not as_json:
+            console.print("  consistent: every total equals the sum of its entries")
 
 
 def register(app: typer.Typer) -> None:

@@ -167,31 +167,32 @@ def demo_cmd(
         console.print(("replaced the previous demo ledger: " if replaced else "")
                       + f"started a fresh demo ledger {out / DEMO_LEDGER} (budget {budget:g} "
                       f"for {DEMO_PRINCIPAL})")
-    ledger = BudgetLedger(str(out / DEMO_LEDGER))
-
     from privlab.cli.progress import reporter
 
-    # the demo's steps, fixed by the options: each release, the assessment, the epsilon step,
-    # the report and the PDFs (each phase has its own display: the tables print in between)
-    run_ce = epsilons.strip().lower() != "none"
-    total = len(DEMO_RELEASES) + 1 + int(run_ce) + 1 + int(pdf)
-    releases = []
-    with reporter("demo", as_json) as report:
-        for i, (stat, column, opts) in enumerate(DEMO_RELEASES):
-            report(f"DP release {stat} {column}", i, total)
-            entry = ledger.charge(DEMO_PRINCIPAL, epsilon, 0.0,
-                                  description=f"demo {stat} {column}")
-            result = _release(frame, stat, column, opts, epsilon, rng)
-            result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee,
-                                                                           stat, column))
-            releases.append({"statistic": stat, "column": column,
-                             "true_value": _true_value(frame, stat, column, opts),
-                             **result.to_dict(),
-                             "remaining_epsilon": entry.remaining_epsilon})
-        report("assessment", len(DEMO_RELEASES), total)
-        assessment, result = _assessment(frame, out)
-    remaining = ledger.remaining(DEMO_PRINCIPAL)[0]
-    ledger.close()
+    ledger = BudgetLedger(str(out / DEMO_LEDGER))
+    try:
+        # the demo's steps, fixed by the options: each release, the assessment, the epsilon step,
+        # the report and the PDFs (each phase has its own display: the tables print in between)
+        run_ce = epsilons.strip().lower() != "none"
+        total = len(DEMO_RELEASES) + 1 + int(run_ce) + 1 + int(pdf)
+        releases = []
+        with reporter("demo", as_json) as report:
+            for i, (stat, column, opts) in enumerate(DEMO_RELEASES):
+                report(f"DP release {stat} {column}", i, total)
+                entry = ledger.charge(DEMO_PRINCIPAL, epsilon, 0.0,
+                                      description=f"demo {stat} {column}")
+                result = _release(frame, stat, column, opts, epsilon, rng)
+                result = dataclasses.replace(result, guarantee=_demo_guarantee(result.guarantee,
+                                                                               stat, column))
+                releases.append({"statistic": stat, "column": column,
+                                 "true_value": _true_value(frame, stat, column, opts),
+                                 **result.to_dict(),
+                                 "remaining_epsilon": entry.remaining_epsilon})
+            report("assessment", len(DEMO_RELEASES), total)
+            assessment, result = _assessment(frame, out)
+        remaining = ledger.remaining(DEMO_PRINCIPAL)[0]
+    finally:
+        ledger.close()
     if not as_json:  # show what exists now; the epsilon step takes a while
         _print_assessment(assessment)
         _print_releases(releases, budget, remaining)

@@ -231,8 +231,8 @@ def _charge(ledger: str | None, principal: str | None, epsilon: float, delta: fl
 
     # create=False: a ledger that does not exist holds no budget, so the charge is refused
     # (exit 2) before any database or writer-lock file is created
-    return BudgetLedger(str(ledger), create=False).charge(principal, epsilon, delta,
-                                                          description=description)
+    with BudgetLedger(str(ledger), create=False) as book:
+        return book.charge(principal, epsilon, delta, description=description)
 
 
 def _compute(stat: str, values: Any, domain: ReleaseDomain, eps: float, delta: float,

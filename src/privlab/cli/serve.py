@@ -95,26 +95,6 @@ def serve_cmd(
             for note in notes:
                 console.print(f"note: {note}")
         return
-    audit = AuditLog(cfg.audit_target, key=cfg.audit_key(create=True),
-                     checkpoint=cfg.audit_checkpoint)
-    problems = audit.verify()
-    if problems:
-        if not accept_broken:
-            audit.close()
-            raise AuditLogBroken(f"audit log {audit.describe()}: {problems[0]}; investigate "
-                                 "(`privlab audit-log verify`), then start a new audit log or "
-                                 "pass --accept-broken-audit-log (recorded in the log)")
-        audit.accept_broken(uuid.uuid4().hex,
-                            ("started with --accept-broken-audit-log: " + problems[0])[:500])
-        err_console.print(f"[yellow]warning:[/yellow] audit log fails verification "
-                          f"({problems[0]}); started anyway, as --accept-broken-audit-log "
-                          "asked (recorded in the log)")
-    # validates tables, syncs budgets, reconciles interrupted charges
-    gateway = Gateway(cfg, audit=audit)
-    if not is_loopback(host):
-        err_console.print("[yellow]warning:[/yellow] listening on a non-loopback address "
-                          "without TLS; API keys travel in clear text. Put a TLS proxy in "
-                          "front.")
     import uvicorn
 
     from privlab.service.http import uvicorn_options
@@ -122,12 +102,37 @@ def serve_cmd(
     # no X-Forwarded-For from uvicorn (the front door believes it from trusted_proxies
     # only), bounded request heads, head / keep-alive deadlines, a connection cap
     options = uvicorn_options(cfg)
+    audit = AuditLog(cfg.audit_target, key=cfg.audit_key(create=True),
+                     checkpoint=cfg.audit_checkpoint)
+    try:
+        problems = audit.verify()
+        if problems:
+            if not accept_broken:
+                raise AuditLogBroken(f"audit log {audit.describe()}: {problems[0]}; "
+                                     "investigate (`privlab audit-log verify`), then start a "
+                                     "new audit log or pass --accept-broken-audit-log "
+                                     "(recorded in the log)")
+            audit.accept_broken(uuid.uuid4().hex,
+                                ("started with --accept-broken-audit-log: "
+                                 + problems[0])[:500])
+            err_console.print(f"[yellow]warning:[/yellow] audit log fails verification "
+                              f"({problems[0]}); started anyway, as --accept-broken-audit-log "
+                              "asked (recorded in the log)")
+        # validates tables, syncs budgets, reconciles interrupted charges
+        gateway = Gateway(cfg, audit=audit)
+    except BaseException:
+        audit.close()  # the gateway was refused: nothing stays open
+        raise
+    if not is_loopback(host):
+        err_console.print("[yellow]warning:[/yellow] listening on a non-loopback address "
+                          "without TLS; API keys travel in clear text. Put a TLS proxy in "
+                          "front.")
     err_console.print(f"privlab gateway on http://{host}:{port} (OpenAPI: /docs)")
     if workers == 1:
         from privlab.errors import library_context
         from privlab.service.app import create_app
 
-        with library_context():  # requests are library callers: no CLI option names
+        with library_context(), gateway:  # requests are library callers: no CLI option names
             uvicorn.run(create_app(gateway=gateway), host=host, port=port, log_level="warning",
                         access_log=False, **options)
         return

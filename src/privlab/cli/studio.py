@@ -69,7 +69,8 @@ def studio_cmd(
                   highlight=False, soft_wrap=True)  # one line: the URL stays copyable
     old = os.umask(0o077)  # sessions, uploads, jobs' outputs: owner-only
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        with app.state.ledger:  # closed when the server stops, even if it never started
+            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
         os.umask(old)
 

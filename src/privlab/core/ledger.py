@@ -58,6 +58,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from privlab.core.dbapi import write_transaction
 from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
+from privlab.utils.closing import Closing
 from privlab.utils.text import escape_nul
 
 __all__ = [
@@ -491,13 +492,22 @@ def check_budget(principal: str, epsilon: Any, delta: Any = 0.0) -> tuple[str, D
     return name, eps, dlt
 
 
-class BudgetLedger:
+def _release_pool(engine: Engine, writer_lock: WriterLock | None) -> None:
+    """Close a ledger's (or audit log's) pooled connections and its writer lock file."""
+    engine.dispose()
+    if writer_lock is not None:
+        writer_lock.close()
+
+
+class BudgetLedger(Closing):
     """Persistent privacy budgets with charge-before-release, safe across processes.
 
     `BudgetLedger("budget.db")` (a SQLite file, created on first use) or
     `BudgetLedger("postgresql+psycopg://user@host/db")`. One instance per process is the
     intended use; an instance that crosses a `fork` reconnects in the child. With
     `create=False` a missing SQLite file is an error instead of a new, empty ledger.
+    `close()` (or `with BudgetLedger(...) as book:`) releases its connections; one dropped
+    unclosed warns (`ResourceWarning`).
     """
 
     #: Fault-injection point for tests: called inside the charge transaction after the entry
@@ -520,7 +530,12 @@ class BudgetLedger:
         self._writer_lock = None if db_file is None else \
             WriterLock(db_file, timeout_s=self._busy_timeout_s)
         self._engine = self._make_engine()
-        self._ensure_schema()
+        self._arm()
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self.close()  # a refused ledger holds nothing open
+            raise
 
     # -- engine and transactions --------------------------------------------------------
 
@@ -563,10 +578,18 @@ class BudgetLedger:
             return engine
         return sa.create_engine(self.url, pool_pre_ping=True)
 
+    def _arm(self) -> None:
+        """Pooled connections may be open from now until `close()` (or a warning if the
+        ledger is dropped before)."""
+        self._hold(functools.partial(_release_pool, self._engine, self._writer_lock),
+                   f"BudgetLedger({self._where!r})")
+
     def _engine_now(self) -> Engine:
         if os.getpid() != self._pid:  # forked: never share the parent's pooled connections
             self._engine.dispose(close=False)
             self._pid = os.getpid()
+        if self.closed:  # used again after close(): it reconnects, so close it again later
+            self._arm()
         return self._engine
 
     @contextmanager
@@ -591,15 +614,7 @@ class BudgetLedger:
 
     def close(self) -> None:
         """Release pooled connections (the ledger stays usable; it reconnects on demand)."""
-        self._engine.dispose()
-        if self._writer_lock is not None:
-            self._writer_lock.close()
-
-    def __enter__(self) -> BudgetLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
     # -- schema ---------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from privlab.engines.types import type_problem
 from privlab.errors import InvalidInputError, PrivlabError
+from privlab.utils.closing import Closing
 
 
 def quote_ident(name: str) -> str:
@@ -31,11 +32,12 @@ class EngineError(PrivlabError):
     """The database failed to run a generated query (HTTP 500; the message stays server-side)."""
 
 
-class Engine:
+class Engine(Closing):
     """The protocol: `dialect` (the SQL the planner generates for it), `placeholder(i)` (the
     i-th bound parameter), `run(sql, params)` (rows), `check_tables(config)` (start-up),
-    `result_types(sql)` and `close()`. Subclasses: `DuckDBEngine`, `PostgresEngine`,
-    `SparkEngine` (which overrides `check_tables`)."""
+    `result_types(sql)` and `close()` (idempotent; `with engine:` closes too; an engine
+    dropped open warns, `privlab.utils.closing`). Subclasses: `DuckDBEngine`,
+    `PostgresEngine`, `SparkEngine` (which overrides `check_tables`)."""
 
     dialect = "duckdb"
 
@@ -74,6 +76,3 @@ class Engine:
     def result_types(self, sql: str) -> list[str]:
         """Upper-case type names of the columns of `sql`'s result (run with no rows)."""
         raise NotImplementedError
-
-    def close(self) -> None:  # pragma: no cover - trivial
-        pass

@@ -34,6 +34,7 @@ class PostgresEngine(Engine):
                                         pool_pre_ping=True,
                                         connect_args={"options": options, "connect_timeout": 5})
         self.timeout_s = timeout_s
+        self._hold(self._engine.dispose, f"PostgresEngine({parsed.render_as_string()!r})")
 
     @staticmethod
     def placeholder(i: int) -> str:
@@ -65,6 +66,3 @@ class PostgresEngine(Engine):
         except sa.exc.SQLAlchemyError as exc:
             raise EngineError(f"postgres: {type(exc).__name__}") from exc
         return [str(n) for n in names]
-
-    def close(self) -> None:
-        self._engine.dispose()

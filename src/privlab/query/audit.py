@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import hmac
 import json
 import logging
 import os
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +54,7 @@ from privlab.core.dbapi import write_transaction
 from privlab.core.group_commit import GroupCommit
 from privlab.core.writer_lock import WriterLock, sqlite_file
 from privlab.errors import InvalidInputError, PrivlabError, UnsafeConfigurationError
+from privlab.utils.closing import Closing
 from privlab.utils.text import escape_nul
 
 #: "denied" is no longer written (a hidden table is refused like a missing one); it stays so
@@ -264,8 +267,19 @@ def _url(target: str) -> URL:
     return url
 
 
-class AuditLog:
-    """`AuditLog(path_or_url)`: append with `record(...)`, read with `history` / `get`."""
+def _release(engine: Engine, writer_lock: WriterLock | None, cp_file: list[int]) -> None:
+    """Close an audit log's checkpoint file, pooled connections and writer lock file."""
+    if cp_file and cp_file[1] == os.getpid():
+        os.close(cp_file[0])
+    cp_file.clear()
+    engine.dispose()
+    if writer_lock is not None:
+        writer_lock.close()
+
+
+class AuditLog(Closing):
+    """`AuditLog(path_or_url)`: append with `record(...)`, read with `history` / `get`.
+    `close()` (or `with`) releases its connections; one dropped unclosed warns."""
 
     def __init__(self, target: str, *, key: bytes | None = None,
                  checkpoint: str | os.PathLike[str] | None = None, create: bool = True) -> None:
@@ -282,8 +296,10 @@ class AuditLog:
         self._writer_lock = None if db_file is None else WriterLock(db_file)
         self._engine = self._make_engine()
         # appends form one hash chain: this process's appends are group-committed, one
-        # leader at a time (the database lock still orders them across processes)
-        self._appends = GroupCommit(self._append_many)
+        # leader at a time (the database lock still orders them across processes); held
+        # weakly, so a log dropped unclosed is collected (and warns) at once, not by the gc
+        append_many = weakref.WeakMethod(self._append_many)
+        self._appends = GroupCommit(lambda batch: append_many()(batch))  # type: ignore[misc]
         #: (seq, hash) of the newest row this process saw intact (None: none yet)
         self._seen: tuple[int, str] | None = None
         #: the checkpoint file's bytes and (seq, hash) as this process last read or wrote them
@@ -292,6 +308,22 @@ class AuditLog:
         self.alarm: str | None = None
         self.exists = True
         self.format = FORMAT
+        #: [fd, pid] of the open checkpoint file (empty: not open)
+        self._cp_file: list[int] = []
+        self._arm()
+        try:
+            self._open(create)
+        except BaseException:
+            self.close()  # a refused log holds nothing open
+            raise
+
+    def _arm(self) -> None:
+        """Connections (and the checkpoint file) may be open from now until `close()`."""
+        self._hold(functools.partial(_release, self._engine, self._writer_lock, self._cp_file),
+                   f"AuditLog({self.describe()!r})")
+
+    def _open(self, create: bool) -> None:
+        """Read (and with `create`, create) the log's tables and format."""
         if not create:
             if self.dialect == "sqlite" and not Path(self.url.database or "").is_file():
                 self.exists = False
@@ -309,7 +341,6 @@ class AuditLog:
             else:
                 self.format = self._read_format(conn)
         if self.format != FORMAT:
-            self.close()
             raise AuditFormatError(f"audit log {self.describe()}: "
                                    f"{_format_problem(self.format)}")
 
@@ -380,6 +411,8 @@ class AuditLog:
         if os.getpid() != self._pid:
             self._engine.dispose(close=False)
             self._pid = os.getpid()
+        if self.closed:  # used again after close(): it reconnects, so close it again later
+            self._arm()
         return self._engine
 
     @contextmanager
@@ -559,12 +592,13 @@ class AuditLog:
     def _checkpoint_fd(self) -> int:
         """The checkpoint file, open for reading and writing (reopened after a fork: a
         shared open file would share its lock with the parent)."""
-        fd = getattr(self, "_cp_fd", None)
-        if fd is None or getattr(self, "_cp_pid", None) != os.getpid():
+        held = self._cp_file
+        if not held or held[1] != os.getpid():
             assert self.checkpoint is not None
-            fd = os.open(self.checkpoint, os.O_RDWR | os.O_CREAT, 0o600)
-            self._cp_fd, self._cp_pid = fd, os.getpid()
-        return fd
+            if self.closed:
+                self._arm()
+            held[:] = [os.open(self.checkpoint, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()]
+        return held[0]
 
     def _write_checkpoint(self, seq: int, head: str, reset: bool = False) -> None:
         """Record (seq, hash) of the newest row in the checkpoint file, signed with the key;
@@ -796,13 +830,8 @@ class AuditLog:
         return self.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
-        fd = getattr(self, "_cp_fd", None)
-        if fd is not None and getattr(self, "_cp_pid", None) == os.getpid():
-            os.close(fd)
-        self._cp_fd = None
-        self._engine.dispose()
-        if self._writer_lock is not None:
-            self._writer_lock.close()
+        """Release its connections and checkpoint file (it reopens them if used again)."""
+        super().close()
 
 
 def migrate_v1(target: str, *, key: bytes | None,

@@ -69,6 +69,7 @@ def load_adult_duckdb(path: str | Path, table: str = "adult") -> Path:
     frame = adult_frame()
     con = connect(str(path))
     try:
+        con.execute("SET enable_progress_bar = false")  # it would write to the terminal
         con.register("adult_frame", frame)
         con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM adult_frame')
     finally:
@@ -84,6 +85,7 @@ def load_movielens_duckdb(path: str | Path) -> Path:
     ratings, movies = load_movielens("ratings"), load_movielens("movies")
     con = connect(str(path))
     try:
+        con.execute("SET enable_progress_bar = false")  # it would write to the terminal
         con.register("ratings_frame", ratings)
         con.register("movies_frame", movies)
         con.execute('CREATE OR REPLACE TABLE ratings AS SELECT "userId", "movieId", rating, '

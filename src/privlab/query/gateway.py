@@ -25,6 +25,8 @@ the server log. Refunding is never done: it would let a retry spend the same bud
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -45,6 +47,7 @@ from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.config import AnalystSpec, GatewayConfig
 from privlab.query.noise import Answer, Budget, answer, dry_run, plan_budget
 from privlab.query.planner import Planner, QueryPlan, QueryRefused
+from privlab.utils.closing import Closing
 
 log = logging.getLogger("privlab.gateway")
 DESCRIPTION_PREFIX = "privlab gateway query "
@@ -69,17 +72,30 @@ def _missing_sqlite(target: str) -> bool:
     return "://" not in target and target != ":memory:" and not Path(target).exists()
 
 
+def _close_all(engine: Engine, audit: AuditLog, ledger: Any) -> None:
+    """Close what a gateway holds (its `close()`, and its finalizer when dropped open)."""
+    for closer in (engine.close, audit.close, getattr(ledger, "close", None)):
+        if closer is not None:
+            try:
+                closer()
+            except Exception:  # pragma: no cover - best effort on shutdown
+                log.debug("close failed", exc_info=True)
+
+
 class QueryFailed(PrivlabError):
     """The query was charged but could not be computed (HTTP 500); the charge stands."""
 
     status_code = 500
 
 
-class Gateway:
+class Gateway(Closing):
     """The DP query service without HTTP: `Gateway(config).query(analyst, sql, epsilon)`.
 
     `rng`: None (default) draws all noise from a ChaCha20 CSPRNG, re-keyed per thread and
     per process; an int seed makes answers reproducible and says so (tests only).
+
+    `close()` (or `with Gateway(...) as gw:`) closes its engine, ledger and audit log, passed
+    in or not; one dropped open warns (`ResourceWarning`).
     """
 
     def __init__(self, config: GatewayConfig, *, engine: Engine | None = None,
@@ -92,35 +108,39 @@ class Gateway:
         from privlab.core.ledger import BudgetLedger
 
         self.config = config
-        self.engine = engine or open_engine(config.database, config.limits.statement_timeout_s,
-                                            threads=config.threads)
-        if check_tables:
-            self.engine.check_tables(config)
-        self.planner = Planner(config, dialect=self.engine.dialect,
-                               placeholder=self.engine.placeholder)
-        if ledger is not None:
-            self.ledger = ledger
-        elif check_only:
-            self.ledger = None if _missing_sqlite(config.ledger) else \
-                BudgetLedger(config.ledger, create=False)
-        else:
-            self.ledger = BudgetLedger(config.ledger)
-        self.audit = audit if audit is not None else AuditLog(
-            config.audit_target, key=config.audit_key(create=not check_only),
-            checkpoint=config.audit_checkpoint, create=not check_only)
-        self._seed = rng
-        self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
-        self._local = threading.local()
-        self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-        self._dry_lock = threading.Lock()
-        self._seed_lock = threading.Lock()
-        # concurrent queries' charges share one transaction and one disk flush
-        if check_only:
-            return
-        self.charges = GroupCommitter(self.ledger)
-        self.sync_budgets()
-        if reconcile:
-            self.reconcile()
+        # what this gateway opens is closed again if a later step refuses (nothing half-open)
+        with contextlib.ExitStack() as undo:
+            self.engine = engine or undo.enter_context(open_engine(
+                config.database, config.limits.statement_timeout_s, threads=config.threads))
+            if check_tables:
+                self.engine.check_tables(config)
+            self.planner = Planner(config, dialect=self.engine.dialect,
+                                   placeholder=self.engine.placeholder)
+            if ledger is not None:
+                self.ledger = ledger
+            elif check_only:
+                self.ledger = None if _missing_sqlite(config.ledger) else \
+                    undo.enter_context(BudgetLedger(config.ledger, create=False))
+            else:
+                self.ledger = undo.enter_context(BudgetLedger(config.ledger))
+            self.audit = audit if audit is not None else undo.enter_context(AuditLog(
+                config.audit_target, key=config.audit_key(create=not check_only),
+                checkpoint=config.audit_checkpoint, create=not check_only))
+            self._seed = rng
+            self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
+            self._local = threading.local()
+            self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+            self._dry_lock = threading.Lock()
+            self._seed_lock = threading.Lock()
+            if not check_only:
+                # concurrent queries' charges share one transaction and one disk flush
+                self.charges = GroupCommitter(self.ledger)
+                self.sync_budgets()
+                if reconcile:
+                    self.reconcile()
+            undo.pop_all()
+        self._hold(functools.partial(_close_all, self.engine, self.audit, self.ledger),
+                   "Gateway")
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -359,10 +379,3 @@ class Gateway:
                       if j.left_table in names and j.right_table in names],
         }
 
-    def close(self) -> None:
-        for closer in (self.engine.close, self.audit.close, getattr(self.ledger, "close", None)):
-            if closer is not None:
-                try:
-                    closer()
-                except Exception:  # pragma: no cover - best effort on shutdown
-                    log.debug("close failed", exc_info=True)

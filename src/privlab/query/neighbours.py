@@ -155,11 +155,13 @@ QUERIES: list[tuple[str, float, float]] = [
 def write_duckdb(path: str | Path, rows: Iterable[Row]) -> str:
     from privlab.utils.duck import connect
 
-    con = connect(str(path))
-    con.execute(f"CREATE TABLE {TABLE} (pid BIGINT, name VARCHAR, city VARCHAR, age BIGINT, "
-                "income DOUBLE, big BIGINT, flag BOOLEAN)")
-    con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))
-    con.close()
+    con = connect(str(path))  # no progress bar
+    try:
+        con.execute(f"CREATE TABLE {TABLE} (pid BIGINT, name VARCHAR, city VARCHAR, "
+                    "age BIGINT, income DOUBLE, big BIGINT, flag BOOLEAN)")
+        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))
+    finally:
+        con.close()
     return str(path)
 
 

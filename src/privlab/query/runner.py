@@ -23,6 +23,7 @@ from privlab.errors import InvalidInputError
 from privlab.query.config import GatewayConfig, _join, _limits, _table
 from privlab.query.noise import Answer, answer, dry_run, plan_budget
 from privlab.query.planner import Planner, QueryPlan
+from privlab.utils.closing import Closing
 
 
 def tables_config(tables: Mapping[str, Any], joins: Sequence[Mapping[str, str]] = (),
@@ -38,12 +39,14 @@ def tables_config(tables: Mapping[str, Any], joins: Sequence[Mapping[str, str]] 
                          joins=declared, limits=_limits(dict(limits) if limits else None))
 
 
-class DPQuery:
+class DPQuery(Closing):
     """Answer DP SQL over `engine` with the public table metadata `tables` (a mapping in the
     gateway config's `tables:` format, or a `GatewayConfig`).
 
     `joins`: declared joins ([{left: table.column, right: table.column}]).
     `ledger` + `principal`: charge every query to a `BudgetLedger` before computing it.
+    `close()` (or `with DPQuery(...) as q:`) closes the engine; the ledger stays the
+    caller's. An engine dropped open warns (`ResourceWarning`), so close one or the other.
     """
 
     def __init__(self, tables: Mapping[str, Any] | GatewayConfig, engine: Engine, *,
@@ -84,3 +87,6 @@ class DPQuery:
                                guarantee=dry.guarantee.to_dict())
         rows, values = self.exact(plan)
         return answer(plan, rows, values, budget, rng=rng)
+
+    def close(self) -> None:
+        self.engine.close()

@@ -399,7 +399,8 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
                   docs_url=None, redoc_url=None,  # no third-party script beside the API key
                   description="Aggregate SQL answered with differential privacy and "
                               "per-analyst budgets. Every error is JSON "
-                              "{\"error\", \"reason\"}.")
+                              "{\"error\", \"reason\"}.",
+                  lifespan=_closing(None if gateway is not None else gw))
     app.state.gateway = gw
     front = FrontDoor(app, gw)
     _add_error_handlers(app)
@@ -408,6 +409,22 @@ def create_app(config: GatewayConfig | str | os.PathLike[str] | None = None, *,
     _install_openapi(app, _query_request_model(gw.config.limits))
     front.fastapi = app  # type: ignore[attr-defined]
     return front
+
+
+def _closing(gateway: Gateway | None) -> Any:
+    """The app's lifespan: a gateway the app built from a config is closed at shutdown (one
+    passed in stays its caller's to close)."""
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        try:
+            yield
+        finally:
+            if gateway is not None:
+                gateway.close()
+
+    return lifespan
 
 
 def _gateway_for(config: GatewayConfig | str | os.PathLike[str] | None,

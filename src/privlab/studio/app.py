@@ -33,16 +33,23 @@ def create_app(config: StudioConfig) -> FastAPI:
     from privlab.core.ledger import BudgetLedger
     from privlab.studio.routes import ROUTERS
 
+    ledger = BudgetLedger(str(config.ledger_path))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        app.state.jobs.shutdown()
+        try:
+            yield
+        finally:
+            try:
+                app.state.jobs.shutdown()
+            finally:
+                ledger.close()  # the app's ledger is closed when the server shuts down
 
     app = FastAPI(title="privlab studio", docs_url=None, redoc_url=None, openapi_url=None,
                   lifespan=lifespan)
     app.state.config = config
     app.state.store = SessionStore(config.secret or b"", config.state_dir, config.token)
-    app.state.ledger = BudgetLedger(str(config.ledger_path))
+    app.state.ledger = ledger
     app.state.allowed_hosts = allowed_hosts(config)
     app.state.jobs = JobRunner(config.state_dir)
     # the whole body: the file plus the form's few small fields

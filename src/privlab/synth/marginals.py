@@ -14,25 +14,26 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from privlab.utils.closing import Closing
+
 #: Marginals per GROUPING SETS query (each query is one scan of the table).
 BATCH = 64
 
 
-class DuckDBMarginals:
-    """Exact counts of marginals of an (n, d) integer code matrix, via DuckDB."""
+class DuckDBMarginals(Closing):
+    """Exact counts of marginals of an (n, d) integer code matrix, via DuckDB (an in-memory
+    database: `close()` it, or use `with`)."""
 
     def __init__(self, codes: np.ndarray, sizes: Sequence[int]) -> None:
         from privlab.utils.duck import connect
 
         self.sizes = list(sizes)
         self.d = codes.shape[1]
-        self._con = connect(":memory:", config={"threads": 1})
+        self._con = connect(":memory:", config={"threads": 1})  # no progress bar
+        self._hold(self._con.close, "DuckDBMarginals")
         frame = pd.DataFrame({f"c{j}": codes[:, j].astype(np.int32) for j in range(self.d)})
         self._con.register("codes", frame)
         self.queries = 0
-
-    def close(self) -> None:
-        self._con.close()
 
     def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
         """Dense count arrays (axes in clique order) for every clique."""
