@@ -99,6 +99,8 @@ class DuckDBSource(CountSource):
         # no progress bar: it would write to stdout, inside `--json` output
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
+        # naive text times are UTC (docs/schema.md, "How values are read")
+        self.con.execute("SET TimeZone = 'UTC'")
         self.what, self.path = what, str(p)
         try:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
