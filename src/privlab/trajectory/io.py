@@ -256,7 +256,7 @@ def read_with_schema(path: str | Path, schema: Any, on_invalid: str = "refuse", 
     """A trajectory table fitted to a declared schema (e.g. the bundled `geolife`), then put
     in the canonical columns. Coordinates and times outside the schema's bounds are refused
     or (coerce) clamped; rows with no place (a missing or unparseable value) are dropped."""
-    from privlab.schema import check_policy, conform, load_schema
+    from privlab.schema import check_policy, load_schema, read_declared
 
     sch = load_schema(schema)
     roles = schema_roles(sch)
@@ -264,9 +264,8 @@ def read_with_schema(path: str | Path, schema: Any, on_invalid: str = "refuse", 
     if detect_format(path) != "table":
         raise InvalidInputError("--schema applies to table inputs (CSV/TSV/Parquet); convert "
                                 "the GeoLife/T-Drive files to a table first")
-    frame = read_table(path, delimiter=delimiter)
-    frame = conform(frame, sch, check_policy(on_invalid),
-                    columns=[roles[r] for r in ("id", "time", "lat", "lon")])
+    frame = read_declared(path, sch, check_policy(on_invalid), delimiter=delimiter,
+                          columns=[roles[r] for r in ("id", "time", "lat", "lon")])
     if len(frame) == 0:
         raise InvalidInputError("no fix left after fitting the table to the schema")
     return from_frame(frame, id_col=roles["id"], time_col=roles["time"], lat_col=roles["lat"],
