@@ -219,3 +219,19 @@ def test_synth_estimate_domain_releases_the_codes_as_written(
         # the estimated categories are the codes as written (never "1", "2", "6"), plus the
         # estimate's own bucket for the rest
         assert released <= {*CODES, "<other>"} and released & set(CODES), released
+
+
+def test_schema_draft_reads_text_and_keeps_digit_codes(tmp_path: Path) -> None:
+    """The draft looks at values but reads them as text: codes with a leading zero are drafted
+    as the categorical codes written, numbers and ISO times by the same per-cell rules."""
+    from privlab.data.io import read_table
+    from privlab.schema import draft_schema
+
+    cells = [f"{s},{20 + i % 50},2009-05-{1 + i % 28:02d} 08:00:00"
+             for i, s in enumerate(_states(60))]
+    frame = read_table(_write(tmp_path / "d.csv", "state,age,when", cells))
+    draft = draft_schema(frame)
+    assert draft.column("state").type == "categorical"
+    assert set(draft.column("state").categories) == set(CODES)
+    assert draft.column("age").type == "integer" and draft.column("age").bounds == (20, 69)
+    assert draft.column("when").type == "datetime"
