@@ -235,3 +235,22 @@ def test_schema_draft_reads_text_and_keeps_digit_codes(tmp_path: Path) -> None:
     assert set(draft.column("state").categories) == set(CODES)
     assert draft.column("age").type == "integer" and draft.column("age").bounds == (20, 69)
     assert draft.column("when").type == "datetime"
+
+
+def test_the_studio_reads_a_workspace_file_as_the_cli_does(tmp_path: Path) -> None:
+    """The studio's rows for a workspace file are the same text cells: the released column
+    conformed by `privlab release`'s schema step keeps "01"/"02"/"06" with or without "XX"."""
+    from privlab.schema.release import ReleaseDomain, conform_for_release
+    from privlab.studio.sources import Source
+
+    sch = schema_from_columns("s", {"state": {"type": "categorical", "categories": CODES,
+                                              "other": True}})
+    declared = ReleaseDomain(None, None, None, 1, None)
+    counts = []
+    for name, rows in (("d", _states()), ("d2", [*_states(), "XX"])):
+        path = _write(tmp_path / f"{name}.csv", "state", rows)
+        frame = Source("workspace", path.name, path).load()
+        kept, _ = conform_for_release(frame, sch, "coerce", "state", "histogram", declared,
+                                      None, None)
+        counts.append(kept["state"].value_counts().reindex([*CODES, "<other>"], fill_value=0))
+    assert (counts[1] - counts[0]).abs().sum() == 1
