@@ -125,13 +125,14 @@ CODES_PERSON_SCHEMA = {**CODES_SCHEMA, "name": "codes-person", "privacy_unit": "
 
 
 @cache
-def _codes() -> pd.DataFrame:
+def _codes(rows_per_person: int = 1) -> pd.DataFrame:
     gen = np.random.default_rng(5)
     n = 90
     stamps = pd.Timestamp("2009-05-01 08:00") + pd.to_timedelta(gen.integers(0, 86400 * 20, n),
                                                                  unit="s")
     # consecutive 19-digit ids: as float64 (pandas, one blank id) they collapse together
-    return pd.DataFrame({"pid": [str(1234567890123456000 + i) for i in range(n)],
+    ids = [str(1234567890123456000 + i // rows_per_person) for i in range(n)]
+    return pd.DataFrame({"pid": ids,
                          "state": gen.choice(["01", "02", "06"], n),
                          "flag": gen.choice(["true", "false"], n),
                          "when": [t.strftime("%Y-%m-%d %H:%M:%S") for t in stamps],
@@ -174,7 +175,8 @@ DATASETS = {
                        extra_files=lambda: {"movies.csv": _ratings()[1]}),
     "trajectories": Dataset("trajectories", _trajectories, "geolife", unit="uid"),
     "codes": Dataset("codes", _codes, CODES_SCHEMA),
-    "codes-person": Dataset("codes-person", _codes, CODES_PERSON_SCHEMA, unit="pid"),
+    "codes-person": Dataset("codes-person", lambda: _codes(2), CODES_PERSON_SCHEMA,
+                            unit="pid"),
 }
 
 #: Edits that keep the row count (a value replaced): neighbours under replace-one as well.
