@@ -287,3 +287,36 @@ def test_a_column_named_like_the_relation(capsys, tmp_path):
     opts = ["--schema", str(schema), "-q", "my__data,age"]
     assert_close(_json(capsys, ["assess", str(csv), *opts]),
                  _json(capsys, ["assess", str(parquet), "--engine", "duckdb", *opts]))
+
+
+def test_text_cells_in_parquet_follow_the_reading_rule_in_sql(tmp_path):
+    """Issue 29: DuckDB reads a text cell as `privlab.schema.values` does: a time with Z or an
+    offset converted to UTC, a day-first time invalid (or read by a declared format), a
+    number only when the cell is one ("inf", "1,5" are not) - each cell on its own."""
+    from privlab.assess.declared_sql import ConformedSource
+    from privlab.assess.grouped import DuckDBSource
+    from privlab.schema import read_declared, schema_from_columns
+
+    frame = pd.DataFrame({"k": ["a", "b", "c", "d"],
+                          "day": ["2020-06-01T10:00:00+02:00", "2020-06-01T08:00:00Z",
+                                  "13/01/2020", "2020-06-01 08:00"],
+                          "dmy": ["13/01/2020", "01/02/2020", "2020-01-01", "05/01/2020"],
+                          "x": ["1.5", "inf", "1,5", " 2 "]})
+    path = tmp_path / "t.parquet"
+    frame.to_parquet(path, index=False)
+    schema = schema_from_columns("t", {
+        "k": {"type": "identifier"},
+        "day": {"type": "datetime", "bounds": ["2020-01-01", "2020-12-31"]},
+        "dmy": {"type": "datetime", "format": "%d/%m/%Y", "bounds": ["2020-01-01",
+                                                                    "2020-12-31"]},
+        "x": {"type": "numeric", "bounds": [0, 10]}})
+    got = ConformedSource(DuckDBSource(path), schema, "coerce").frame(
+        "SELECT * FROM __data ORDER BY k")
+    want = read_declared(path, schema, "coerce")
+    eight = pd.Timestamp("2020-06-01 08:00")
+    assert pd.to_datetime(got["day"]).tolist()[:2] == [eight, eight]
+    for c in ("day", "dmy"):
+        assert pd.to_datetime(got[c]).isna().tolist() == want[c].isna().tolist(), c
+        assert (pd.to_datetime(got[c]).dropna() == want[c].dropna()).all(), c
+    assert np.allclose(got["x"].to_numpy(float), want["x"].to_numpy(float), equal_nan=True)
+    assert want["x"].isna().tolist() == [False, True, True, False]

@@ -219,3 +219,38 @@ def test_synth_estimate_domain_releases_the_codes_as_written(
         # the estimated categories are the codes as written (never "1", "2", "6"), plus the
         # estimate's own bucket for the rest
         assert released <= {*CODES, "<other>"} and released & set(CODES), released
+
+
+def test_schema_draft_reads_text_and_keeps_digit_codes(tmp_path: Path) -> None:
+    """The draft looks at values but reads them as text: codes with a leading zero are drafted
+    as the categorical codes written, numbers and ISO times by the same per-cell rules."""
+    from privlab.data.io import read_table
+    from privlab.schema import draft_schema
+
+    cells = [f"{s},{20 + i % 50},2009-05-{1 + i % 28:02d} 08:00:00"
+             for i, s in enumerate(_states(60))]
+    frame = read_table(_write(tmp_path / "d.csv", "state,age,when", cells))
+    draft = draft_schema(frame)
+    assert draft.column("state").type == "categorical"
+    assert set(draft.column("state").categories) == set(CODES)
+    assert draft.column("age").type == "integer" and draft.column("age").bounds == (20, 69)
+    assert draft.column("when").type == "datetime"
+
+
+def test_the_studio_reads_a_workspace_file_as_the_cli_does(tmp_path: Path) -> None:
+    """The studio's rows for a workspace file are the same text cells: the released column
+    conformed by `privlab release`'s schema step keeps "01"/"02"/"06" with or without "XX"."""
+    from privlab.schema.release import ReleaseDomain, conform_for_release
+    from privlab.studio.sources import Source
+
+    sch = schema_from_columns("s", {"state": {"type": "categorical", "categories": CODES,
+                                              "other": True}})
+    declared = ReleaseDomain(None, None, None, 1, None)
+    counts = []
+    for name, rows in (("d", _states()), ("d2", [*_states(), "XX"])):
+        path = _write(tmp_path / f"{name}.csv", "state", rows)
+        frame = Source("workspace", path.name, path).load()
+        kept, _ = conform_for_release(frame, sch, "coerce", "state", "histogram", declared,
+                                      None, None)
+        counts.append(kept["state"].value_counts().reindex([*CODES, "<other>"], fill_value=0))
+    assert (counts[1] - counts[0]).abs().sum() == 1

@@ -42,9 +42,11 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 from neighbours import (
+    REPRESENTATION,
     assert_same_shape,
     assert_same_structure,
     one_row_edits,
+    representation_edits,
     saved_model_facts,
 )
 
@@ -112,6 +114,34 @@ def _trajectories() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+#: Digit codes with leading zeros, "true"/"false" flags, ISO times and 19-digit person ids: the
+#: cells whose reading pandas used to infer from the other rows (issue 29).
+CODES_SCHEMA = {"name": "codes", "privacy_unit": "row", "columns": {
+    "pid": {"type": "identifier", "missing": False},
+    "state": {"type": "categorical", "categories": ["01", "02", "06"], "missing": False},
+    "flag": {"type": "categorical", "categories": ["true", "false"], "missing": False},
+    "when": {"type": "datetime", "bounds": ["2009-01-01", "2010-01-01"], "missing": False},
+    "age": {"type": "integer", "bounds": [18, 90], "missing": False}}}
+#: The same table with each 19-digit id one person.
+CODES_PERSON_SCHEMA = {**CODES_SCHEMA, "name": "codes-person", "privacy_unit": "pid",
+                       "max_rows_per_unit": 1}
+
+
+@cache
+def _codes(rows_per_person: int = 1) -> pd.DataFrame:
+    gen = np.random.default_rng(5)
+    n = 90
+    stamps = pd.Timestamp("2009-05-01 08:00") + pd.to_timedelta(gen.integers(0, 86400 * 20, n),
+                                                                 unit="s")
+    # consecutive 19-digit ids: as float64 (pandas, one blank id) they collapse together
+    ids = [str(1234567890123456000 + i // rows_per_person) for i in range(n)]
+    return pd.DataFrame({"pid": ids,
+                         "state": gen.choice(["01", "02", "06"], n),
+                         "flag": gen.choice(["true", "false"], n),
+                         "when": [t.strftime("%Y-%m-%d %H:%M:%S") for t in stamps],
+                         "age": gen.integers(18, 91, n)})
+
+
 @dataclass(frozen=True)
 class Dataset:
     """D, its declared schema (a bundled name or a spec written to schema.json), its unit."""
@@ -147,6 +177,9 @@ DATASETS = {
     "ratings": Dataset("ratings", lambda: _ratings()[0], "movielens-ratings", unit="userId",
                        extra_files=lambda: {"movies.csv": _ratings()[1]}),
     "trajectories": Dataset("trajectories", _trajectories, "geolife", unit="uid"),
+    "codes": Dataset("codes", _codes, CODES_SCHEMA),
+    "codes-person": Dataset("codes-person", lambda: _codes(2), CODES_PERSON_SCHEMA,
+                            unit="pid"),
 }
 
 #: Edits that keep the row count (a value replaced): neighbours under replace-one as well.
@@ -162,6 +195,8 @@ def edits(ds: Dataset) -> dict[str, pd.DataFrame]:
     """The one-row edits of `one_row_edits` plus, with a person column, one-person edits."""
     frame = ds.frame().reset_index(drop=True)
     out = one_row_edits(frame, ds.declared())
+    if ds.name.startswith("codes"):  # cells written another way (issue 29)
+        out |= representation_edits(frame, ds.declared())
     if ds.unit is not None:
         ids = frame[ds.unit]
         first, second = ids.iloc[0], ids[ids != ids.iloc[0]].iloc[0]
@@ -226,6 +261,8 @@ def _release_options(draw: Any, ds: str) -> list[str]:
     numeric, cat = ("age", "sex") if "people" in ds or ds == "tiny" else ("age", "workclass")
     stat = draw(st.sampled_from(["count", "sum", "mean", "histogram", "quantile"]))
     column = draw(st.sampled_from([numeric, cat])) if stat in ("count", "histogram") else numeric
+    if ds.startswith("codes") and stat in ("count", "histogram"):
+        column = draw(st.sampled_from(["state", "flag"] + (["when"] if stat == "count" else [])))
     out = [stat, "--column", column]
     mech = draw(st.sampled_from([None, "laplace", "gaussian", "geometric"]))
     if stat == "quantile":
@@ -265,7 +302,7 @@ def _release_argv(opts: list[str]) -> list[str]:
 
 RELEASE = Command(
     "release", ("adult", "adult-noschema", "people-row", "people-person", "people-noschema",
-                "tiny"),
+                "tiny", "codes", "codes-person"),
     _release_options, _release_argv,
     # the noisy value; a mean's noisy sum and noisy count
     noised=frozenset({"value", "noisy_sum", "noisy_count",
@@ -342,10 +379,15 @@ def _synth_options(draw: Any, ds: str) -> list[str]:
     if method != "dpvae":
         # categories / bounds estimated under DP instead of the declared ones
         out += draw(st.sampled_from([[], [], ["--estimate-domain", "all"],
-                                     ["--estimate-domain", "age"]]))
+                                     ["--estimate-domain", "age"]]
+                                    + ([["--estimate-domain", "state"]] if ds == "codes"
+                                       else [])))
         out += draw(_opt("--bins", [8]))
     out += draw(_opt("--missing", ["drop"]))
-    out += draw(_opt("--exclude", ["hours" if "people" in ds else "fnlwgt"]))
+    if ds != "codes":
+        out += draw(_opt("--exclude", ["hours" if "people" in ds else "fnlwgt"]))
+    else:
+        out += ["--exclude", "when,flag"]  # synthesizers take no datetime column
     # the one delta policy: a weak delta is refused (exit 4) or accepted with a warning
     out += draw(st.sampled_from([[], [], ["--delta", "2e-3"]]))
     out += draw(_flag("--allow-weak"))
@@ -353,7 +395,7 @@ def _synth_options(draw: Any, ds: str) -> list[str]:
 
 
 SYNTH = Command(
-    "synth", ("adult", "people-row", "people-person"), _synth_options,
+    "synth", ("adult", "people-row", "people-person", "codes"), _synth_options,
     lambda o: ["synth", "data.csv", *o, "--seed", SEED],
     # MST / AIM choose trees, marginals and rounds by the exponential mechanism on noisy
     # scores and estimate the row count from noisy totals (tests/soundness/test_synth_...)
@@ -487,14 +529,19 @@ def _write_inputs(folder: Path, ds: Dataset, frame: pd.DataFrame) -> set[str]:
 
 
 def _read_output(path: Path) -> Any:
-    """What a written file may reveal: a table's columns, dtypes and length; a JSON document;
-    a saved model's attributes (`saved_model_facts`: the weights as shapes); else only that
-    it exists."""
+    """What a written file may reveal: a table's columns, dtypes and length, and the codes of
+    its text columns (compared with the declared domain: `_check_codes`); a JSON document; a
+    saved model's attributes (`saved_model_facts`: the weights as shapes); else only that it
+    exists."""
     name = path.name
     if name.endswith(".parquet"):
         table = pd.read_parquet(path)
+        text, dtypes = table.astype(object), [str(t) for t in table.dtypes]
     elif name.endswith((".csv", ".csv.gz")):
-        table = pd.read_csv(path)
+        # a CSV has no dtypes: its cells are text ("01" is not 1), and what a column shows of
+        # its type is the form of its written cells (integer, decimal, other text)
+        text = pd.read_csv(path, dtype=str, keep_default_na=False)
+        table, dtypes = text, [_cell_form(text[c]) for c in text.columns]
     elif name.endswith(".json"):
         return json.loads(path.read_text())
     elif name.endswith(".pkl"):  # a saved model: its unpickled attributes (issue 29)
@@ -503,8 +550,52 @@ def _read_output(path: Path) -> Any:
         return saved_model_facts(load_model(path))
     else:
         return "present"
-    return {"columns": list(table.columns), "dtypes": [str(t) for t in table.dtypes],
-            "length": len(table)}
+    return {"columns": list(table.columns), "dtypes": dtypes, "length": len(table),
+            "codes": {str(c): sorted({str(v) for v in text[c] if isinstance(v, str) and v})
+                      for c in text.columns}}
+
+
+def _cell_form(cells: pd.Series) -> str:
+    """The written form of a CSV column's non-blank cells: integer, decimal or text."""
+    filled = cells[cells != ""]
+    if filled.str.fullmatch(r"[+-]?\d+").all():
+        return "integer"
+    if filled.str.fullmatch(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?").all():
+        return "decimal"
+    return "text"
+
+
+def _check_codes(files: Mapping[str, Any], ds: Dataset, case: Case, where: str) -> None:
+    """A written table's categorical cells are declared codes (or `<other>`): a category read
+    from the rows another way ("1" for "01") is a domain that came from the data."""
+    if ds.schema is None:
+        return
+    for name, table in files.items():
+        if not (isinstance(table, Mapping) and "codes" in table):
+            continue
+        for col in ds.declared().columns:
+            if col.type == "categorical" and col.name in table["codes"]:
+                extra = set(table["codes"][col.name]) - set(col.categories) - {"<other>"}
+                assert not extra, f"{where} {name}: column {col.name!r} holds undeclared " \
+                    f"codes {sorted(extra)[:5]} ({case.edit})"
+
+
+def _stat_moves(case: Case, a: Run, b: Run, where: str) -> None:
+    """With the same seed the noise is the same draw on D and D': a count or histogram may
+    move by its sensitivity only (one row in or out of a bin: L1 <= 2 x the rows per person).
+    A cell written another way must not move the other rows' values (issue 29)."""
+    if case.command != "release" or case.edit not in REPRESENTATION or a.code or b.code:
+        return
+    if case.options[0] not in ("count", "histogram") or a.doc is None or b.doc is None:
+        return
+    opts = list(case.options)
+    per = int(opts[opts.index("--max-rows-per-unit") + 1]) \
+        if "--max-rows-per-unit" in opts else 1
+    va, vb = a.doc["value"], b.doc["value"]
+    va, vb = (va, vb) if isinstance(va, list) else ([va], [vb])
+    l1 = sum(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
+    assert l1 <= 2 * per + 1e-6 * (1 + sum(abs(float(x)) for x in va)), \
+        f"{where} the noised values moved by L1 {l1:g} (sensitivity {2 * per}): {va} vs {vb}"
 
 
 def run_cli(argv: list[str], folder: Path, inputs: set[str], progress: bool = False) -> Run:
@@ -699,9 +790,12 @@ def check_runs(case: Case, a: Run, b: Run) -> str:
             f"{where} stdout differs beyond numbers:\n{a.stdout}\n---\n{b.stdout}"
     assert sorted(a.files) == sorted(b.files), \
         f"{where} files written differ: {sorted(a.files)} vs {sorted(b.files)}"
+    _stat_moves(case, a, b, where)
+    _check_codes(a.files, ds, case, where)
+    _check_codes(b.files, ds, case, where)
     for name, fa in a.files.items():
         fb = b.files[name]
-        if isinstance(fa, Mapping) and "dtypes" in fa and "columns" in fa:
+        if isinstance(fa, Mapping) and "dtypes" in fa and "codes" in fa:
             assert fa["columns"] == fb["columns"], f"{where} {name}: columns differ"
             assert fa["dtypes"] == fb["dtypes"], \
                 f"{where} {name}: dtypes differ {fa['dtypes']} vs {fb['dtypes']}"

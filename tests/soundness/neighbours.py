@@ -67,6 +67,60 @@ def one_row_edits(frame: pd.DataFrame, schema: Schema, row: int = 0) -> dict[str
     return edits
 
 
+def representation_edits(frame: pd.DataFrame, schema: Schema, row: int = 0
+                         ) -> dict[str, pd.DataFrame]:
+    """D' whose one edited cell is *written* differently (issue 29): the file's text is what
+    the reader sees, so these edits are cells of text.
+
+    - text_code / leading_zero: a column of digit codes ("01", "02") gets "XX" / "6" in one
+      row (pandas read the whole column as numbers, or as text, from all its rows);
+    - first_row_z / first_row_offset / first_row_dayfirst: the first datetime cell written
+      with a Z, an offset, or day first (`pd.to_datetime` took the column's format from it);
+    - bool_True / bool_1 / bool_yes: a "true"/"false" column spelled another way in one row;
+    - long_ids_missing_one: 19-digit ids with one cell blank (pandas read them as floats);
+    - blank_cell / whitespace_cell: a categorical cell "" or "  " (one rule: both missing).
+    """
+    base = frame.reset_index(drop=True).astype(object)
+    edits: dict[str, pd.DataFrame] = {}
+
+    def changed(col: str, value: Any, at: int = row) -> pd.DataFrame:
+        out = base.copy()
+        out.at[at, col] = value
+        return out
+
+    cats = [c for c in schema.columns if c.type == "categorical"]
+    digits = next((c for c in cats if all(k.isdigit() for k in c.categories)), None)
+    if digits is not None:
+        edits["text_code"] = changed(digits.name, "XX")
+        code = next(k for k in digits.categories if k.startswith("0") and k != "0")
+        edits["leading_zero"] = changed(digits.name, str(int(code)))
+    when = _first(schema, ["datetime"])
+    if when is not None:
+        stamp = pd.Timestamp(base.at[0, when])
+        edits["first_row_z"] = changed(when, stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), 0)
+        edits["first_row_offset"] = changed(when, stamp.strftime("%Y-%m-%dT%H:%M:%S+02:00"), 0)
+        edits["first_row_dayfirst"] = changed(when, stamp.replace(day=13).strftime("%d/%m/%Y"),
+                                              0)
+    flag = next((c for c in cats if {k.lower() for k in c.categories} == {"true", "false"}),
+                None)
+    if flag is not None:
+        for spelling in ("True", "1", "yes"):
+            edits[f"bool_{spelling}"] = changed(flag.name, spelling)
+    ident = _first(schema, ["identifier"])
+    if ident is not None and base[ident].astype(str).str.fullmatch(r"\d{19}").all():
+        edits["long_ids_missing_one"] = changed(ident, None)
+    if cats:
+        edits["blank_cell"] = changed(cats[0].name, "")
+        edits["whitespace_cell"] = changed(cats[0].name, "  ")
+    return edits
+
+
+#: The edits of `representation_edits`.
+REPRESENTATION = {"text_code", "leading_zero", "first_row_z", "first_row_offset",
+                  "first_row_dayfirst", "bool_True", "bool_1", "bool_yes",
+                  "long_ids_missing_one", "blank_cell", "whitespace_cell"}
+
+
 #: Edits whose values lie outside a schema with no `<other>` bucket and no missing values in
 #: its first integer column (e.g. adult): refused in refuse mode, coerced otherwise.
 OUTSIDE = {"new_category", "hostile_string", "text_in_numeric", "extreme_value", "non_integer",

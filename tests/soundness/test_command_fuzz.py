@@ -3,8 +3,12 @@
 Hypothesis draws, per command, the options (mechanism, delta including exactly 1/n,
 --allow-weak, --on-invalid, a schema with a row or a person privacy unit, methods, metric
 shares, --max-users, --save / --report / --out files, --json or text), a dataset and a
-one-row or one-person edit; `check_case` runs D and D' and requires the same exit code,
-stderr, warnings, stdout apart from noised values, files and non-noised JSON fields. The
+one-row or one-person edit (on the "codes" tables also a cell written another way: digit
+codes, "true"/"True"/"1"/"yes", 19-digit ids, a first timestamp with Z / an offset / day first,
+a blank vs a whitespace cell); `check_case` runs D and D' and requires the same exit code,
+stderr, warnings, stdout apart from noised values, files (and their declared codes) and
+non-noised JSON fields, and for those representation edits a count or histogram that moves by
+its sensitivity only. The
 explicit examples are the leaks issue 21 found, so the fuzz always re-tries them. The long
 run is `experiments/neighbour_fuzz.py --examples N`.
 """
@@ -59,7 +63,25 @@ test_release = _fuzz(
           "sum --column age --bounds 18:90 --epsilon 1 --json"),
     # issue 29 (4): two of a person's rows without an id (no merged "person")
     _case("release", "people-person", "missing_unit",
-          "histogram --column sex --max-rows-per-unit 1 --epsilon 1 --json"))
+          "histogram --column sex --max-rows-per-unit 1 --epsilon 1 --json"),
+    # issue 29 (1): digit codes "01"/"02"/"06" read as numbers unless one row says "XX"
+    _case("release", "codes", "text_code", "histogram --column state --on-invalid coerce "
+          "--epsilon 2 --json"),
+    _case("release", "codes", "text_code", "count --column state --on-invalid coerce "
+          "--mechanism geometric --epsilon 2 --json"),
+    # issue 29 (1): "true"/"false" read as booleans unless one row says "yes"
+    _case("release", "codes", "bool_yes", "histogram --column flag --on-invalid coerce "
+          "--epsilon 2 --json"),
+    # issue 29 (1): 19-digit ids read as floats once one id is blank (persons merge)
+    _case("release", "codes-person", "long_ids_missing_one", "count --column age "
+          "--on-invalid coerce --mechanism geometric --epsilon 2 --json"),
+    # issue 29 (2): the first datetime cell decided every other cell's format
+    _case("release", "codes", "first_row_z", "count --column when --on-invalid coerce "
+          "--mechanism geometric --epsilon 2 --json"),
+    _case("release", "codes", "first_row_dayfirst", "count --column when --on-invalid coerce "
+          "--mechanism geometric --epsilon 2 --json"),
+    _case("release", "codes", "whitespace_cell", "histogram --column state --on-invalid "
+          "coerce --epsilon 2 --json"))
 
 test_train = _fuzz(
     "train", 4, ("people-row", "people-person"),
@@ -96,6 +118,9 @@ test_synth = _fuzz(
           "--estimate-domain age --json", progress=True),
     # issue 23: the one delta policy, refused the same way on both sides
     _case("synth", "people-row", "add", "--method aim --epsilon 6 --rows 30 --out synth.csv "
-          "--workload 2way --delta 2e-3 --json"))
+          "--workload 2way --delta 2e-3 --json"),
+    # issue 29 (1): the estimated categories were "1", "2", "6" on D and "01", ... on D'
+    _case("synth", "codes", "text_code", "--method mst --epsilon 6 --rows 30 --out synth.csv "
+          "--on-invalid coerce --estimate-domain state --exclude when,flag --json"))
 test_federated = _fuzz("federated", 8, None)
 test_trajectory = _fuzz("trajectory", 5, None)

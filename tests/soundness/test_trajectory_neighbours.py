@@ -17,7 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from neighbours import assert_same_frame_structure, assert_same_structure, one_row_edits
+from neighbours import (
+    assert_same_frame_structure,
+    assert_same_structure,
+    one_row_edits,
+    representation_edits,
+)
 
 from privlab.cli.main import main
 from privlab.schema import bundled_schema
@@ -49,6 +54,14 @@ def _edits(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     edits["remove_user"] = frame[frame["uid"] != EDITED].reset_index(drop=True)
     new = frame[frame["uid"] == "u001"].assign(uid="u999")
     edits["add_user"] = pd.concat([frame, new], ignore_index=True)
+    # issue 29: the first fix's time written with Z / an offset / day first
+    edits |= {k: v for k, v in representation_edits(frame, bundled_schema("geolife")).items()
+              if k.startswith("first_row_")}
+    # issue 29: a new first user whose times all end in "Z" (on 524af6d, under coerce, the
+    # other users' times became unparseable and they were dropped)
+    zulu = frame[frame["uid"] == "u001"].assign(
+        uid="u998", datetime=lambda f: f["datetime"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    edits["add_zulu_user_first"] = pd.concat([zulu, frame], ignore_index=True)
     return edits
 
 
@@ -82,7 +95,8 @@ def test_other_users_rows_and_the_sidecar_do_not_change(tmp_path, capsys, mode, 
         code, doc = _run(capsys, path, out, policy, MODES[mode])
         if code != 0:
             assert policy == "refuse" and code == 2, (name, doc)
-            assert doc.startswith("error: column 'lat'") and len(doc.splitlines()) == 1, doc
+            assert doc.startswith(("error: column 'lat'", "error: column 'datetime'")) and \
+                len(doc.splitlines()) == 1, doc
             assert not out.exists() and not Path(str(out) + ".json").exists()
             refused.append(name)
             continue
@@ -94,7 +108,8 @@ def test_other_users_rows_and_the_sidecar_do_not_change(tmp_path, capsys, mode, 
         b = pub[pub["id"].isin(others)].reset_index(drop=True)
         pd.testing.assert_frame_equal(a, b, obj=f"other users' rows after {name}")
     if policy == "refuse":
-        assert {"text_in_numeric", "extreme_value", "missing_numeric"} <= set(refused)
+        assert {"text_in_numeric", "extreme_value", "missing_numeric",
+                "first_row_dayfirst"} == set(refused)
     else:
         assert refused == []
 

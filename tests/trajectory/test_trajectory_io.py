@@ -169,3 +169,16 @@ def test_canonical_looking_frames_are_still_validated():
     text = frame.assign(lat=40.0, time=["2020-01-01 10:00+02:00", "2020-01-01 10:00+00:00"])
     p = prepare(text)
     assert p.t[1] - p.t[0] == 2 * 3600 * 10**9  # mixed offsets converted to UTC
+
+
+def test_each_time_cell_is_read_on_its_own() -> None:
+    """Issue 29: no cell's format decides another's. ISO 8601 with an offset or Z is UTC;
+    "13/01/2009" is not ISO 8601 (on 524af6d it made "05/01/2009" read day first); a number
+    is an epoch offset even among text times."""
+    from privlab.trajectory.io import parse_times
+
+    got = parse_times(pd.Series(["2009-06-01T10:00:00+02:00", "2009-06-01T08:00:00Z",
+                                 "2009-06-01 08:00:00", "1243843200"], dtype=object))
+    assert got.tolist() == [pd.Timestamp("2009-06-01 08:00")] * 4
+    with pytest.raises(InvalidInputError, match="unparseable timestamp"):
+        parse_times(pd.Series(["13/01/2009", "05/01/2009"], dtype=object))

@@ -28,7 +28,7 @@ import pandas as pd
 from privlab.assess.grouped import _FLOAT_TYPES, _INT_TYPES, CountSource, _lit, q
 from privlab.errors import InvalidInputError
 from privlab.schema.conform import Policy, check_policy
-from privlab.schema.model import OTHER, ColumnSchema, Schema
+from privlab.schema.model import ISO8601, OTHER, ColumnSchema, Schema
 
 _FIX = "fix the data, widen the schema, or pass --on-invalid coerce"
 _MISSING = "a missing value but the schema declares missing: false"
@@ -76,20 +76,40 @@ def _text(x: str, kind: str) -> str:
     return f"CAST({x} AS VARCHAR)"
 
 
-def _number(x: str, kind: str) -> str:
-    """The value as DOUBLE; NULL where pandas' `to_numeric(errors='coerce')` gives NaN."""
+#: The numeric rule of `privlab.schema.values` for a text cell (no "inf", no separators).
+_NUMBER_RE = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+
+
+def _number(x: str, kind: str, dialect: str = "duckdb") -> str:
+    """The value as DOUBLE; NULL where `privlab.schema.values.number_of` finds no number
+    (a text cell must be a decimal number on its own: the rule, not the engine's cast)."""
     if kind == "bool":
         return "CAST(NULL AS DOUBLE)"
     if kind in ("int", "float"):
         return f"CASE WHEN isnan(CAST({x} AS DOUBLE)) THEN NULL ELSE CAST({x} AS DOUBLE) END"
-    return (f"CASE WHEN isnan(TRY_CAST({x} AS DOUBLE)) THEN NULL "
-            f"ELSE TRY_CAST({x} AS DOUBLE) END")
+    t = f"trim(CAST({x} AS VARCHAR))"
+    match = f"regexp_full_match({t}, '{_NUMBER_RE}')" if dialect == "duckdb" else \
+        f"{t} RLIKE '^{_NUMBER_RE}$'"
+    return f"CASE WHEN {match} THEN CAST({t} AS DOUBLE) ELSE NULL END"
 
 
-def _time(x: str, kind: str) -> str:
+def _time(x: str, kind: str, fmt: str = ISO8601, dialect: str = "duckdb") -> str:
+    """A datetime cell by the column's declared format (`privlab.schema.values.datetime_of`):
+    ISO 8601 with an offset or Z converted to UTC (DuckDB reads through TIMESTAMPTZ on a UTC
+    session), or a strptime pattern; never a format taken from other rows."""
     if kind == "time":
         return f"CAST({x} AS TIMESTAMP)"
-    return f"TRY_CAST(CAST({x} AS VARCHAR) AS TIMESTAMP)"
+    t = f"trim(CAST({x} AS VARCHAR))"
+    if dialect != "duckdb":
+        if fmt != ISO8601:
+            raise InvalidInputError(f"a datetime format {fmt!r} is read on the pandas and "
+                                    "DuckDB engines; on Spark store the column as a timestamp "
+                                    "or as ISO 8601 text")
+        return f"TRY_CAST({t} AS TIMESTAMP)"
+    if fmt != ISO8601:
+        quoted = "'" + fmt.replace("'", "''") + "'"
+        return f"TRY_STRPTIME({t}, {quoted})"
+    return f"CAST(TRY_CAST({t} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP)"
 
 
 def _half_even(x: str) -> str:
@@ -149,7 +169,9 @@ def _numeric(col: ColumnSchema, p: str, m: str, kind: str
 
 def _datetime(col: ColumnSchema, p: str, m: str) -> tuple[list[tuple[str, str]], str, str | None]:
     lo, hi = (pd.Timestamp(b) for b in col.bounds)  # type: ignore[union-attr]
-    checks = [(f"({p} IS NULL AND NOT {m})", "a value that is not a date/time"),
+    fmt = "ISO 8601" if col.format == ISO8601 else repr(col.format)
+    checks = [(f"({p} IS NULL AND NOT {m})",
+               f"a value that is not a date/time in its declared format ({fmt})"),
               (f"({p} IS NOT NULL AND ({p} < {_ts(lo)} OR {p} > {_ts(hi)}))",
                f"a date outside its declared bounds [{lo}, {hi}]")]
     out = f"CASE WHEN {p} < {_ts(lo)} THEN {_ts(lo)} WHEN {p} > {_ts(hi)} THEN {_ts(hi)} " \
@@ -163,15 +185,17 @@ _SQL_TYPES = {"categorical": "VARCHAR", "integer": "BIGINT", "numeric": "DOUBLE"
               "datetime": "TIMESTAMP", "identifier": "VARCHAR", "text": "VARCHAR"}
 
 
-def declared_column(col: ColumnSchema, index: int, type_name: str) -> _Column:
-    """The SQL of one declared column read from a file column of type `type_name`."""
+def declared_column(col: ColumnSchema, index: int, type_name: str,
+                    dialect: str = "duckdb") -> _Column:
+    """The SQL of one declared column read from a file column of type `type_name` on the
+    `dialect` engine ("duckdb" or "spark")."""
     kind = source_kind(type_name)
     x, p, m = q(col.name), f"__p{index}", f"__m{index}"
     if col.type in ("integer", "numeric"):
-        parse = _number(x, kind)
+        parse = _number(x, kind, dialect)
         checks, out, drop = _numeric(col, p, m, kind)
     elif col.type == "datetime":
-        parse = _time(x, kind)
+        parse = _time(x, kind, col.format, dialect)
         checks, out, drop = _datetime(col, p, m)
     else:
         parse = _text(x, kind)
@@ -195,7 +219,7 @@ class ConformedSource(CountSource):
             raise InvalidInputError(f"{what}: schema {schema.name!r} is a draft drawn from the "
                                     "data: review it and drop 'draft: true' before use")
         try:
-            cols = [declared_column(schema.column(c), i, t)
+            cols = [declared_column(schema.column(c), i, t, inner.name)
                     for i, (c, t) in enumerate(inner.columns.items())]
         except InvalidInputError as exc:
             raise InvalidInputError(f"{what}: {exc}") from None

@@ -102,6 +102,8 @@ class DuckDBSource(CountSource):
             if p.is_dir() else False
         self.con = connect()  # no progress bar: it would land inside `--json` output
         self._hold(self.con.close, f"DuckDBSource({str(p)!r})")
+        # naive text times are UTC (docs/schema.md, "How values are read")
+        self.con.execute("SET TimeZone = 'UTC'")
         self.what, self.path = what, str(p)
         try:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)

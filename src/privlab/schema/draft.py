@@ -47,14 +47,15 @@ DRAFT_HEADER = """\
 
 def _text_kind(values: pd.Series) -> str | None:
     """A text column's drafted kind, by the same per-cell rules the schema reads with:
-    "integer" / "numeric" when every cell is a number (and none is a code with a leading zero
-    such as "01", which a number would lose), "datetime" when every cell is ISO 8601."""
+    "integer" / "numeric" when every cell is a number, "text" when one of those is a code with
+    a leading zero such as "01" (which a number would lose), "datetime" when every cell is
+    ISO 8601; None otherwise (and for physical values)."""
     if values.empty or not all(isinstance(v, str) for v in values):
         return None
     parsed = parse_each(values, lambda v: number_of(v, True))
     if not any(v is INVALID for v in parsed):
         if any(_LEADING_ZERO.match(v) for v in values):
-            return None
+            return "text"
         return "integer" if all(isinstance(v, int) for v in parsed) else "numeric"
     if not any(v is INVALID for v in parse_each(values, datetime_of)):
         return "datetime"
@@ -68,7 +69,7 @@ def _column_draft(s: pd.Series) -> dict[str, Any]:
     if kind == "datetime":
         values = pd.Series(parse_each(values, datetime_of), dtype="datetime64[ns]")
         s = values
-    elif kind is not None:
+    elif kind in ("integer", "numeric"):
         values = numbers(values)
         if kind == "integer":
             values = values.astype(np.int64) if np.isfinite(values).all() else values
@@ -85,7 +86,7 @@ def _column_draft(s: pd.Series) -> dict[str, Any]:
                 "missing": missing}
     numeric = pd.to_numeric(values, errors="coerce") if not pd.api.types.is_numeric_dtype(
         s.dtype) else values.astype(np.float64)
-    if len(values) and not numeric.isna().any():
+    if kind != "text" and len(values) and not numeric.isna().any():
         x = numeric.to_numpy(dtype=np.float64)
         x = x[np.isfinite(x)]
         if x.size == 0:

@@ -23,8 +23,8 @@ def read_declared(source: str | Path | pd.DataFrame, schema: Schema | str | Any,
                   keep_rows: bool = False, delimiter: str | None = None,
                   allow_empty: bool = False) -> pd.DataFrame:
     """The rows of `source` (a CSV/TSV/Parquet path, or a DataFrame) in the schema's columns
-    and dtypes. `columns`, `keep_rows`: as in `conform`; columns of the file that are not
-    among `columns` are not read into the result (but the header must still be readable)."""
+    and dtypes. `columns`, `keep_rows`: as in `conform` (a column of the file that the schema
+    does not declare is refused, whatever `columns` says)."""
     from privlab.data.io import read_table
 
     sch = load_schema(schema)
@@ -33,8 +33,6 @@ def read_declared(source: str | Path | pd.DataFrame, schema: Schema | str | Any,
         frame = source
     else:
         frame = read_table(source, delimiter=delimiter, allow_empty=allow_empty)
-    if columns is not None:
-        frame = frame[[c for c in frame.columns if c in set(columns)]]
     return conform(frame, sch, policy, columns=columns, keep_rows=keep_rows)
 
 

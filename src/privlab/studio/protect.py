@@ -402,8 +402,8 @@ frame = conform(frame, schema, "coerce", columns=P["keep"])
 if P["unit"]:  # each person's first per_unit rows; rows without an id dropped
     from privlab.schema.units import bound_per_unit
     frame = bound_per_unit(frame, P["unit"], P["per_unit"])
-ledger = BudgetLedger(P["ledger"])
-entry = ledger.charge(P["principal"], P["epsilon"], 0.0, description=P["description"])
+with BudgetLedger(P["ledger"]) as ledger:  # charged first; closed at once
+    entry = ledger.charge(P["principal"], P["epsilon"], 0.0, description=P["description"])
 eps = P["epsilon"] / P["per_unit"]
 bounds = tuple(P["bounds"]) if P["bounds"] is not None else None
 

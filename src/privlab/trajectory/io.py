@@ -10,6 +10,7 @@ de-duplication and filters happen in `privlab.trajectory.preprocess.prepare`.
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
+from privlab.schema.values import INVALID, code_of, datetime_of, number_of, numbers, parse_each
 
 CANONICAL = ("id", "time", "lat", "lon")
 FORMATS = ("auto", "table", "geolife", "plt", "tdrive")
@@ -47,35 +49,55 @@ def _find_column(frame: pd.DataFrame, role: str, given: str | None) -> str:
                             f" pass {_OPTION[role]}; the table has: {have}")
 
 
+def _time_of(unit: str) -> Any:
+    """One cell's time by a fixed rule (privlab.schema.values): a number is an epoch offset in
+    `unit`, text is ISO 8601 (an offset or Z converted to UTC, a naive time taken as UTC)."""
+    scale = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[unit]
+
+    def parse(cell: Any) -> Any:
+        if isinstance(cell, str) and _EPOCH.fullmatch(cell.strip()):
+            cell = number_of(cell, integer=False)
+        if isinstance(cell, (int, float, np.integer, np.floating)) and \
+                not isinstance(cell, (bool, np.bool_)):
+            if not np.isfinite(cell):
+                return None
+            try:
+                return pd.Timestamp(int(round(float(cell) * scale)), unit="ns")
+            except (OverflowError, ValueError, pd.errors.OutOfBoundsDatetime):
+                return INVALID
+        return datetime_of(cell)
+
+    return parse
+
+
+_EPOCH = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")
+
+
 def parse_times(values: pd.Series, field: str = "time", unit: str = "s") -> pd.Series:
-    """Parse a time column to naive UTC datetime64[ns]; numbers are epoch offsets in `unit`."""
+    """Parse a time column to naive UTC datetime64[ns], each cell on its own (`_time_of`):
+    no cell's format decides how another is read."""
+    if unit not in ("s", "ms", "us", "ns"):
+        raise InvalidInputError(f"--time-unit must be s, ms, us or ns, got {unit!r}")
     col = values
     if isinstance(col.dtype, pd.DatetimeTZDtype):
         out = col.dt.tz_convert("UTC").dt.tz_localize(None)
     elif pd.api.types.is_datetime64_any_dtype(col):
         out = col
-    elif pd.api.types.is_numeric_dtype(col):
-        if unit not in ("s", "ms", "us", "ns"):
-            raise InvalidInputError(f"--time-unit must be s, ms, us or ns, got {unit!r}")
-        out = pd.to_datetime(col, unit=unit, errors="coerce")
     else:
-        text = col.astype("str")
-        # utc=True: offsets are converted, naive times are taken as UTC (mixed offsets too)
-        out = pd.to_datetime(text, errors="coerce", utc=True)
-        if out.isna().any() and out.notna().any():
-            out = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
-        out = out.dt.tz_localize(None)
+        parsed = parse_each(col, _time_of(unit))
+        out = pd.Series([pd.NaT if v is None or v is INVALID else v for v in parsed],
+                        index=col.index, dtype="datetime64[ns]")
     out = out.astype("datetime64[ns]")
     bad = out.isna().to_numpy()
     if bad.any():  # no count, row or value of the private rows in the message (issue 21)
         raise InvalidInputError(
-            f"{field}: a missing or unparseable timestamp; fix or remove such rows, or pass the "
-            f"right {field} column")
+            f"{field}: a missing or unparseable timestamp (ISO 8601, or a number of {unit} "
+            f"since 1970); fix or remove such rows, or pass the right {field} column")
     return out.reset_index(drop=True)
 
 
 def _numeric(values: pd.Series, field: str) -> np.ndarray:
-    out = pd.to_numeric(values, errors="coerce")
+    out = numbers(values)  # the one numeric rule, cell by cell
     bad = out.isna() & values.notna()
     if bad.any():
         raise InvalidInputError(f"column {field!r} has a value that is not a number; it must "
@@ -101,7 +123,7 @@ def from_frame(frame: pd.DataFrame, *, id_col: str | None = None, time_col: str 
         raise InvalidInputError(f"id column {cols['id']!r} has a missing value; every fix needs "
                                 "a trajectory id")
     out = pd.DataFrame({
-        "id": ids.astype("str").reset_index(drop=True),
+        "id": pd.Series(parse_each(ids, code_of), dtype=object),
         "time": parse_times(frame[cols["time"]], f"time column {cols['time']!r}", time_unit),
         "lat": _numeric(frame[cols["lat"]], cols["lat"]),
         "lon": _numeric(frame[cols["lon"]], cols["lon"]),
@@ -138,8 +160,9 @@ def _looks_tdrive(line: str) -> bool:
 
 def _read_tdrive_file(path: Path) -> pd.DataFrame:
     try:
-        raw = pd.read_csv(path, header=None, names=["id", "time", "lon", "lat"],
-                          dtype={"id": str}, skipinitialspace=True)
+        # every cell as text, typed cell by cell in from_frame (no inference across rows)
+        raw = pd.read_csv(path, header=None, names=["id", "time", "lon", "lat"], dtype=str,
+                          skipinitialspace=True, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot parse T-Drive file {path}: "
                                 f"{str(exc).splitlines()[0]}") from None
@@ -148,27 +171,14 @@ def _read_tdrive_file(path: Path) -> pd.DataFrame:
 
 def _read_plt(path: Path) -> pd.DataFrame:
     try:
-        raw = pd.read_csv(path, skiprows=6, header=None,
+        raw = pd.read_csv(path, skiprows=6, header=None, dtype=str, keep_default_na=False,
                           names=["lat", "lon", "zero", "alt", "days", "date", "clock"])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot parse GeoLife .plt file {path}: "
                                 f"{str(exc).splitlines()[0]}") from None
     uid = path.parent.parent.name if path.parent.name.lower() == "trajectory" else path.stem
-    stamp = raw["date"].astype(str) + " " + raw["clock"].astype(str)
+    stamp = raw["date"].str.strip() + " " + raw["clock"].str.strip()
     return pd.DataFrame({"id": uid, "time": stamp, "lat": raw["lat"], "lon": raw["lon"]})
-
-
-def _ids_as_text(path: Path, column: str, delimiter: str | None, rows: int) -> pd.Series:
-    """Re-read a numeric-looking id column as text, so that '001' stays '001'."""
-    if delimiter is None:
-        line = _first_line(path)
-        counts = {sep: line.count(sep) for sep in (",", ";", "\t", "|")}
-        delimiter = max(counts, key=lambda k: counts[k])
-    ids = pd.read_csv(path, sep=delimiter, usecols=lambda c: c.strip() == column, dtype=str,
-                      skipinitialspace=True, keep_default_na=False).iloc[:, 0].str.strip()
-    if len(ids) != rows:
-        raise InvalidInputError(f"cannot re-read id column {column!r} of {path} as text")
-    return ids.reset_index(drop=True)
 
 
 def detect_format(path: Path) -> str:
@@ -202,10 +212,8 @@ def read_trajectories(path: str | Path, *, fmt: str = "auto", id_col: str | None
     if kind == "table":
         if path.is_dir():
             raise InvalidInputError(f"{path} is a directory; --format table needs a file")
-        frame = read_table(path, delimiter=delimiter)
+        frame = read_table(path, delimiter=delimiter)  # cells as text: '001' stays '001'
         id_name = _find_column(frame, "id", id_col)
-        if path.suffix.lower() != ".parquet" and pd.api.types.is_numeric_dtype(frame[id_name]):
-            frame[id_name] = _ids_as_text(path, id_name, delimiter, len(frame))
         return from_frame(frame, id_col=id_name, time_col=time_col, lat_col=lat_col,
                           lon_col=lon_col, heading_col=heading_col, time_unit=time_unit)
     if kind == "tdrive":
@@ -248,7 +256,7 @@ def read_with_schema(path: str | Path, schema: Any, on_invalid: str = "refuse", 
     """A trajectory table fitted to a declared schema (e.g. the bundled `geolife`), then put
     in the canonical columns. Coordinates and times outside the schema's bounds are refused
     or (coerce) clamped; rows with no place (a missing or unparseable value) are dropped."""
-    from privlab.schema import check_policy, conform, load_schema
+    from privlab.schema import check_policy, load_schema, read_declared
 
     sch = load_schema(schema)
     roles = schema_roles(sch)
@@ -256,9 +264,8 @@ def read_with_schema(path: str | Path, schema: Any, on_invalid: str = "refuse", 
     if detect_format(path) != "table":
         raise InvalidInputError("--schema applies to table inputs (CSV/TSV/Parquet); convert "
                                 "the GeoLife/T-Drive files to a table first")
-    frame = read_table(path, delimiter=delimiter)
-    frame = conform(frame, sch, check_policy(on_invalid),
-                    columns=[roles[r] for r in ("id", "time", "lat", "lon")])
+    frame = read_declared(path, sch, check_policy(on_invalid), delimiter=delimiter,
+                          columns=[roles[r] for r in ("id", "time", "lat", "lon")])
     if len(frame) == 0:
         raise InvalidInputError("no fix left after fitting the table to the schema")
     return from_frame(frame, id_col=roles["id"], time_col=roles["time"], lat_col=roles["lat"],
