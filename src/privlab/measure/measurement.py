@@ -18,14 +18,12 @@ import pandas as pd
 
 from privlab.core import queries
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
-from privlab.core.release import Release, ratio_half_width
+from privlab.core.release import Release
 from privlab.core.rng import RngLike
 from privlab.errors import InvalidInputError
 from privlab.measure import noise as nz
+from privlab.measure import stats
 from privlab.measure.relation import Relation, relation_of
-
-STATISTICS = ("count", "sum", "mean", "histogram", "quantile")
-NUMERIC = ("sum", "mean", "quantile")
 
 
 @dataclass(frozen=True)
@@ -66,29 +64,30 @@ class Measurement:
         """(epsilon, delta) over `d_in` neighbours of the relation (group privacy)."""
         return self.relation.privacy_map(self.row_epsilon, self.row_delta, d_in)
 
+    @property
+    def definition(self) -> stats.Statistic:
+        """The statistic's one definition (privlab.measure.stats)."""
+        return stats.get(self.statistic)
+
+    @property
+    def inputs(self) -> stats.Inputs:
+        """The public inputs the statistic is planned from, at the row-level budget."""
+        d = self.domain
+        return stats.Inputs(d.bounds, d.categories, d.labels, d.bins, d.integer,
+                            self.mechanism, self.row_epsilon, self.row_delta, self.q,
+                            self.public_size)
+
     def half_width(self, level: float = 0.95) -> float | None:
-        """The noise's `level` half-width in the value's units. A mean's is approximate (a
-        ratio): it is stated at the schema's public size, None without one; a quantile (the
-        exponential mechanism) has none."""
-        if self.statistic == "quantile":
-            return None
-        if self.statistic == "mean":
-            if self.public_size is None or level != 0.95:
-                return None
-            s, c = self.noise
-            hw = ratio_half_width({"sum_scale": s.scale, "count_scale": c.scale},
-                                  {"clamped_to": list(self.domain.bounds or ()),
-                                   "noisy_count": self.public_size},
-                                  self.mechanism == "gaussian")
-            return None if hw is None else hw["mean"]
-        return self.noise[0].half_width(level)
+        """The noise's `level` half-width in the value's units, before any row is read. A
+        ratio's (mean, variance) is approximate, stated at the schema's public size (None
+        without one); a quantile (the exponential mechanism) has none."""
+        return self.definition.half_width(self.inputs, self.noise, level)
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
         """The claim the release will carry: the privacy map at one neighbour."""
         eps, delta = self.privacy_map(1)
-        inner = ("exact" if self.statistic not in ("mean",)
-                 else "sequential composition of 2 releases")
+        inner = self.definition.accountant
         return PrivacyGuarantee(
             epsilon=eps, delta=delta, neighbouring=self.relation.name,
             mechanism=self._mechanism_text(), accountant=self.relation.accountant(inner),
@@ -97,14 +96,7 @@ class Measurement:
                     "(the noisy value and its details)",))
 
     def _mechanism_text(self) -> str:
-        if self.statistic == "quantile":
-            return "quantile (exponential mechanism)"
-        if self.statistic == "mean":
-            return f"mean = noisy sum / noisy count ({self.mechanism})"
-        n = self.noise[0]
-        name = "gaussian (discrete Gaussian" if n.mechanism == "gaussian" else \
-            f"{n.mechanism} (discrete Laplace"
-        return f"{name} on grid {n.granularity:g})"
+        return self.definition.mechanism_text(self.inputs, self.noise)
 
     def describe(self) -> str:
         """Plain words for a preview: what, noise, accuracy, claim."""
@@ -145,30 +137,24 @@ class Measurement:
         return replace(release, guarantee=planned.with_notes(*extra))
 
     def _release(self, values: pd.Series, rng: RngLike) -> Release:
-        eps, delta, mech, d = self.row_epsilon, self.row_delta, self.mechanism, self.domain
-        if self.statistic == "count":
-            return queries.dp_count(values, eps, delta=delta, mechanism=mech, rng=rng)
-        if self.statistic == "histogram":
-            vals = values.dropna()
-            if d.categories is None:
-                vals = queries.as_numeric(vals.to_numpy(), f"column {d.column!r}")
-            return queries.dp_histogram(vals, eps, categories=d.categories, bounds=d.bounds,
-                                        bins=d.bins or 10, delta=delta, mechanism=mech,
-                                        rng=rng, integer=d.integer)
-        x = queries.as_numeric(values.to_numpy(), f"column {d.column!r}")
-        if self.statistic == "sum":
-            return queries.dp_sum(x, d.bounds, eps, delta=delta, mechanism=mech, rng=rng)
-        if self.statistic == "mean":
-            return queries.dp_mean(x, d.bounds, eps, delta=delta, mechanism=mech, rng=rng)
-        return queries.dp_quantile(x, self.q, d.bounds, eps, rng=rng)  # type: ignore[arg-type]
+        """The values the statistic reads (numbers without missing cells for a numeric one,
+        a histogram's non-missing cells), released by its definition."""
+        d, stat = self.domain, self.definition
+        if stat.numeric or (self.statistic == "histogram" and d.categories is None):
+            values = queries.as_numeric(values.dropna().to_numpy(), f"column {d.column!r}")
+        elif self.statistic == "histogram":
+            values = values.dropna()
+        return stat.release(values, self.inputs, rng)
 
     def _check_noise(self, release: Release) -> None:
         """The drawn noise is the planned noise (an internal invariant, not user input)."""
-        if self.statistic == "quantile":
+        if not self.noise:
             return
-        drawn = ([release.noise["sum_scale"], release.noise["count_scale"]]
-                 if self.statistic == "mean" else [release.noise["scale"]])
-        if [n.scale for n in self.noise] != [float(v) for v in drawn]:
+        if "scale" in release.noise:
+            drawn = [release.noise["scale"]]
+        else:
+            drawn = [v for k, v in release.noise.items() if k.endswith("_scale")]
+        if sorted(n.scale for n in self.noise) != sorted(float(v) for v in drawn):
             raise RuntimeError(f"{self.statistic}: drawn noise {drawn} is not the planned "
                                f"{[n.scale for n in self.noise]}")
 
@@ -185,7 +171,7 @@ def _domain(schema: Any, statistic: str, column: str, bins: int | None) -> Domai
                                 f"{schema.name!r}: it is never released; choose another column")
     facts = PublicFacts.from_schema(schema)
     numeric = col.type in ("integer", "numeric")
-    if statistic in NUMERIC and not numeric:
+    if stats.get(statistic).numeric and not numeric:
         raise InvalidInputError(f"column {column!r} is declared {col.type} in schema "
                                 f"{schema.name!r}; {statistic} needs an integer or numeric column")
     raw = facts.optional(f"bounds:{column}") if numeric else None
@@ -207,7 +193,7 @@ def _domain(schema: Any, statistic: str, column: str, bins: int | None) -> Domai
 
 
 def _check_mechanism(statistic: str, mechanism: str | None, delta: float) -> str:
-    """The mechanism name (the queries' defaults), refused where it cannot run."""
+    """The mechanism name (the statistic's default), refused where it cannot run."""
     if mechanism not in (None, "laplace", "geometric", "gaussian"):
         raise InvalidInputError(f"mechanism must be laplace, geometric or gaussian, "
                                 f"got {mechanism!r}")
@@ -216,13 +202,13 @@ def _check_mechanism(statistic: str, mechanism: str | None, delta: float) -> str
     if mechanism != "gaussian" and delta > 0:
         raise InvalidInputError(f"delta is only used by the gaussian mechanism, not "
                                 f"{mechanism or 'the default'}; pass mechanism='gaussian'")
-    if statistic == "quantile":
-        if mechanism not in (None, "laplace"):
-            raise InvalidInputError("quantile uses the exponential mechanism; omit mechanism")
-        return "exponential"
-    if mechanism is not None:
-        return mechanism
-    return "geometric" if statistic in ("count", "histogram") else "laplace"
+    stat = stats.get(statistic)
+    if mechanism is not None and mechanism not in stat.mechanisms:
+        raise InvalidInputError(f"{statistic} uses the {stat.default_mechanism} mechanism; "
+                                "omit mechanism")
+    if mechanism is None or statistic == "quantile":
+        return stat.default_mechanism
+    return mechanism
 
 
 def measurement(schema: Any, statistic: str, column: str, *, epsilon: float,
@@ -234,9 +220,7 @@ def measurement(schema: Any, statistic: str, column: str, *, epsilon: float,
     the schema's, a person column with its contribution bound M, else add/remove a row)."""
     from privlab.schema import load_schema
 
-    if statistic not in STATISTICS:
-        raise InvalidInputError(f"statistic must be one of {', '.join(STATISTICS)}, "
-                                f"got {statistic!r}")
+    stat = stats.get(statistic)
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     sch = load_schema(schema)
     rel = relation if relation is not None else relation_of(sch, max_rows_per_unit)
@@ -247,26 +231,15 @@ def measurement(schema: Any, statistic: str, column: str, *, epsilon: float,
     dom = _domain(sch, statistic, column, bins)
     if not 0.0 <= float(q) <= 1.0:
         raise InvalidInputError(f"q must be in [0, 1], got {q}")
-    if statistic in NUMERIC and dom.bounds is None:
+    if stat.numeric and dom.bounds is None:
         raise InvalidInputError(f"{statistic} of {column!r} needs declared bounds in schema "
                                 f"{sch.name!r} (bounds from the data are not private)")
     row_eps, row_delta = rel.row_budget(epsilon, delta)
-    return Measurement(statistic, dom, rel, epsilon, delta, mech, row_eps, row_delta,
-                       _plan(statistic, mech, dom, row_eps, row_delta), sch, float(q),
-                       _public_size(sch))
-
-
-def _plan(statistic: str, mech: str, dom: Domain, eps: float, delta: float
-          ) -> tuple[nz.Noise, ...]:
-    if statistic == "count":
-        return (nz.count_noise(mech, eps, delta),)
-    if statistic == "sum":
-        return (nz.sum_noise(mech, dom.bounds, eps, delta),)  # type: ignore[arg-type]
-    if statistic == "mean":
-        return nz.mean_noise(mech, dom.bounds, eps, delta)  # type: ignore[arg-type]
-    if statistic == "histogram":
-        return (nz.histogram_noise(mech, len(dom.labels or ()), eps, delta),)
-    return ()
+    size = _public_size(sch)
+    noise = stat.plan(stats.Inputs(dom.bounds, dom.categories, dom.labels, dom.bins,
+                                   dom.integer, mech, row_eps, row_delta, float(q), size))
+    return Measurement(statistic, dom, rel, epsilon, delta, mech, row_eps, row_delta, noise,
+                       sch, float(q), size)
 
 
 def _public_size(sch: Any) -> int | None:
@@ -276,4 +249,4 @@ def _public_size(sch: Any) -> int | None:
     return None if size is None or not math.isfinite(size) else int(size)
 
 
-__all__ = ["NUMERIC", "STATISTICS", "Domain", "Measurement", "measurement"]
+__all__ = ["Domain", "Measurement", "measurement"]

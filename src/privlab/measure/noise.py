@@ -27,6 +27,9 @@ class Noise:
     granularity: float
     sensitivity: float
     coordinates: int = 1
+    epsilon: float = 0.0  # the budget this draw is calibrated for
+    delta: float = 0.0
+    integer: bool = False  # integer values on the unit grid (counts)
 
     def half_width(self, level: float = 0.95) -> float | None:
         """The noise's `level` half-width per coordinate (core/release.py's formula)."""
@@ -45,12 +48,14 @@ def additive(mechanism: str, sensitivity: float, epsilon: float, delta: float, *
     if mechanism == "gaussian":
         g, _, sigma, _, _, _ = gaussian_plan(sensitivity, epsilon, delta, 1, coordinates,
                                              None, integer)
-        return Noise("gaussian", "discrete_gaussian", sigma * g, g, sensitivity, coordinates)
+        return Noise("gaussian", "discrete_gaussian", sigma * g, g, sensitivity, coordinates,
+                     epsilon, delta, integer)
     if mechanism == "geometric" and not integer:
         raise InvalidInputError("the geometric mechanism releases integers: use it for "
                                 "count/histogram, or use laplace")
     g, _, _, steps = laplace_plan(sensitivity, epsilon, 1, None, integer)
-    return Noise(mechanism, "discrete_laplace", steps * g, g, sensitivity, coordinates)
+    return Noise(mechanism, "discrete_laplace", steps * g, g, sensitivity, coordinates,
+                 epsilon, 0.0, integer)
 
 
 def count_noise(mechanism: str, epsilon: float, delta: float) -> Noise:
