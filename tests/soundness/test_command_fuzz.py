@@ -59,7 +59,14 @@ test_release = _fuzz(
           "sum --column age --bounds 18:90 --epsilon 1 --json"),
     # issue 29 (4): two of a person's rows without an id (no merged "person")
     _case("release", "people-person", "missing_unit",
-          "histogram --column sex --max-rows-per-unit 1 --epsilon 1 --json"))
+          "histogram --column sex --max-rows-per-unit 1 --epsilon 1 --json"),
+    # issue 31: the registry's variance / stddev, on the cases above
+    _case("release", "tiny", "remove", "variance --column age --bounds 18:90 --epsilon 1 "
+          "--json"),
+    _case("release", "people-noschema", "text_in_numeric",
+          "stddev --column age --bounds 18:90 --epsilon 1 --json"),
+    _case("release", "people-person", "missing_unit",
+          "variance --column age --max-rows-per-unit 2 --epsilon 1 --json"))
 
 test_train = _fuzz(
     "train", 4, ("people-row", "people-person"),
