@@ -163,7 +163,8 @@ def _declared_domain(frame: pd.DataFrame, sch: Any, stat: str, column: str, on_i
     bounded) where one is declared, else the command line's, each row one person."""
     if sch is not None:
         return conform_for_release(frame, sch, on_invalid, column, stat, given,
-                                   max_rows_per_unit, mech)
+                                   max_rows_per_unit, mech,
+                                   reads_numbers=stats.get(stat).numeric)
     if max_rows_per_unit is not None:
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
     return frame, given
