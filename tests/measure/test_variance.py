@@ -56,6 +56,9 @@ def test_large_epsilon_gives_the_exact_population_variance() -> None:
     sd = stats.get("stddev").release(x, inputs, 7)
     assert sd.value == pytest.approx(np.std(x), abs=1e-3)
     assert out.guarantee.epsilon == 1e6 and "3 releases" in out.guarantee.accountant
+    # the exact (NOT private) value the demo prints beside it: of the clamped values
+    assert stats.get("variance").exact(np.append(x, 50.0), inputs) == \
+        pytest.approx(np.var(np.append(x, 11.3)))
 
 
 def test_stated_half_width_covers_at_least_95_percent() -> None:

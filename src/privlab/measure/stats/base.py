@@ -48,6 +48,11 @@ class Statistic:
     def release(self, values: Any, x: Inputs, rng: RngLike) -> Release:
         raise NotImplementedError
 
+    def exact(self, values: Any, x: Inputs) -> Any:
+        """The exact, NOT private value (what the demo prints beside the noisy one, named in
+        its guarantee's `not_covered`); numeric statistics clamp to the declared bounds."""
+        raise NotImplementedError
+
     def mechanism_text(self, x: Inputs, noise: tuple[Noise, ...]) -> str:
         n = noise[0]
         kind = "gaussian (discrete Gaussian" if n.mechanism == "gaussian" else \
@@ -79,3 +84,13 @@ def draw(noise: Noise, value: Any, rng: RngLike) -> Release:
     return laplace_mechanism(value, noise.sensitivity, noise.epsilon, rng=rng,
                              integer_valued=noise.integer, changed_coordinates=changed,
                              mechanism_name=noise.mechanism)
+
+
+def clamped(values: Any, x: Inputs) -> Any:
+    """The numeric values without missing cells, clamped into the declared bounds."""
+    import numpy as np
+
+    from privlab.core.queries import as_numeric
+
+    lo, hi = x.bounds  # type: ignore[misc]
+    return np.clip(as_numeric(values), lo, hi)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 from privlab.core import queries
 from privlab.core.release import Release, half_width_text, ratio_half_width
 from privlab.core.rng import RngLike
 from privlab.measure import noise as nz
-from privlab.measure.stats.base import Inputs, Statistic
+from privlab.measure.stats.base import Inputs, Statistic, clamped
 
 
 class Count(Statistic):
@@ -20,6 +22,9 @@ class Count(Statistic):
     words = "the number of rows"
     numeric = False
     default_mechanism = "geometric"
+
+    def exact(self, values: Any, x: Inputs) -> Any:
+        return len(values)
 
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         return (nz.count_noise(x.mechanism, x.epsilon, x.delta),)
@@ -33,6 +38,9 @@ class Sum(Statistic):
     name = "sum"
     words = "the sum of the values, each clamped into the declared bounds"
 
+    def exact(self, values: Any, x: Inputs) -> Any:
+        return float(clamped(values, x).sum())
+
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         return (nz.sum_noise(x.mechanism, x.bounds, x.epsilon, x.delta),)  # type: ignore[arg-type]
 
@@ -45,6 +53,10 @@ class Mean(Statistic):
     name = "mean"
     words = "the average of the values (a noisy sum over a noisy count)"
     accountant = "sequential composition of 2 releases"
+
+    def exact(self, values: Any, x: Inputs) -> Any:
+        v = clamped(values, x)
+        return float(v.mean()) if v.size else None
 
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         return nz.mean_noise(x.mechanism, x.bounds, x.epsilon, x.delta)  # type: ignore[arg-type]
@@ -83,6 +95,15 @@ class Histogram(Statistic):
     numeric = False
     default_mechanism = "geometric"
 
+    def exact(self, values: Any, x: Inputs) -> Any:
+        if x.categories is not None:
+            cells = [str(v) for v in values if v is not None and v == v]
+            return [sum(c == cat for c in cells) for cat in x.categories]
+        edges, _ = queries.histogram_edges(x.bounds, x.bins or 10, x.integer)  # type: ignore[arg-type]
+        v = np.clip(queries.as_numeric(values), edges[0],
+                    edges[-1] - 1 if x.integer else edges[-1])
+        return np.histogram(v, bins=edges)[0].tolist()
+
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         return (nz.histogram_noise(x.mechanism, len(x.labels or ()), x.epsilon, x.delta),)
 
@@ -97,6 +118,10 @@ class Quantile(Statistic):
     words = "the q-quantile of the values (the exponential mechanism picks it)"
     default_mechanism = "exponential"
     mechanisms: ClassVar[tuple[str, ...]] = ("laplace",)
+
+    def exact(self, values: Any, x: Inputs) -> Any:
+        v = clamped(values, x)
+        return float(np.quantile(v, x.q)) if v.size else None
 
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         return ()

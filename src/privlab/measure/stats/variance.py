@@ -26,7 +26,7 @@ from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import power_of_two_at_most
 from privlab.measure import noise as nz
-from privlab.measure.stats.base import Inputs, Statistic, draw
+from privlab.measure.stats.base import Inputs, Statistic, clamped, draw
 
 
 def square_bound(bounds: tuple[float, float]) -> tuple[float, float, float]:
@@ -54,6 +54,12 @@ class Variance(Statistic):
              "a noisy sum of squares")
     accountant = "sequential composition of 3 releases"
     root = False  # the standard deviation takes the square root
+
+    def exact(self, values: Any, x: Inputs) -> Any:
+        v = clamped(values, x)
+        if not v.size:
+            return None
+        return float(np.std(v)) if self.root else float(np.var(v))
 
     def plan(self, x: Inputs) -> tuple[nz.Noise, ...]:
         """Count, centred sum, centred sum of squares, each at epsilon / 3, delta / 3."""
