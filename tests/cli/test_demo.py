@@ -17,10 +17,11 @@ def test_demo_writes_summary_report_and_charges_every_release(tmp_path, capsys):
     saved = json.loads((out / "summary.json").read_text())
     assert printed == saved
     releases = saved["releases"]
-    assert len(releases) == 6
-    # Each release was charged 0.25 in the ledger: 2 - 6 * 0.25 = 0.5 remains, exactly.
-    assert saved["ledger"]["remaining_epsilon"] == 0.5
-    assert [r["remaining_epsilon"] for r in releases] == [1.75, 1.5, 1.25, 1.0, 0.75, 0.5]
+    assert len(releases) == 7  # the registry's stddev is the seventh (issue 31)
+    # Each release was charged 0.25 in the ledger: 2 - 7 * 0.25 = 0.25 remains, exactly.
+    assert saved["ledger"]["remaining_epsilon"] == 0.25
+    assert [r["remaining_epsilon"] for r in releases] == [1.75, 1.5, 1.25, 1.0, 0.75, 0.5,
+                                                          0.25]
     for r in releases:
         # Regression (issue 21, item 7): the record prints the exact true_value beside the
         # noisy value, so its guarantee names it in not_covered and is_dp is false (it said
@@ -60,7 +61,7 @@ def test_demo_chooses_epsilon_by_default(tmp_path, capsys):
     code = main(["demo", "--out", str(out), "--seed", "3", "--epsilons", "4", "--json"])
     assert code == 0
     saved = json.loads(capsys.readouterr().out)
-    assert saved["ledger"]["remaining_epsilon"] == 2.0  # 5 - 6 x 0.5: this run's charges only
+    assert saved["ledger"]["remaining_epsilon"] == 1.5  # 5 - 7 x 0.5: this run's charges only
     assert saved["ledger"]["fresh"] and saved["ledger"]["replaced_previous"]
     ce = saved["choose_epsilon"]
     assert ce["attacks"] == ["loss", "shadow", "lira"] and ce["policy"] == "finance"
@@ -85,7 +86,7 @@ def test_demo_without_torch_skips_only_the_epsilon_step(tmp_path, capsys, monkey
     assert code == 0
     saved = json.loads(capsys.readouterr().out)
     assert "ml extra" in saved["choose_epsilon"]["skipped"]
-    assert len(saved["releases"]) == 6
+    assert len(saved["releases"]) == 7
     assert "Skipped" in (out / "report.html").read_text()
 
 
@@ -119,9 +120,9 @@ def test_demo_runs_twice_in_one_folder_with_a_fresh_ledger(tmp_path, capsys):
         printed = capsys.readouterr().out
         assert "replaced the previous demo ledger: started a fresh demo ledger" in printed
         principals, history, remaining = _ledger_history(out / "budget.db")
-        # this run's six charges only, from the full budget of 5
-        assert principals == ["demo-analyst"] and len(history) == 6 and remaining == 2.0
-    assert json.loads((out / "summary.json").read_text())["ledger"]["remaining_epsilon"] == 2.0
+        # this run's seven charges only, from the full budget of 5
+        assert principals == ["demo-analyst"] and len(history) == 7 and remaining == 1.5
+    assert json.loads((out / "summary.json").read_text())["ledger"]["remaining_epsilon"] == 1.5
     assert (out / "report.html").read_text() != report_before  # new noise, new report
     # a report of a step this run did not make is not left behind as if it were this run's
     assert not (out / "choose_epsilon.html").exists()

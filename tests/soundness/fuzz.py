@@ -259,8 +259,10 @@ _JSON = st.sampled_from([["--json"], ["--json"], ["--json"], []])
 @st.composite
 def _release_options(draw: Any, ds: str) -> list[str]:
     numeric, cat = ("age", "sex") if "people" in ds or ds == "tiny" else ("age", "workclass")
-    stat = draw(st.sampled_from(["count", "sum", "mean", "histogram", "quantile"]))
-    column = draw(st.sampled_from([numeric, cat])) if stat in ("count", "histogram") else numeric
+    from privlab.measure import stats  # every statistic of the registry is fuzzed
+
+    stat = draw(st.sampled_from(list(stats.names())))
+    column = numeric if stats.get(stat).numeric else draw(st.sampled_from([numeric, cat]))
     if ds.startswith("codes") and stat in ("count", "histogram"):
         column = draw(st.sampled_from(["state", "flag"] + (["when"] if stat == "count" else [])))
     out = [stat, "--column", column]
@@ -305,8 +307,9 @@ RELEASE = Command(
                 "tiny", "codes", "codes-person"),
     _release_options, _release_argv,
     # the noisy value; a mean's noisy sum and noisy count
-    noised=frozenset({"value", "noisy_sum", "noisy_count",
-                     "mean_half_width_95_approx"}))
+    noised=frozenset({"value", "noisy_sum", "noisy_count", "noisy_centred_sum",
+                     "noisy_centred_sum_squares", "mean_half_width_95_approx",
+                     "variance_half_width_95_approx", "stddev_half_width_95_approx"}))
 
 
 def _target(ds: str) -> list[str]:

@@ -81,7 +81,14 @@ test_release = _fuzz(
     _case("release", "codes", "first_row_dayfirst", "count --column when --on-invalid coerce "
           "--mechanism geometric --epsilon 2 --json"),
     _case("release", "codes", "whitespace_cell", "histogram --column state --on-invalid "
-          "coerce --epsilon 2 --json"))
+          "coerce --epsilon 2 --json"),
+    # issue 31: the registry's variance / stddev, on the cases above
+    _case("release", "tiny", "remove", "variance --column age --bounds 18:90 --epsilon 1 "
+          "--json"),
+    _case("release", "people-noschema", "text_in_numeric",
+          "stddev --column age --bounds 18:90 --epsilon 1 --json"),
+    _case("release", "people-person", "missing_unit",
+          "variance --column age --max-rows-per-unit 2 --epsilon 1 --json"))
 
 test_train = _fuzz(
     "train", 4, ("people-row", "people-person"),

@@ -18,8 +18,10 @@ from neighbours import assert_same_structure, one_row_edits
 from privlab.cli.main import main
 from privlab.schema import bundled_schema
 
-#: mean_half_width_95_approx: computed from the noisy count (post-processing of a noised value)
-NOISED = ("value", "noisy_sum", "noisy_count", "mean_half_width_95_approx")
+#: *_half_width_95_approx: computed from the noisy count (post-processing of a noised value)
+NOISED = ("value", "noisy_sum", "noisy_count", "mean_half_width_95_approx",
+          "noisy_centred_sum", "noisy_centred_sum_squares", "variance_half_width_95_approx",
+          "stddev_half_width_95_approx")
 STATS = [
     ["count", "--column", "age"],
     ["sum", "--column", "age"],
@@ -27,6 +29,8 @@ STATS = [
     ["quantile", "--column", "age", "--q", "0.5"],
     ["histogram", "--column", "workclass"],
     ["histogram", "--column", "age", "--bins", "8"],
+    ["variance", "--column", "age"],
+    ["stddev", "--column", "hours-per-week"],
 ]
 
 

@@ -18,7 +18,6 @@ import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json, to_json, warn_weak_epsilon
-from privlab.core import queries
 from privlab.data.datasets import load_adult
 from privlab.errors import InvalidInputError
 from privlab.utils.atomic import atomic_write_text
@@ -48,6 +47,7 @@ def _demo_releases() -> list[tuple[str, str, dict[str, Any]]]:
         ("quantile", "age", {"bounds": bounds("age"), "q": 0.5}),
         ("histogram", "sex", {"categories": list(adult.column("sex").categories)}),
         ("histogram", "race", {"categories": list(adult.column("race").categories)}),
+        ("stddev", "hours-per-week", {"bounds": bounds("hours-per-week")}),
     ]
 
 
@@ -97,27 +97,28 @@ def _drop_stale_outputs(out: Path, chosen: dict | None, pdf: bool) -> None:
         (out / "report.pdf").unlink(missing_ok=True)
 
 
+def _inputs(stat: str, opts: dict, epsilon: float) -> Any:
+    """The public inputs of one demo release for its registry definition."""
+    from privlab.measure import stats
+
+    cats = tuple(opts["categories"]) if "categories" in opts else None
+    bounds = tuple(float(b) for b in opts["bounds"]) if "bounds" in opts else None
+    return stats.Inputs(bounds, cats, cats, None, False, stats.get(stat).default_mechanism,
+                        epsilon, 0.0, opts.get("q", 0.5))
+
+
 def _true_value(frame: Any, stat: str, column: str, opts: dict) -> Any:
-    col = frame[column]
-    if stat == "count":
-        return len(col)
-    if stat == "mean":
-        lo, hi = opts["bounds"]
-        return float(col.clip(lo, hi).mean())
-    if stat == "quantile":
-        return float(col.quantile(opts["q"]))
-    return [int((col == c).sum()) for c in opts["categories"]]
+    """The exact value (NOT private, printed beside the noisy one), by the registry."""
+    from privlab.measure import stats
+
+    return stats.get(stat).exact(frame[column], _inputs(stat, opts, 1.0))
 
 
 def _release(frame: Any, stat: str, column: str, opts: dict, epsilon: float, rng: Any):
-    values = frame[column]
-    if stat == "count":
-        return queries.dp_count(values, epsilon, rng=rng)
-    if stat == "mean":
-        return queries.dp_mean(values.to_numpy(), opts["bounds"], epsilon, rng=rng)
-    if stat == "quantile":
-        return queries.dp_quantile(values.to_numpy(), opts["q"], opts["bounds"], epsilon, rng=rng)
-    return queries.dp_histogram(values, epsilon, categories=opts["categories"], rng=rng)
+    """One demo release, by the statistic's one definition in the registry."""
+    from privlab.measure import stats
+
+    return stats.get(stat).release(frame[column], _inputs(stat, opts, epsilon), rng)
 
 
 def demo_cmd(

@@ -1,4 +1,5 @@
-"""`privlab release {count,sum,mean,histogram,quantile} FILE --column C --epsilon E ...`.
+"""`privlab release STATISTIC FILE --column C --epsilon E ...`, one statistic of the registry
+(`privlab.measure.stats`: count, sum, mean, histogram, quantile, variance, stddev, ...).
 
 With `--ledger PATH --principal NAME` the budget is charged first, in one transaction, and
 the value is computed only after the charge committed (refused past the budget: exit 3).
@@ -37,9 +38,10 @@ from privlab.cli.common import (
 )
 from privlab.core import queries
 from privlab.core.guarantee import check_delta, check_epsilon
-from privlab.core.release import half_width_text, ratio_half_width
+from privlab.core.release import half_width_text
 from privlab.data.io import read_table, require_columns
 from privlab.errors import InvalidInputError
+from privlab.measure import stats
 from privlab.schema import load_schema
 from privlab.schema.release import (
     ReleaseDomain,
@@ -49,13 +51,8 @@ from privlab.schema.release import (
 )
 from privlab.schema.values import numbers
 
-
-class Statistic(StrEnum):
-    count = "count"
-    sum = "sum"
-    mean = "mean"
-    histogram = "histogram"
-    quantile = "quantile"
+#: The statistics `privlab release` offers: the registry's, in its order.
+Statistic = StrEnum("Statistic", {name: name for name in stats.names()})  # type: ignore[misc]
 
 
 class Mechanism(StrEnum):
@@ -65,7 +62,7 @@ class Mechanism(StrEnum):
 
 
 def release_cmd(
-    statistic: Statistic = typer.Argument(..., help="What to release."),
+    statistic: Statistic = typer.Argument(..., help="What to release."),  # type: ignore[valid-type]
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
     column: str = typer.Option(..., "--column", "-c", help="Column to aggregate."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Privacy parameter, > 0."),
@@ -166,7 +163,8 @@ def _declared_domain(frame: pd.DataFrame, sch: Any, stat: str, column: str, on_i
     bounded) where one is declared, else the command line's, each row one person."""
     if sch is not None:
         return conform_for_release(frame, sch, on_invalid, column, stat, given,
-                                   max_rows_per_unit, mech)
+                                   max_rows_per_unit, mech,
+                                   reads_numbers=stats.get(stat).numeric)
     if max_rows_per_unit is not None:
         raise InvalidInputError("--max-rows-per-unit needs --schema with a privacy unit column")
     return frame, given
@@ -180,7 +178,8 @@ def _checked_values(values: pd.Series, stat: str, column: str, domain: ReleaseDo
     declared type, a cell that is not a number counts as missing, for every table, so one
     text value cannot turn a release into a refusal (exit code) on a neighbour."""
     pair, cats, bins = domain.bounds, domain.categories, domain.bins
-    numeric = stat in ("sum", "mean", "quantile")
+    definition = stats.get(stat)
+    numeric = definition.numeric
     coerced = not declared and (numeric or (stat == "histogram" and cats is None))
     if coerced:  # the cells' text by the one numeric rule (privlab.schema.values)
         values = numbers(values)
@@ -194,11 +193,11 @@ def _checked_values(values: pd.Series, stat: str, column: str, domain: ReleaseDo
         queries.check_bounds(pair, "--bounds")
     if stat == "histogram":
         values, bins = _histogram_values(values, column, pair, cats, bins)
-    if stat == "quantile":
-        if mech not in (None, "laplace"):
-            raise InvalidInputError("quantile uses the exponential mechanism; omit --mechanism")
-        if not 0.0 <= q <= 1.0:
-            raise InvalidInputError(f"--q must be in [0, 1], got {q}")
+    if mech is not None and mech not in definition.mechanisms:
+        raise InvalidInputError(f"{stat} uses the {definition.default_mechanism} mechanism; "
+                                "omit --mechanism")
+    if stat == "quantile" and not 0.0 <= q <= 1.0:
+        raise InvalidInputError(f"--q must be in [0, 1], got {q}")
     if stat == "sum" and mech == "geometric" and not all(float(b).is_integer() for b in pair):
         raise InvalidInputError("--mechanism geometric needs integer --bounds LO:HI; use laplace")
     return values, domain._replace(bins=bins), coerced
@@ -237,32 +236,22 @@ def _charge(ledger: str | None, principal: str | None, epsilon: float, delta: fl
 
 def _compute(stat: str, values: Any, domain: ReleaseDomain, eps: float, delta: float,
              mech: str | None, q: float, seed: int | None, *, integer: bool) -> Any:
-    """The DP statistic at the per-record epsilon (`epsilon / per_unit`, group privacy)."""
-    pair = domain.bounds
-    if stat == "count":
-        return queries.dp_count(values, eps, delta=delta, mechanism=mech or "geometric",
-                                rng=seed)
-    if stat == "sum":
-        return queries.dp_sum(values, pair, eps, delta=delta, mechanism=mech or "laplace",
-                              rng=seed)
-    if stat == "mean":
-        return queries.dp_mean(values, pair, eps, delta=delta, mechanism=mech or "laplace",
-                               rng=seed)
-    if stat == "histogram":
-        return queries.dp_histogram(values, eps, categories=domain.categories, bounds=pair,
-                                    bins=domain.bins, delta=delta,
-                                    mechanism=mech or "geometric", rng=seed, integer=integer)
-    return queries.dp_quantile(values, q, pair, eps, rng=seed)
+    """The DP statistic at the per-record epsilon (`epsilon / per_unit`, group privacy), by
+    its one definition in the registry."""
+    definition = stats.get(stat)
+    cats = tuple(domain.categories) if domain.categories is not None else None
+    inputs = stats.Inputs(domain.bounds, cats, cats, domain.bins, integer,
+                          mech or definition.default_mechanism, eps, delta, q)
+    return definition.release(values, inputs, seed)
 
 
 def _payload(result: Any, stat: str, column: str, domain: ReleaseDomain, charge: Any,
              principal: str | None) -> dict[str, Any]:
     """The JSON output (the human output prints from it too)."""
     payload = {"statistic": stat, "column": column, **result.to_dict()}
-    gaussian = "gaussian" in result.guarantee.mechanism
-    ratio_hw = ratio_half_width(result.noise, result.details or {}, gaussian)
-    if stat == "mean" and ratio_hw is not None:
-        payload["mean_half_width_95_approx"] = ratio_hw["mean"]
+    approx = stats.get(stat).release_half_width(result)
+    if payload["confidence_interval_95"] is None and approx is not None:
+        payload[f"{stat}_half_width_95_approx"] = approx
     if stat == "histogram" and domain.categories:
         # public wording, the same whatever the rows hold: saying "nothing matched" would
         # reveal the data (issue 23)
@@ -281,8 +270,10 @@ def _print_human(result: Any, payload: dict[str, Any], stat: str, column: str, c
     console.print(result.guarantee.headline(), highlight=False)
     console.print(f"[bold]{stat}[/bold] of {column}: {payload['value']}")
     _print_bin_labels(payload)
-    hw_text = half_width_text(payload["confidence_interval_95"], result.noise, result.details,
-                              gaussian)
+    words = None if payload["confidence_interval_95"] is not None else \
+        stats.get(stat).half_width_words(result)
+    hw_text = words or half_width_text(payload["confidence_interval_95"], result.noise,
+                                       result.details, gaussian)
     console.print(f"  grid: {result.granularity}   95% noise half-width: {hw_text}")
     console.print(f"  guarantee: {result.guarantee.describe()}")
     for note in result.guarantee.notes:

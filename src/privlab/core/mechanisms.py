@@ -78,6 +78,19 @@ def _finish(values: np.ndarray, scalar: bool) -> Any:
     return values.reshape(()).item() if scalar else values
 
 
+def laplace_plan(sensitivity: float, epsilon: float, changed: int = 1,
+                 granularity: float | None = None, integer_valued: bool = False
+                 ) -> tuple[float, float, bool, float]:
+    """The discrete Laplace's calibration from public inputs alone, before any value is seen:
+    (grid g, grid L1 sensitivity in steps, exact, scale in grid steps). `laplace_mechanism`
+    draws with exactly this, so a measurement can state its noise before reading a row."""
+    epsilon = check_epsilon(epsilon)
+    sensitivity = _check_sensitivity(sensitivity)
+    g, grid_sens, exact = _grid(sensitivity, changed, granularity, integer_valued)
+    l1_grid = grid_sens if exact or changed == 1 else math.floor(sensitivity / g) + changed
+    return g, l1_grid, exact, laplace_scale_at_least(l1_grid, epsilon)
+
+
 def laplace_mechanism(
     value: float | Sequence[float] | np.ndarray,
     sensitivity: float,
@@ -101,10 +114,9 @@ def laplace_mechanism(
     arr = np.asarray(value, dtype=np.float64)
     scalar = arr.ndim == 0
     m = _changed(changed_coordinates, arr.size, scalar)
-    g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
+    g, l1_grid, exact, scale_steps = laplace_plan(sensitivity, epsilon, m, granularity,
+                                                  integer_valued)
     _check_integral(arr, exact)
-    l1_grid = grid_sens if exact or m == 1 else math.floor(sensitivity / g) + m
-    scale_steps = laplace_scale_at_least(l1_grid, epsilon)
     gen = make_rng(rng)
     steps = round_to_grid(arr, g) + discrete_laplace(scale_steps, size=arr.shape or None, rng=gen)
     out = np.asarray(steps, dtype=np.float64) * g
@@ -135,6 +147,51 @@ def geometric_mechanism(value: int | Sequence[int] | np.ndarray, sensitivity: in
                              mechanism_name="geometric", **kwargs)
 
 
+def gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: int = 1,
+                  draws: int = 1, granularity: float | None = None,
+                  integer_valued: bool = False) -> tuple[float, bool, float, float, float, str]:
+    """The discrete Gaussian's calibration from public inputs alone (`draws`: how many
+    coordinates are released): (grid g, exact, sigma in grid steps, the sampler's delta
+    slack, the epsilon sigma is calibrated at, how). `gaussian_mechanism` draws with it."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if delta == 0:
+        raise InvalidInputError("delta must be > 0 for the Gaussian mechanism; use laplace")
+    sensitivity = _check_sensitivity(sensitivity)
+    m = changed
+    g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
+    # The sampler's float64 acceptance step may add a tiny, data-independent delta,
+    # (1 + e^eps0) x samples x GAUSSIAN_SAMPLER_TV: it is charged inside the stated delta (sigma
+    # is calibrated for what is left) at an eps0 <= epsilon that keeps it below delta / 2
+    # (only a very large epsilon needs eps0 < epsilon; (eps0, delta)-DP implies (epsilon, delta)).
+    room = delta / (2 * draws * GAUSSIAN_SAMPLER_TV) - 1
+    if room <= 1:
+        raise InvalidInputError(f"delta {delta:g} is too small for {draws} discrete-Gaussian "
+                                f"draws: the sampler's float64 step alone may add about "
+                                f"{sampler_delta(0.0, draws):.2g}; use a larger delta or laplace")
+    eps_cal = min(epsilon, math.log(room))
+    slack = sampler_delta(eps_cal, draws)
+    target = delta - slack
+    if m == 1:
+        sigma_steps = discrete_gaussian_sigma(int(grid_sens), eps_cal, target)
+        how = "exact discrete-Gaussian privacy profile"
+    else:
+        rho = rho_for_target(eps_cal, target)
+        while True:
+            l2_grid = sensitivity / g + (0 if exact else math.sqrt(m))
+            sigma_steps = l2_grid / math.sqrt(2 * rho)
+            if sigma_steps >= 16 or granularity is not None:
+                break
+            # Too little noise in grid steps for the bound: refine the default grid. Integer
+            # data stays exactly on a finer power-of-two grid, so `exact` still holds.
+            g /= 2
+        how = "zCDP (CKS Thm 14) with tight conversion"
+        if sigma_steps < 16:
+            raise InvalidInputError("granularity too coarse for the multivariate discrete "
+                                    "Gaussian bound; pass a finer granularity")
+    return g, exact, sigma_steps, slack, eps_cal, how
+
+
 def gaussian_mechanism(
     value: float | Sequence[float] | np.ndarray,
     sensitivity: float,
@@ -162,38 +219,9 @@ def gaussian_mechanism(
     arr = np.asarray(value, dtype=np.float64)
     scalar = arr.ndim == 0
     m = _changed(changed_coordinates, arr.size, scalar)
-    g, grid_sens, exact = _grid(sensitivity, m, granularity, integer_valued)
+    g, exact, sigma_steps, slack, eps_cal, how = gaussian_plan(
+        sensitivity, epsilon, delta, m, max(arr.size, 1), granularity, integer_valued)
     _check_integral(arr, exact)
-    # The sampler's float64 acceptance step may add a tiny, data-independent delta,
-    # (1 + e^eps0) x samples x GAUSSIAN_SAMPLER_TV: it is charged inside the stated delta (sigma
-    # is calibrated for what is left) at an eps0 <= epsilon that keeps it below delta / 2
-    # (only a very large epsilon needs eps0 < epsilon; (eps0, delta)-DP implies (epsilon, delta)).
-    draws = max(arr.size, 1)
-    room = delta / (2 * draws * GAUSSIAN_SAMPLER_TV) - 1
-    if room <= 1:
-        raise InvalidInputError(f"delta {delta:g} is too small for {draws} discrete-Gaussian "
-                                f"draws: the sampler's float64 step alone may add about "
-                                f"{sampler_delta(0.0, draws):.2g}; use a larger delta or laplace")
-    eps_cal = min(epsilon, math.log(room))
-    slack = sampler_delta(eps_cal, draws)
-    target = delta - slack
-    if m == 1:
-        sigma_steps = discrete_gaussian_sigma(int(grid_sens), eps_cal, target)
-        how = "exact discrete-Gaussian privacy profile"
-    else:
-        rho = rho_for_target(eps_cal, target)
-        while True:
-            l2_grid = sensitivity / g + (0 if exact else math.sqrt(m))
-            sigma_steps = l2_grid / math.sqrt(2 * rho)
-            if sigma_steps >= 16 or granularity is not None:
-                break
-            # Too little noise in grid steps for the bound: refine the default grid. Integer
-            # data stays exactly on a finer power-of-two grid, so `exact` still holds.
-            g /= 2
-        how = "zCDP (CKS Thm 14) with tight conversion"
-        if sigma_steps < 16:
-            raise InvalidInputError("granularity too coarse for the multivariate discrete "
-                                    "Gaussian bound; pass a finer granularity")
     gen = make_rng(rng)
     steps = round_to_grid(arr, g) + discrete_gaussian(sigma_steps, size=arr.shape or None, rng=gen)
     out = np.asarray(steps, dtype=np.float64) * g

@@ -24,28 +24,7 @@ class Release:
 
     def confidence_interval(self, level: float = 0.95) -> float | None:
         """Half-width w with P[|noise| <= w] >= level (None for non-additive mechanisms)."""
-        dist = self.noise.get("distribution")
-        scale = self.noise.get("scale")
-        if dist is None or scale is None:
-            return None
-        alpha = 1 - level
-        if dist == "discrete_laplace":
-            g = self.granularity or 1.0
-            t = scale / g  # scale in grid steps
-            a = math.exp(-1 / t)
-            if a == 0.0:  # the noise is 0 with probability 1 - 2e-300 or more
-                return 0.0
-            # P[|X| >= k] = 2 a^k / (1 + a) for k >= 1; smallest k with that <= alpha, minus 1.
-            k = math.ceil(math.log(alpha * (1 + a) / 2) / math.log(a))
-            return max(k - 1, 0) * g
-        if dist in ("laplace",):
-            return scale * math.log(1 / alpha)
-        if dist in ("discrete_gaussian", "gaussian"):
-            from scipy.stats import norm
-
-            extra = self.granularity or 0.0
-            return float(norm.ppf(1 - alpha / 2) * scale + extra)
-        return None
+        return half_width(self.noise, self.granularity, level)
 
     def to_dict(self) -> dict[str, Any]:
         value = self.value
@@ -61,6 +40,34 @@ class Release:
             "guarantee": self.guarantee.to_dict(),
             **({"details": self.details} if self.details else {}),
         }
+
+
+def half_width(noise: dict[str, Any], granularity: float | None,
+               level: float = 0.95) -> float | None:
+    """Half-width w with P[|noise| <= w] >= level, from the noise's description alone (so a
+    measurement states it before any row is read); None for non-additive mechanisms."""
+    dist = noise.get("distribution")
+    scale = noise.get("scale")
+    if dist is None or scale is None:
+        return None
+    alpha = 1 - level
+    if dist == "discrete_laplace":
+        g = granularity or 1.0
+        t = scale / g  # scale in grid steps
+        a = math.exp(-1 / t)
+        if a == 0.0:  # the noise is 0 with probability 1 - 2e-300 or more
+            return 0.0
+        # P[|X| >= k] = 2 a^k / (1 + a) for k >= 1; smallest k with that <= alpha, minus 1.
+        k = math.ceil(math.log(alpha * (1 + a) / 2) / math.log(a))
+        return max(k - 1, 0) * g
+    if dist in ("laplace",):
+        return scale * math.log(1 / alpha)
+    if dist in ("discrete_gaussian", "gaussian"):
+        from scipy.stats import norm
+
+        extra = granularity or 0.0
+        return float(norm.ppf(1 - alpha / 2) * scale + extra)
+    return None
 
 
 def ratio_half_width(noise: dict, details: dict, gaussian: bool) -> dict[str, float] | None:

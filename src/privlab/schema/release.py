@@ -36,9 +36,12 @@ def public_size_of(sch: Any, option: int | None) -> int | None:
 
 
 def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat: str,
-                  declared: ReleaseDomain, max_rows: int | None, mech: str | None
-                  ) -> tuple[Any, ReleaseDomain]:
-    """Conform the rows to the schema and fill the column's domain from it (never the data)."""
+                  declared: ReleaseDomain, max_rows: int | None, mech: str | None,
+                  reads_numbers: bool | None = None) -> tuple[Any, ReleaseDomain]:
+    """Conform the rows to the schema and fill the column's domain from it (never the data).
+    `reads_numbers`: whether the statistic needs a numeric column (the registry's
+    `Statistic.numeric`, passed by the caller: the schema layer imports no front end);
+    default: sum, mean and quantile."""
     from privlab.schema import OTHER, check_policy, conform
     from privlab.schema.facts import PublicFacts
     from privlab.schema.units import bound_per_unit
@@ -52,7 +55,9 @@ def conform_for_release(frame: Any, sch: Any, on_invalid: str, column: str, stat
     frame = conform(frame, sch, check_policy(on_invalid), columns=wanted)
     bounds, cats, bins = declared.bounds, declared.categories, declared.bins
     numeric = col.type in ("integer", "numeric")
-    if stat in ("sum", "mean", "quantile") and not numeric:
+    if reads_numbers is None:
+        reads_numbers = stat in ("sum", "mean", "quantile")
+    if reads_numbers and not numeric:
         raise InvalidInputError(f"--column {column!r} is declared {col.type} in schema "
                                 f"{sch.name!r}; {stat} needs an integer or numeric column")
     if bounds is None and numeric and (stat != "histogram" or cats is None):
