@@ -387,9 +387,7 @@ AIM_SCHEMA = {"columns": {
     "race": {"type": "categorical", "categories": ["a", "b", "c", "d", "e"]}}}
 
 
-def _tree_cpu(pid: int) -> float:
-    """CPU seconds of `pid` (its reaped children included) and of its live descendants."""
-    tick = os.sysconf("SC_CLK_TCK")
+def _children() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -399,7 +397,16 @@ def _tree_cpu(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(d))
-    total, stack, root = 0, [pid], True
+    return children
+
+
+def _cpu_by_pid(pid: int, reaped: bool = False) -> dict[int, float]:
+    """CPU seconds of `pid` and each live descendant (their own), by pid; with `reaped`,
+    `pid`'s count includes its reaped children (a Spark worker reaps its executors)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children = _children()
+    out: dict[int, float] = {}
+    stack = [pid]
     while stack:
         p = stack.pop()
         stack.extend(children.get(p, []))
@@ -408,16 +415,19 @@ def _tree_cpu(pid: int) -> float:
                 f = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if root else 0)
-        root = False
-    return total / tick
+        own = int(f[11]) + int(f[12])
+        if reaped and p == pid:
+            own += int(f[13]) + int(f[14])
+        out[p] = own / tick
+    return out
 
 
 def aim_run(rows: int, engine: str, cluster: Any) -> dict[str, Any]:
     """`privlab synth --method aim` on `rows` generated rows in a child process (in memory,
     or with its marginals on the standalone `cluster`): wall, CPU and peak RSS of the child's
-    process tree plus, on Spark, of the cluster's daemons and executors (sampled each 0.5 s;
-    the executors' CPU is counted when their worker reaps them)."""
+    process tree (Python and, on Spark, its JVM driver) plus, on Spark, of the cluster's
+    daemons and executors (sampled each 0.5 s; the executors' CPU is counted exactly when
+    their worker reaps them)."""
     data = generate(rows)
     schema = DATA / "aim_schema.json"
     schema.write_text(json.dumps(AIM_SCHEMA))
@@ -430,24 +440,27 @@ def aim_run(rows: int, engine: str, cluster: Any) -> dict[str, Any]:
         cmd += ["--engine", "spark", "--master", cluster.master_url]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYSPARK_PYTHON=sys.executable,
                PRIVLAB_SPARK_DRIVER_MEMORY="1g")
-    cpu0 = sum(_tree_cpu(r) for r in roots)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    def cluster_cpu() -> float:
+        return sum(sum(_cpu_by_pid(r, reaped=True).values()) for r in roots)
+
+    cpu0 = cluster_cpu()
     t0 = time.perf_counter()
+    seen: dict[int, float] = {}  # the driver's process tree (Python + Spark's JVM driver)
     with open(DATA / "aim.out", "wb") as out_fh, open(DATA / "aim.err", "wb") as err_fh:
         proc = subprocess.Popen(cmd, stdout=out_fh, stderr=err_fh, env=env)
         peak = 0
         while proc.poll() is None:  # the driver's tree and the cluster's, at the same instant
+            seen.update(_cpu_by_pid(proc.pid))
             peak = max(peak, tree_rss(proc.pid) + sum(tree_rss(r) for r in roots))
             time.sleep(0.5)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child, reaped by poll()
     time.sleep(3)  # the application's executors exit and are reaped by their workers
-    driver = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    cluster_cpu = sum(_tree_cpu(r) for r in roots) - cpu0
+    driver = sum(seen.values())  # sampled every 0.5 s: the last half second of each is lost
+    cluster = cluster_cpu() - cpu0
     entry: dict[str, Any] = {
         "rows": rows, "engine": engine, "wall_s": round(wall, 1), "rc": proc.returncode,
-        "cpu_s_driver": round(driver, 1), "cpu_s_cluster": round(cluster_cpu, 1),
-        "cpu_s_total": round(driver + cluster_cpu, 1), "peak_rss_mib": round(peak / 2**20, 1),
+        "cpu_s_driver": round(driver, 1), "cpu_s_cluster": round(cluster, 1),
+        "cpu_s_total": round(driver + cluster, 1), "peak_rss_mib": round(peak / 2**20, 1),
         "load_avg_1m": round(os.getloadavg()[0], 2)}
     if proc.returncode != 0:
         entry["error"] = ((DATA / "aim.err").read_text().strip().splitlines() or ["?"])[-1][:300]
@@ -461,7 +474,8 @@ def aim_run(rows: int, engine: str, cluster: Any) -> dict[str, Any]:
 def aim_bench(spark_rows: list[int], memory_rows: list[int], out: Path) -> None:
     """AIM's marginals on a local standalone cluster (a master, two workers: the CI
     fixture's `SparkCluster`) beside AIM in memory; phases alternated (memory, spark, ...),
-    each in a fresh child process; CPU is the child's plus, on Spark, the cluster's."""
+    each in a fresh child process; CPU is the driver's process tree plus, on Spark, the
+    cluster's (its daemons and executors)."""
     sys.path.insert(0, str(ROOT / "tests" / "engines"))
     import tempfile
 
