@@ -10,6 +10,8 @@ time for the three answers (session start excluded, the file's first read includ
     python benchmarks/spark.py run --rows 1000000 --tools privlab,plain,tumult,pipelinedp \
         --python tumult=/tmp/tumult-venv/bin/python,pipelinedp=/tmp/pdp-venv/bin/python
     python benchmarks/spark.py assess --rows 50000000 --engine duckdb
+    python benchmarks/spark.py aim --spark-rows 1000000 10000000 --memory-rows 1000000
+        # AIM's marginals on a local standalone cluster (master + 2 workers) beside memory
 
 Each tool runs in its own process (`one` sub-command), so Tumult (pyspark 3.5, pandas < 2)
 and PipelineDP can live in their own venvs. Results: benchmarks/results/spark*.json, with
@@ -373,6 +375,128 @@ def assess_run(rows: int, engine: str, out: Path) -> None:
     out.write_text(json.dumps(results, indent=1))
 
 
+# --------------------------------------------------------------------------- AIM on Spark
+
+#: The AIM table: the generated people minus the identifier and the zip code (5 columns, the
+#: default 2- and 3-way workload: 10 maximal marginals, one GROUPING SETS scan on Spark).
+AIM_SCHEMA = {"columns": {
+    "education": {"type": "categorical", "categories": EDU},
+    "hours": {"type": "numeric", "bounds": [1, 99], "bins": 8},
+    "age": {"type": "numeric", "bounds": list(AGE), "bins": 8},
+    "sex": {"type": "categorical", "categories": ["F", "M"]},
+    "race": {"type": "categorical", "categories": ["a", "b", "c", "d", "e"]}}}
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    return children
+
+
+def _cpu_by_pid(pid: int, reaped: bool = False) -> dict[int, float]:
+    """CPU seconds of `pid` and each live descendant (their own), by pid; with `reaped`,
+    `pid`'s count includes its reaped children (a Spark worker reaps its executors)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children = _children()
+    out: dict[int, float] = {}
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        stack.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        own = int(f[11]) + int(f[12])
+        if reaped and p == pid:
+            own += int(f[13]) + int(f[14])
+        out[p] = own / tick
+    return out
+
+
+def aim_run(rows: int, engine: str, cluster: Any) -> dict[str, Any]:
+    """`privlab synth --method aim` on `rows` generated rows in a child process (in memory,
+    or with its marginals on the standalone `cluster`): wall, CPU and peak RSS of the child's
+    process tree (Python and, on Spark, its JVM driver) plus, on Spark, of the cluster's
+    daemons and executors (sampled each 0.5 s; the executors' CPU is counted exactly when
+    their worker reaps them)."""
+    data = generate(rows)
+    schema = DATA / "aim_schema.json"
+    schema.write_text(json.dumps(AIM_SCHEMA))
+    cmd = [sys.executable, "-c", "import sys; from privlab.cli.main import main; "
+           "sys.exit(main(sys.argv[1:]))", "synth", str(data), "--method", "aim", "--schema",
+           str(schema), "--exclude", "id,zip", "--epsilon", "1", "--rows", "100000",
+           "--seed", "1", "--out", str(DATA / f"aim_{engine}_{rows}.parquet"), "--json"]
+    roots = [p.pid for p in cluster.procs] if cluster is not None else []
+    if engine == "spark":
+        cmd += ["--engine", "spark", "--master", cluster.master_url]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYSPARK_PYTHON=sys.executable,
+               PRIVLAB_SPARK_DRIVER_MEMORY="1g")
+    def cluster_cpu() -> float:
+        return sum(sum(_cpu_by_pid(r, reaped=True).values()) for r in roots)
+
+    cpu0 = cluster_cpu()
+    t0 = time.perf_counter()
+    seen: dict[int, float] = {}  # the driver's process tree (Python + Spark's JVM driver)
+    with open(DATA / "aim.out", "wb") as out_fh, open(DATA / "aim.err", "wb") as err_fh:
+        proc = subprocess.Popen(cmd, stdout=out_fh, stderr=err_fh, env=env)
+        peak = 0
+        while proc.poll() is None:  # the driver's tree and the cluster's, at the same instant
+            seen.update(_cpu_by_pid(proc.pid))
+            peak = max(peak, tree_rss(proc.pid) + sum(tree_rss(r) for r in roots))
+            time.sleep(0.5)
+    wall = time.perf_counter() - t0
+    time.sleep(3)  # the application's executors exit and are reaped by their workers
+    driver = sum(seen.values())  # sampled every 0.5 s: the last half second of each is lost
+    cluster = cluster_cpu() - cpu0
+    entry: dict[str, Any] = {
+        "rows": rows, "engine": engine, "wall_s": round(wall, 1), "rc": proc.returncode,
+        "cpu_s_driver": round(driver, 1), "cpu_s_cluster": round(cluster, 1),
+        "cpu_s_total": round(driver + cluster, 1), "peak_rss_mib": round(peak / 2**20, 1),
+        "load_avg_1m": round(os.getloadavg()[0], 2)}
+    if proc.returncode != 0:
+        entry["error"] = ((DATA / "aim.err").read_text().strip().splitlines() or ["?"])[-1][:300]
+    else:
+        doc = json.loads((DATA / "aim.out").read_text())
+        entry["rounds"] = len(doc["details"]["rounds"])
+        entry["epsilon"] = doc["guarantee"]["epsilon"]
+    return entry
+
+
+def aim_bench(spark_rows: list[int], memory_rows: list[int], out: Path) -> None:
+    """AIM's marginals on a local standalone cluster (a master, two workers: the CI
+    fixture's `SparkCluster`) beside AIM in memory; phases alternated (memory, spark, ...),
+    each in a fresh child process; CPU is the driver's process tree plus, on Spark, the
+    cluster's (its daemons and executors)."""
+    sys.path.insert(0, str(ROOT / "tests" / "engines"))
+    import tempfile
+
+    from spark_cluster import SparkCluster
+
+    results = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    with tempfile.TemporaryDirectory(prefix="privlab-cluster-") as tmp, \
+            SparkCluster(Path(tmp)) as cluster:
+        order: list[tuple[str, int]] = []
+        for i in range(max(len(memory_rows), len(spark_rows))):  # memory, spark, memory, ...
+            order += [("memory", n) for n in memory_rows[i:i + 1]]
+            order += [("spark", n) for n in spark_rows[i:i + 1]]
+        for engine, rows in order:
+            entry = aim_run(rows, engine, cluster if engine == "spark" else None)
+            entry["cpu_us_per_row"] = round(entry["cpu_s_total"] / rows * 1e6, 2)
+            print(json.dumps(entry), flush=True)
+            results["runs"].append(entry)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -393,6 +517,11 @@ def main() -> None:
     a.add_argument("--rows", type=int, required=True)
     a.add_argument("--engine", default="duckdb")
     a.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/spark_assess.json")
+    m = sub.add_parser("aim", help="AIM with its marginals on a local standalone cluster "
+                                   "beside AIM in memory")
+    m.add_argument("--spark-rows", type=int, nargs="+", default=[10_000_000])
+    m.add_argument("--memory-rows", type=int, nargs="+", default=[1_000_000])
+    m.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/spark_aim.json")
     args = ap.parse_args()
     if args.cmd == "gen":
         for n in args.rows:
@@ -400,6 +529,8 @@ def main() -> None:
             print(generate(n), f"{time.perf_counter() - t0:.1f}s", flush=True)
     elif args.cmd == "one":
         one(args.tool, args.rows)
+    elif args.cmd == "aim":
+        aim_bench(args.spark_rows, args.memory_rows, args.out)
     elif args.cmd == "assess":
         assess_run(args.rows, args.engine, args.out)
     else:

@@ -12,31 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 import pytest
-from gw_fixtures import CITIES, KEY_A, PEOPLE, SMALL_JOINS, SMALL_TABLES, VISITS, small_config
+from gw_fixtures import KEY_A, PEOPLE, SMALL_JOINS, SMALL_TABLES, VISITS, small_config
 
 from privlab.errors import InvalidInputError
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small test database as Parquet (people, visits as a directory, cities) + DuckDB."""
-    root = tmp_path_factory.mktemp("lake")
-    pd.DataFrame(PEOPLE, columns=["id", "age", "region"]).to_parquet(root / "people.parquet")
-    (root / "visits").mkdir()
-    visits = pd.DataFrame(VISITS, columns=["person_id", "city", "amount"])
-    half = len(visits) // 2
-    visits.iloc[:half].to_parquet(root / "visits" / "part-0.parquet")
-    visits.iloc[half:].to_parquet(root / "visits" / "part-1.parquet")
-    pd.DataFrame(CITIES, columns=["city", "country"]).to_parquet(root / "cities.parquet")
-    con = duckdb.connect(str(root / "small.duckdb"))
-    for t in ("people", "cities"):
-        con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{root / t}.parquet')")
-    con.execute(f"CREATE TABLE visits AS SELECT * FROM read_parquet('{root}/visits/*.parquet')")
-    con.close()
-    return root
 
 
 def _norm(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -99,6 +99,15 @@ def synth_cmd(
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
     seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY "
                                 "(default: fresh randomness)."),
+    engine: str = typer.Option("memory", "--engine",
+                               help="memory: read DATA here | spark: aim or mst count their "
+                                    "exact marginals on Spark (DATA a Parquet file or "
+                                    "directory, or table:NAME; every domain declared); the "
+                                    "rounds and the sampling run here."),
+    master: str = typer.Option(None, "--master",
+                               help="With --engine spark: spark://HOST:PORT, yarn, sc://HOST "
+                                    "(Spark Connect) or local[N] (default: $SPARK_REMOTE, "
+                                    "$PRIVLAB_SPARK_MASTER, else local[*])."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
@@ -116,16 +125,26 @@ def synth_cmd(
                              bins=bins, missing=missing, seed=seed,
                              max_rows_per_unit=max_rows_per_unit, epochs=epochs,
                              workload=workload, max_model_mb=max_model_mb)
-    synth = make_synthesizer(method, **options)  # its schema loaded and checked
+    on_spark = _check_engine(engine, master, holdout=holdout, evaluate=evaluate,
+                             report=report)
+    if on_spark:
+        from privlab.synth.spark import make_spark_synthesizer
+
+        synth = make_spark_synthesizer(method, master=master, **options)
+    else:
+        synth = make_synthesizer(method, **options)  # its schema loaded and checked
     # the one delta policy, against the schema's public size only: before any row is read
     check_delta_policy(delta, allow_weak, synth.schema)
     # the sampler's reserve is sized from the schema: a delta it cannot fit is refused
     # (exit 4) here, before any row is read
     synth.check_budget(epsilon, delta)
-    frame = read_table(file, delimiter=delimiter)
-    _check_column_options(frame, file, options["drop"], target)
-    frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here
-    train, hold, eval_columns = _holdout_split(synth, frame, holdout, seed)
+    if on_spark:  # the rows stay in Spark: fit reads DATA there (checks its columns)
+        train, hold, eval_columns = str(file), None, []
+    else:
+        frame = read_table(file, delimiter=delimiter)
+        _check_column_options(frame, file, options["drop"], target)
+        frame = synth.conform(frame)  # schema's columns and dtypes; refused or coerced here
+        train, hold, eval_columns = _holdout_split(synth, frame, holdout, seed)
     guarantee, evaluation = _fit_sample_write(
         synth, method, train, hold, eval_columns, epsilon=epsilon, delta=delta, rows=rows,
         out=out, evaluate=evaluate, report=report, target=target, seed=seed,
@@ -144,6 +163,25 @@ def _refuse_retired_domain(value: str) -> None:
     from privlab.synth.legacy import retired_domain_message
 
     raise InvalidInputError(retired_domain_message(value))
+
+
+def _check_engine(engine: str, master: str | None, *, holdout: float, evaluate: bool,
+                  report: Path | None) -> bool:
+    """True for --engine spark. What needs the rows in this process (the evaluation, the
+    report, a holdout) is refused with it, naming the option (exit 2, nothing read)."""
+    if engine not in ("memory", "spark"):
+        raise InvalidInputError(f"--engine must be memory or spark, got {engine!r}")
+    if engine == "memory":
+        if master is not None:
+            raise InvalidInputError("--master applies to --engine spark; add --engine spark")
+        return False
+    for flag, used in (("--evaluate", evaluate), ("--report", report is not None),
+                       ("--holdout", holdout > 0)):
+        if used:
+            raise InvalidInputError(f"{flag} reads the real rows in this process; with "
+                                    "--engine spark they stay in the cluster: drop the option "
+                                    "or use --engine memory")
+    return True
 
 
 def _check_run_options(*, rows: int, holdout: float, out: Path, report: Path | None,

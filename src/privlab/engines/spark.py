@@ -10,7 +10,7 @@ Where it runs:
 - default: an embedded `local[*]` session (a laptop or CI needs Java 17 and nothing else);
 - `master="spark://host:7077"`, `yarn`, `k8s://...`: a classic cluster;
 - `SPARK_REMOTE=sc://host:15002` (or `master="sc://..."`): Spark Connect (needs
-  `pip install pyspark[connect]`).
+  `pip install 'privlab[spark]'`, which brings pyspark[connect]).
 
 Every failure the user can fix (no Java, a missing or unreadable Parquet path, a column the
 file lacks) is an `InvalidInputError` with one line that names the fix.
@@ -93,7 +93,14 @@ def get_spark(master: str | None = None, *, conf: Mapping[str, str] | None = Non
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.appName(APP_NAME)
         if remote is not None:
-            builder = builder.remote(remote)
+            # Connect's own builder: a gRPC client, no JVM, so it also opens in a process
+            # that already runs a classic session (the generic builder refuses that)
+            try:
+                from pyspark.sql.connect.session import SparkSession as RemoteSession
+            except ImportError as exc:
+                raise InvalidInputError(f"Spark Connect needs extra packages ({exc.name}); "
+                                        "pip install 'privlab[spark]'") from None
+            builder = RemoteSession.builder.remote(remote).appName(APP_NAME)
         else:
             local = master.startswith("local")
             settings = {
@@ -117,7 +124,7 @@ def get_spark(master: str | None = None, *, conf: Mapping[str, str] | None = Non
             return session
         except ImportError as exc:  # Spark Connect extras missing
             raise InvalidInputError(f"Spark Connect needs extra packages ({exc.name}); pip "
-                                    "install 'pyspark[connect]'") from None
+                                    "install 'privlab[spark]'") from None
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             where = remote or master

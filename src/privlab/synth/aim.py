@@ -43,7 +43,7 @@ from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
 from privlab.synth.domain import ColumnPlan
-from privlab.synth.marginals import DuckDBMarginals
+from privlab.synth.marginals import DuckDBMarginals, MarginalSource
 from privlab.synth.pgm import (
     Clique,
     Measurement,
@@ -162,16 +162,21 @@ class AIMSynthesizer(Synthesizer):
         if too_big:
             self.warnings.append(f"{len(too_big)} workload marginal(s) exceed the model size "
                                  f"cap ({self.max_model_cells} cells) and are never measured")
-        codes = self.domain.encode(prep.frame)
-        oracle = DuckDBMarginals(codes, sizes)
+        oracle = self._marginal_source(prep)
         try:
-            self.progress("exact marginals (DuckDB)", 0, 1)
+            self.progress("exact marginals", 0, 1)
             answers = oracle.counts(list(cands) + [(j,) for j in range(d)])
-            self.progress("exact marginals (DuckDB)", 1, 1)
+            self.progress("exact marginals", 1, 1)
         finally:
             oracle.close()
         self._run(answers, cands, sizes, names, rho, gen)
         self._guarantee = self.account.guarantee(delta_z, self.mechanism)
+
+    def _marginal_source(self, prep: Prepared) -> MarginalSource:
+        """Where the exact marginals come from: the encoded rows in memory here;
+        `privlab.synth.spark.SparkAIMSynthesizer` counts them on Spark (tables come back)."""
+        assert self.domain is not None
+        return DuckDBMarginals(self.domain.encode(prep.frame), self.domain.sizes)
 
     # ------------------------------------------------------------------ the AIM loop
     def _measure(self, clique: Clique, x: np.ndarray, sigma: float,

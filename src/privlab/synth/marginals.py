@@ -10,6 +10,7 @@ through the exponential mechanism (scores) and the Gaussian measurements in `pri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -60,3 +61,15 @@ class DuckDBMarginals(Closing):
                     arr[idx] = rows["n"].to_numpy(dtype=np.float64)
                 out[cl] = arr
         return out
+
+
+class MarginalSource(Protocol):
+    """What AIM asks of the exact marginals (`AIMSynthesizer._marginal_source`): dense count
+    arrays (axes in clique order) for a list of cliques, then `close`. Implemented here in
+    memory and by `privlab.synth.spark.SparkMarginals` on a cluster."""
+
+    def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+        ...
+
+    def close(self) -> None:
+        ...
