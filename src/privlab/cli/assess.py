@@ -168,7 +168,7 @@ def _declared_schema(schema: str | None, on_invalid: str):  # noqa: ANN202
 def _count_sources(file: Path, population: Path | None, engine: str,
                    master: str | None) -> tuple[object, object] | None:
     """(data, population) count sources for DuckDB or Spark, or None for the pandas path."""
-    from privlab.assess.grouped import DuckDBSource, SparkSource, is_parquet
+    from privlab.assess.sources import DuckDBSource, SparkSource, is_parquet
 
     if engine not in ("auto", "pandas", "duckdb", "spark"):
         raise InvalidInputError(f"--engine must be auto, pandas, duckdb or spark, got {engine!r}")

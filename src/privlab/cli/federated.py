@@ -2,11 +2,16 @@
 
 `train` runs the in-process simulation; `serve` and `client` run the same algorithm as a Flower
 deployment (one server process, client processes holding shards of users).
+
+`python -m privlab.cli.federated {train,serve,client}` runs these verbs alone (`main`): Flower
+client processes start without loading every other verb. The entry point lives here, in the
+CLI, because it runs CLI commands: `privlab.federated` never imports the CLI.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from typing import Any
 
@@ -279,3 +284,14 @@ def client_cmd(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(federated_app, name="federated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `privlab federated` verbs alone, with the CLI's one error-to-exit-code mapping."""
+    from privlab.cli.exits import run_command
+
+    return run_command(federated_app, argv, "privlab federated")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
