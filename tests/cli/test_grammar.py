@@ -166,7 +166,7 @@ def test_an_option_without_a_shown_default_says_what_omitting_it_does() -> None:
 
 #: Command modules that still spell a grammar flag in their own `typer.Option` (issue 31 item
 #: 2 moved every other one onto `privlab.cli.options`); this list may only shrink.
-NOT_YET_ON_SHARED_OPTIONS: frozenset[str] = frozenset({"demo.py", "release.py"})
+NOT_YET_ON_SHARED_OPTIONS: frozenset[str] = frozenset()
 
 
 def _hand_spelled_flags(source: str) -> list[str]:
