@@ -34,14 +34,18 @@ from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 from privlab.core import accounting as acc
 from privlab.core import pld_adapter
+from privlab.core.accounting import base as acc_base  # the private helpers it times
+from privlab.core.accounting import events as acc_events
+from privlab.core.accounting import pld as acc_pld
+from privlab.core.accounting import rdp as acc_rdp
 from privlab.utils.atomic import atomic_write_text
 
 Q, SIGMA, STEPS, DELTA = 0.01, 1.0, 10_000, 1e-5
 
 
 def _clear_caches() -> None:
-    acc._pld_value.cache_clear()
-    acc._rdp_value.cache_clear()
+    acc_pld._pld_value.cache_clear()
+    acc_rdp._rdp_value.cache_clear()
 
 
 def _timed(fn, *args, **kwargs):
@@ -54,7 +58,7 @@ def epsilons() -> dict:
     event = acc.dpsgd_event(SIGMA, Q, STEPS)
     rows: dict[str, dict] = {}
     _clear_caches()
-    est, wall, _ = _timed(acc._estimate, event, "epsilon", DELTA, "pld", "add_remove_record",
+    est, wall, _ = _timed(acc_events._estimate, event, "epsilon", DELTA, "pld", "add_remove_record",
                           None, acc.DEFAULT_REL_ACCURACY)
     rows["privlab PLD (adaptive grid)"] = {"epsilon": est.value, "seconds": wall,
                                            "grid": est.interval}
@@ -83,12 +87,12 @@ def epsilons() -> dict:
 def grid_tradeoff(reference: float) -> list[dict]:
     """Epsilon and time per PLD grid: privlab's fast construction vs dp-accounting's own."""
     event = acc.dpsgd_event(SIGMA, Q, STEPS)
-    relation = acc._relation("add_remove_record")
+    relation = acc_base._relation("add_remove_record")
     rows = []
     for interval in (1e-2, 5e-3, 2.5e-3, 1.25e-3, 6.25e-4, 3.125e-4, 1.5625e-4, 1e-4):
         _clear_caches()
-        ours, wall, _ = _timed(acc._pld_value, acc._key(event), relation, interval, "epsilon",
-                               DELTA)
+        ours, wall, _ = _timed(acc_pld._pld_value, acc_base._key(event), relation, interval,
+                               "epsilon", DELTA)
         pld = PLDAccountant(value_discretization_interval=interval)
         (_, lib_wall, _) = _timed(pld.compose, event)
         lib, lib_wall2, _ = _timed(pld.get_epsilon, DELTA)

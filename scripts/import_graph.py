@@ -8,16 +8,19 @@ Reads every module under src/privlab with `ast` (nothing is imported), maps each
 * a mermaid flowchart (`--mermaid`, the default) for docs/architecture.md, edges drawn solid
   when some import runs when the module is imported, dotted when every import of that pair
   is inside a function (deferred until called);
-* the cycles between packages (`--cycles`): strongly connected components of the graph.
+* the cycles between packages (`--cycles`): strongly connected components of the graph;
+* the cycles between modules (`--module-cycles`): the same with one node per module
+  (`module_edges`).
 
-`privlab/__init__.py` is the node "privlab"; a `__main__.py` (`python -m privlab.federated`)
-is a command-line entry point and counts as "cli".
+`privlab/__init__.py` is the node "privlab". A `__main__.py` belongs to its package like any
+other module (an entry point that runs CLI commands lives in `privlab.cli`).
 
 `--write docs/architecture.md` replaces the text between the markers
 `<!-- import-graph:start -->` and `<!-- import-graph:end -->`; `--check` exits 1 when that
 text is not what the code gives (run it after moving modules).
 
-Usage:  python scripts/import_graph.py [--mermaid | --cycles] [--write FILE | --check FILE]
+Usage:  python scripts/import_graph.py [--mermaid | --cycles | --module-cycles]
+                                      [--write FILE | --check FILE]
 """
 
 from __future__ import annotations
@@ -43,11 +46,8 @@ def _package_of(module: str) -> str | None:
 
 
 def _source_package(path: Path, src: Path = SRC) -> str:
-    """Top-level package of a file; `privlab/__init__.py` is "privlab", and a `__main__.py`
-    (`python -m privlab.x`, a command-line entry point) belongs to "cli"."""
+    """Top-level package of a file; `privlab/__init__.py` is "privlab"."""
     rel = path.relative_to(src)
-    if rel.name == "__main__.py":
-        return "cli"
     if len(rel.parts) == 1:
         return "privlab" if rel.name == "__init__.py" else rel.name.removesuffix(".py")
     return rel.parts[0]
@@ -61,8 +61,10 @@ def _module_name(path: Path, src: Path = SRC) -> str:
     return ".".join(parts)
 
 
-def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterable[tuple[str, bool]]:
-    """(imported module, whether at import time) for every import in the file."""
+def _import_lines(tree: ast.AST, module: str,
+                  is_package: bool) -> Iterable[tuple[str, list[str], bool]]:
+    """(module imported from, names taken, whether at import time) for every import in the
+    file: `import a.b` is ("a.b", [], ...), `from a import b, c` is ("a", ["b", "c"], ...)."""
     deferred: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -73,7 +75,7 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterable[tuple[str
         eager = id(node) not in deferred
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name, eager
+                yield alias.name, [], eager
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
@@ -81,9 +83,15 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterable[tuple[str
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            yield target, eager
-            for alias in node.names:  # `from privlab import query` imports a package too
-                yield f"{target}.{alias.name}", eager
+            yield target, [alias.name for alias in node.names], eager
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterable[tuple[str, bool]]:
+    """(imported module, whether at import time) for every import in the file."""
+    for target, names, eager in _import_lines(tree, module, is_package):
+        yield target, eager
+        for name in names:  # `from privlab import query` imports a package too
+            yield f"{target}.{name}", eager
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -108,6 +116,37 @@ def package_edges(src: Path = SRC) -> dict[tuple[str, str], bool]:
 
 def _exists(src: Path, package: str) -> bool:
     return (src / package).is_dir() or (src / f"{package}.py").is_file()
+
+
+def module_edges(src: Path = SRC) -> dict[tuple[str, str], bool]:
+    """{(module, module it imports): True when some such import runs at import time}, one
+    node per module under `src` (`privlab.assess.pipeline`; a package is its `__init__`).
+
+    `from privlab.a import b` points at `privlab.a.b` when that is a module, else at
+    `privlab.a` (where the name `b` is defined or re-exported); `import privlab.a.b` at the
+    longest module it names. Running a package's `__init__` before its submodules is Python's
+    doing, not the importer's, and is no edge."""
+    modules = {_module_name(p, src) for p in src.rglob("*.py")}
+    edges: dict[tuple[str, str], bool] = {}
+    for path in sorted(src.rglob("*.py")):
+        module = _module_name(path, src)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for target, names, eager in _import_lines(tree, module, path.name == "__init__.py"):
+            reached = {f"{target}.{n}" if f"{target}.{n}" in modules else target
+                       for n in names} or {target}
+            for dest in filter(None, (_longest_module(t, modules) for t in reached)):
+                if dest != module:
+                    edges[(module, dest)] = edges.get((module, dest), False) or eager
+    return edges
+
+
+def _longest_module(name: str, modules: set[str]) -> str | None:
+    """The longest prefix of a dotted name that is a module of the tree (None outside it)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return None
 
 
 def cycles(edges: Iterable[tuple[str, str]]) -> list[list[str]]:
@@ -184,13 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--mermaid", action="store_true")
     mode.add_argument("--cycles", action="store_true")
+    mode.add_argument("--module-cycles", action="store_true")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--write", type=Path)
     out.add_argument("--check", type=Path)
     args = parser.parse_args(argv)
     edges = package_edges()
-    if args.cycles:
-        for comp in cycles(edges):
+    if args.cycles or args.module_cycles:
+        for comp in cycles(module_edges() if args.module_cycles else edges):
             print(" <-> ".join(comp))
         return 0
     if args.write or args.check:

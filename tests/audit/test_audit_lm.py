@@ -65,11 +65,12 @@ def test_per_text_clipping_matches_a_loop(tok):
              "Contact card | Max Evans | max.evans001@inbox.io"]
     ids, labels = lm.encode(tok, texts, 40)
     clip = 0.05
-    grads, losses, factors = lm._PerTextClipper(model, clip)(ids, labels)
+    grads, losses, factors = lm.training._PerTextClipper(model, clip)(ids, labels)
     want = {k: torch.zeros_like(p) for k, p in model.named_parameters()}
     for i in range(len(texts)):
         model.zero_grad()
-        loss = lm._per_text_loss(model(ids[i:i + 1], use_cache=False).logits, labels[i:i + 1])
+        loss = lm.model._per_text_loss(model(ids[i:i + 1], use_cache=False).logits,
+                                       labels[i:i + 1])
         loss.sum().backward()
         norm = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in model.parameters()))
         c = min(1.0, clip / norm)

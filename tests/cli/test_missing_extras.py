@@ -71,7 +71,7 @@ def test_a_missing_core_module_is_an_internal_error_not_an_extra(capsys):
 ])
 def test_federated_entry_point_uses_the_cli_mapping(monkeypatch, capsys, exc, code):
     import privlab.cli.federated as fed
-    from privlab.federated.__main__ import main
+    from privlab.cli.federated import main
 
     monkeypatch.setattr(fed, "federated_app", _raising(exc))
     assert main([]) == code

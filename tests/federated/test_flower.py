@@ -40,7 +40,7 @@ def _run(config: RunConfig, fail: dict[int, int] | None = None,
     for shard in range(3):
         # a --ratings file is small; --max-users on it would need --users (the public count)
         short = () if "--ratings" in extra else ("--max-users", str(USERS))
-        argv = [sys.executable, "-m", "privlab.federated", "client", "--dataset",
+        argv = [sys.executable, "-m", "privlab.cli.federated", "client", "--dataset",
                 config.dataset, *short, "--shard", str(shard),
                 "--num-shards", "3", "--address", address, "--max-wait", "60", *extra]
         if fail and shard in fail:

@@ -101,7 +101,9 @@ def test_all_attacks_failing_is_a_clear_error(monkeypatch):
     def broken(*_a, **_k):
         return {}, {}, {"loss": {"error": "RuntimeError: boom"}}
 
-    monkeypatch.setattr(P, "_attack", broken)
+    from privlab.risk import sweep
+
+    monkeypatch.setattr(sweep, "_attack", broken)
     cfg = P.PipelineConfig(epsilons=[4.0], attacks=("loss",), epochs=1, hidden=(4,), seed=0,
                            batch_size=32)
     with pytest.raises(InvalidInputError, match="attacks: no attack produced results"):

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.assess.grouped import _FLOAT_TYPES, _INT_TYPES, CountSource, _lit, q
+from privlab.assess.sources import FLOAT_TYPES, INT_TYPES, CountSource, lit, q, read_from
 from privlab.errors import InvalidInputError
 from privlab.schema.conform import Policy, check_policy
 from privlab.schema.model import ISO8601, OTHER, ColumnSchema, Schema
@@ -37,9 +37,9 @@ _MISSING = "a missing value but the schema declares missing: false"
 def source_kind(type_name: str) -> str:
     """int | float | bool | text | time | other, from a DuckDB or Spark type name."""
     t = type_name.lower().split("(")[0].strip()
-    if t in _INT_TYPES:
+    if t in INT_TYPES:
         return "int"
-    if t in _FLOAT_TYPES or t.startswith("decimal"):
+    if t in FLOAT_TYPES or t.startswith("decimal"):
         return "float"
     if t in ("boolean", "bool"):
         return "bool"
@@ -69,7 +69,7 @@ def _text(x: str, kind: str) -> str:
         return x
     if kind == "float":
         return (f"CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL WHEN {x} = floor({x}) AND "
-                f"abs({x}) < {_lit(1e15)} THEN CAST(CAST({x} AS BIGINT) AS VARCHAR) "
+                f"abs({x}) < {lit(1e15)} THEN CAST(CAST({x} AS BIGINT) AS VARCHAR) "
                 f"ELSE CAST({x} AS VARCHAR) END")
     if kind == "bool":
         return f"CASE WHEN {x} IS NULL THEN NULL WHEN {x} THEN 'True' ELSE 'False' END"
@@ -114,7 +114,7 @@ def _time(x: str, kind: str, fmt: str = ISO8601, dialect: str = "duckdb") -> str
 
 def _half_even(x: str) -> str:
     """`np.round(x)` (half to even) in SQL both DuckDB and Spark read."""
-    half = _lit(0.5)
+    half = lit(0.5)
     return (f"CASE WHEN {x} - floor({x}) = {half} AND floor({x}) % 2 = 0 THEN floor({x}) "
             f"WHEN {x} - floor({x}) = {half} THEN floor({x}) + 1 "
             f"ELSE floor({x} + {half}) END")
@@ -150,17 +150,17 @@ def _numeric(col: ColumnSchema, p: str, m: str, kind: str
     checks = [("TRUE", "true/false values in a numeric column")] if kind == "bool" else []
     checks.append((f"({p} IS NULL AND NOT {m})",
                    f"a value that is not a number in a {col.type} column"))
-    clamp = (f"CASE WHEN {p} < {_lit(lo)} THEN {_lit(lo)} WHEN {p} > {_lit(hi)} "
-             f"THEN {_lit(hi)} ELSE {p} END")
+    clamp = (f"CASE WHEN {p} < {lit(lo)} THEN {lit(lo)} WHEN {p} > {lit(hi)} "
+             f"THEN {lit(hi)} ELSE {p} END")
     if col.type == "integer":
-        finite = f"{p} <> {_lit(float('inf'))} AND {p} <> {_lit(float('-inf'))}"
+        finite = f"{p} <> {lit(float('inf'))} AND {p} <> {lit(float('-inf'))}"
         checks.append((f"({p} IS NOT NULL AND {finite} AND {p} <> floor({p}))",
                        "a non-integer value in an integer column"))
         # clamping to whole bounds and rounding commute; integers need no rounding
         out = f"CAST({clamp if kind == 'int' else _half_even(f'({clamp})')} AS BIGINT)"
     else:
         out = clamp
-    checks.append((f"({p} IS NOT NULL AND ({p} < {_lit(lo)} OR {p} > {_lit(hi)}))",
+    checks.append((f"({p} IS NOT NULL AND ({p} < {lit(lo)} OR {p} > {lit(hi)}))",
                    f"a value outside its declared bounds [{lo}, {hi}]"))
     if not col.missing:
         checks.append((f"{p} IS NULL", _MISSING))
@@ -250,8 +250,6 @@ class ConformedSource(CountSource):
         return int(row[0]), int(row[1] or 0)
 
     def _text(self, text: str) -> str:
-        from privlab.assess.grouped import read_from
-
         return read_from(text, self.view)
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:

@@ -18,10 +18,8 @@ edges (`np.linspace(min, max, N + 1)`, right-closed last bin) as the in-memory p
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,187 +29,24 @@ from privlab.assess.combinations import CombinationResult, SetStats, apriori
 from privlab.assess.declared import DeclaredBins
 from privlab.assess.encode import MISSING_LABEL, MissingPolicy
 from privlab.assess.models import SensitiveKind, evaluate_privacy
-from privlab.assess.pipeline import (
-    NOT_DP_REASON,
-    Assessment,
-    AttributeResult,
-    assess_steps,
-    combination_progress,
-)
+from privlab.assess.pipeline import assess_steps, combination_progress
 from privlab.assess.recommend import recommend
+from privlab.assess.result import NOT_DP_REASON, Assessment, AttributeResult
 from privlab.assess.richness import Thresholds, parse_thresholds, resolve_bounds
+from privlab.assess.sources import (  # re-exported: the sources' import path before issue 31
+    CountSource,
+    DuckDBSource,
+    SparkSource,
+    is_parquet,
+    lit,
+    q,
+)
 from privlab.errors import InvalidInputError
 from privlab.schema.model import Schema
-from privlab.utils.closing import Closing
 
 #: Grouping sets per query: Spark expands every row once per set, so a level with many sets
 #: is cut into batches of this many.
 SETS_PER_QUERY = 24
-_INT_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "hugeint", "utinyint",
-              "usmallint", "uinteger", "ubigint", "long", "short", "byte", "int8", "int16",
-              "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-_FLOAT_TYPES = ("double", "float", "real", "float4", "float8")
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _lit(x: float) -> str:
-    """An exact double literal in both DuckDB and Spark (a bare 0.1 is a DECIMAL there)."""
-    return f"CAST('{float(x)!r}' AS DOUBLE)"
-
-
-class CountSource(Closing):
-    """A table an engine can count: `columns` (name -> type name), `sql(text)` -> rows and
-    `frame(text)` -> pandas. Queries are written in DuckDB's dialect against `__data`.
-    `close()` (or `with`) releases its connection, if it holds one."""
-
-    name = "engine"
-    columns: dict[str, str]
-
-    def sql(self, text: str) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def frame(self, text: str) -> pd.DataFrame:
-        raise NotImplementedError
-
-    def kind(self, column: str) -> str:
-        t = self.columns[column].lower().split("(")[0].strip()
-        if t.startswith("decimal") or t in _INT_TYPES or t in _FLOAT_TYPES:
-            return "float" if t in _FLOAT_TYPES or t.startswith("decimal") else "int"
-        return "other"
-
-
-class DuckDBSource(CountSource):
-    """Parquet file(s) read by DuckDB in place: out-of-core group-bys, no pandas load."""
-
-    name = "duckdb"
-
-    def __init__(self, path: str | Path, what: str = "DATA") -> None:
-        import duckdb
-
-        from privlab.utils.duck import connect
-
-        p = Path(path)
-        if not p.exists():
-            raise InvalidInputError(f"{what}: {p} does not exist; pass a Parquet file or a "
-                                    "directory of Parquet files")
-        files = dataset_files(p, what) if p.is_dir() else [p]
-        hive = any("=" in part for f in files for part in f.relative_to(p).parts[:-1]) \
-            if p.is_dir() else False
-        self.con = connect()  # no progress bar: it would land inside `--json` output
-        self._hold(self.con.close, f"DuckDBSource({str(p)!r})")
-        # naive text times are UTC (docs/schema.md, "How values are read")
-        self.con.execute("SET TimeZone = 'UTC'")
-        self.what, self.path = what, str(p)
-        try:
-            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            self.con.execute(f"CREATE VIEW __data AS SELECT * FROM read_parquet([{listed}], "
-                             f"hive_partitioning = {'true' if hive else 'false'})")
-            described = self.con.execute("DESCRIBE __data").fetchall()
-        except duckdb.Error as exc:
-            self.close()
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise InvalidInputError(f"{what}: cannot read {p} as Parquet ({first}); pass a "
-                                    "Parquet file or a directory of them") from None
-        self.columns = {r[0]: str(r[1]) for r in described}
-
-    def _run(self, text: str) -> Any:
-        import duckdb
-
-        try:
-            return self.con.execute(text)
-        except duckdb.Error as exc:  # a file that reads but does not fit: one line, exit 2
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise InvalidInputError(f"{self.what}: cannot read {self.path} as one table "
-                                    f"({first}); pass a Parquet file or a directory holding "
-                                    "one table's files") from None
-
-    def sql(self, text: str) -> list[tuple[Any, ...]]:
-        return self._run(text).fetchall()
-
-    def frame(self, text: str) -> pd.DataFrame:
-        return self._run(text).fetch_df()
-
-
-def dataset_files(root: Path, what: str = "DATA") -> list[Path]:
-    """The Parquet files of ONE table stored as a directory: files directly in it and in
-    Hive partition folders (`key=value/...`), never other sub-folders (a foreign table kept
-    beside it, `_temporary`, hidden folders). Every file must have the first file's columns
-    and types: a foreign file is refused with its name (exit 2), not read."""
-    import pyarrow.parquet as pq
-
-    def walk(folder: Path) -> list[Path]:
-        out = []
-        for child in sorted(folder.iterdir()):
-            if child.name.startswith((".", "_")):
-                continue
-            if child.is_file() and child.suffix.lower() == ".parquet":
-                out.append(child)
-            elif child.is_dir() and "=" in child.name:
-                out.extend(walk(child))
-        return out
-
-    files = walk(root)
-    if not files:
-        raise InvalidInputError(f"{what}: {root} holds no .parquet file (directly or in "
-                                "key=value partition folders)")
-    try:
-        first = pq.read_schema(files[0])
-    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad input file
-        raise InvalidInputError(f"{what}: cannot read {files[0]} as Parquet "
-                                f"({type(exc).__name__})") from None
-    for f in files[1:]:
-        try:
-            other = pq.read_schema(f)
-        except Exception as exc:  # noqa: BLE001
-            raise InvalidInputError(f"{what}: cannot read {f} as Parquet "
-                                    f"({type(exc).__name__}); move it out of {root}") from None
-        if not other.equals(first, check_metadata=False):
-            raise InvalidInputError(
-                f"{what}: {f} does not have the columns of {files[0]} ({', '.join(other.names)}"
-                f" vs {', '.join(first.names)}): a directory must hold one table's files; move "
-                "the foreign file out or pass a single file")
-    return files
-
-
-class SparkSource(CountSource):
-    """A Spark DataFrame (Parquet, catalog table) counted by Spark; results come back as
-    Arrow."""
-
-    name = "spark"
-
-    def __init__(self, df: Any) -> None:
-        import uuid
-
-        self.df = df
-        self.spark = df.sparkSession
-        self.view = f"__privlab_assess_{uuid.uuid4().hex[:12]}"
-        df.createOrReplaceTempView(self.view)
-        self.columns = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-
-    def _text(self, text: str) -> str:
-        from privlab.engines.spark import to_spark_sql
-
-        return to_spark_sql(read_from(text, q(self.view)))
-
-    def sql(self, text: str) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.spark.sql(self._text(text)).collect()]
-
-    def frame(self, text: str) -> pd.DataFrame:
-        return self.spark.sql(self._text(text)).toArrow().to_pandas()
-
-
-
-#: The relation every grouped query reads (`FROM __data`); a column may contain the same
-#: letters ("my__data"), so only the relation after FROM is ever rewritten.
-_RELATION = re.compile(r"\bFROM __data\b")
-
-
-def read_from(text: str, relation: str) -> str:
-    """A grouped query with its `FROM __data` pointed at `relation`."""
-    return _RELATION.sub(lambda _m: f"FROM {relation}", text)
 
 
 @dataclass
@@ -269,7 +104,7 @@ def _prepare(src: CountSource, attrs: list[str], missing: MissingPolicy,
             pos += 2
             if hi == lo:
                 hi = lo + 1.0
-            edges = [_lit(e) for e in np.linspace(lo, hi, b + 1)]
+            edges = [lit(e) for e in np.linspace(lo, hi, b + 1)]
         else:
             edges = _edge_literals(b)
         # searchsorted(edges, x, side="right") - 1, clipped to [0, N-1]: the in-memory rule
@@ -296,7 +131,7 @@ def _edge_literals(bins: Sequence[float] | DeclaredBins) -> list[str]:
     if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
         raise InvalidInputError("bin edges must be an increasing list of at least two "
                                 "numbers")
-    return [_lit(e) for e in edges]
+    return [lit(e) for e in edges]
 
 
 def set_stats(src: CountSource, prep: _Prepared,
@@ -460,14 +295,6 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
     result.warnings.append("not differential privacy: " + NOT_DP_REASON)
     return result
 
-
-def is_parquet(path: str | Path) -> bool:
-    """A .parquet file, or a directory holding .parquet files (a Spark / Hive dataset)."""
-    p = Path(path)
-    if p.suffix.lower() == ".parquet":
-        return True
-    return p.is_dir() and (any(p.glob("*.parquet")) or any(
-        c.is_dir() and "=" in c.name for c in p.iterdir()))
 
 
 __all__ = ["CountSource", "DuckDBSource", "SparkSource", "assess_grouped", "is_parquet",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from privlab.assess.pipeline import Assessment
+    from privlab.assess.result import Assessment
 
 #: A `hide` attribute acts as an identifier when at least this share of records is unique on
 #: it, or when its richness is at least NEAR_UNIQUE_RICHNESS (almost every pair of records

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from privlab.assess.pipeline import Assessment
 from privlab.assess.recommend import group_words, identifies_alone, share_words
+from privlab.assess.result import Assessment
 from privlab.assess.richness import TIER_MEANING
 from privlab.report import Image, Section, Table, bar_chart, fmt, pct, write_page
 

@@ -6,6 +6,7 @@ and numeric intervals are cut over the declared bounds (docs/assess.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -17,35 +18,38 @@ from privlab.cli.common import (
     exclude_columns,
     parse_list,
 )
+from privlab.cli.options import DropAlias, Json, option
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
 
 def anonymize_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
-    quasi_identifiers: str = typer.Option(..., "--quasi-identifiers", "-q",
-                                          help="Quasi-identifier columns A,B,C."),
+    quasi_identifiers: Annotated[str, option("quasi-identifiers",
+                                             "Quasi-identifier columns A,B,C.")] = ...,
     k: int = typer.Option(..., "--k", help="Every class gets at least k records (>= 2)."),
     l_div: int = typer.Option(None, "--l", help="Also at least l distinct "
                                 "sensitive values (default: k-anonymity only)."),
-    sensitive: str = typer.Option(None, "--sensitive", "-s",
-                                  help="Sensitive attribute (needed with --l; "
-                                       "without it: no l-diversity)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output: .csv, .csv.gz or .parquet."),
-    exclude: str = typer.Option(None, "--exclude", help="Columns to leave out (direct "
-                                "identifiers; default: none, or the schema's identifiers)."),
-    drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
+    sensitive: Annotated[str, option("sensitive",
+                                     "Sensitive attribute (needed with --l; without it: no "
+                                     "l-diversity).")] = None,
+    out: Annotated[Path, option("output file", "Output: .csv, .csv.gz or .parquet.")] = ...,
+    exclude: Annotated[str, option("columns to leave out",
+                                   "Columns to leave out (direct identifiers; default: none, or "
+                                   "the schema's identifiers).")] = None,
+    drop: DropAlias = None,
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
-                               "(privlab schema list) or a YAML/JSON file. Identifier/text "
-                               "columns are dropped (refused as a QI); numeric intervals are "
-                               "cut over the declared bounds, not the data's min/max. "
-                               "Default: generalise the values present."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
-                                   "(exit 2, one line naming the column, nothing written) or "
-                                   "coerce (clamp, <other>/missing, drop rows with no place) "
-                                   "values outside it."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema: a bundled name (privlab schema list) or "
+                                  "a YAML/JSON file. Identifier/text columns are dropped (refused "
+                                  "as a QI); numeric intervals are cut over the declared bounds, "
+                                  "not the data's min/max. Default: generalise the "
+                                  "values present.")] = None,
+    on_invalid: Annotated[str, option("invalid rows",
+                                      "With --schema: refuse (exit 2, one line naming the column, "
+                                      "nothing written) or coerce (clamp, <other>/missing, drop "
+                                      "rows with no place) values outside it.")] = "refuse",
+    as_json: Json = False,
 ) -> None:
     """Generalize quasi-identifiers with Mondrian to reach k-anonymity (and l-diversity)."""
     from privlab.anonymize import mondrian

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from privlab.cli.common import check_column_options, console, emit_json, err_console, parse_list
+from privlab.cli.options import Json, Report, option
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
@@ -26,12 +28,12 @@ def _share(x: float) -> str:
 
 def assess_cmd(
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
-    quasi_identifiers: str = typer.Option(None, "--quasi-identifiers", "-q",
-                                          help="QI columns A,B,C: adds k/l/t and risk "
-                                               "(without it: attributes and combinations only)."),
-    sensitive: str = typer.Option(None, "--sensitive", "-s",
-                                  help="Sensitive attribute (l-diversity, t-closeness; "
-                                       "without it: k-anonymity only)."),
+    quasi_identifiers: Annotated[str, option("quasi-identifiers",
+                                             "QI columns A,B,C: adds k/l/t and risk (without it: "
+                                             "attributes and combinations only).")] = None,
+    sensitive: Annotated[str, option("sensitive",
+                                     "Sensitive attribute (l-diversity, t-closeness; without it: "
+                                     "k-anonymity only).")] = None,
     thresholds: str = typer.Option("thirds", "--thresholds",
                                    help="thirds (as in the attribute-based PIA article) | "
                                         "LOW,HIGH absolute (e.g. 0.4,0.75) | HIGH | "
@@ -68,19 +70,18 @@ def assess_cmd(
     master: str = typer.Option(None, "--master",
                                help="Spark master (default local[*]; spark://host:7077, "
                                     "sc://host:15002 for Spark Connect, or $SPARK_REMOTE)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
-                               "(privlab schema list) or a YAML/JSON file. Its types decide "
-                               "each column's treatment: identifier/text columns are flagged "
-                               "as direct identifiers, not assessed; --bin-numeric cuts "
-                               "numbers and dates over the declared bounds. Default: kinds "
-                               "guessed from the data."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
-                                   "(exit 2, one line naming the column) or coerce (clamp, "
-                                   "<other>/missing, drop rows with no place) values outside "
-                                   "it."),
-    report: Path = typer.Option(None, "--report",
-                                help="Write an HTML report here (default: none)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema: a bundled name (privlab schema list) or "
+                                  "a YAML/JSON file. Its types decide each column's treatment: "
+                                  "identifier/text columns are flagged as direct identifiers, not "
+                                  "assessed; --bin-numeric cuts numbers and dates over the "
+                                  "declared bounds. Default: kinds guessed from the data.")] = None,
+    on_invalid: Annotated[str, option("invalid rows",
+                                      "With --schema: refuse (exit 2, one line naming the column) "
+                                      "or coerce (clamp, <other>/missing, drop rows with no place) "
+                                      "values outside it.")] = "refuse",
+    report: Report = None,
+    as_json: Json = False,
 ) -> None:
     """Assess which attributes and combinations identify people, and how k/l/t read."""
     from privlab.assess import assess
@@ -173,7 +174,7 @@ def _declared_schema(schema: str | None, on_invalid: str):  # noqa: ANN202
 def _count_sources(file: Path, population: Path | None, engine: str,
                    master: str | None) -> tuple[object, object] | None:
     """(data, population) count sources for DuckDB or Spark, or None for the pandas path."""
-    from privlab.assess.grouped import DuckDBSource, SparkSource, is_parquet
+    from privlab.assess.sources import DuckDBSource, SparkSource, is_parquet
 
     if engine not in ("auto", "pandas", "duckdb", "spark"):
         raise InvalidInputError(f"--engine must be auto, pandas, duckdb or spark, got {engine!r}")

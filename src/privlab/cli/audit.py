@@ -17,14 +17,13 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from privlab.cli.common import (
-    ALLOW_WEAK_HELP,
     check_column_options,
     check_delta_policy,
     console,
@@ -35,6 +34,7 @@ from privlab.cli.common import (
     require_extra,
     warn,
 )
+from privlab.cli.options import AllowWeak, Json, option
 from privlab.errors import InvalidInputError
 
 _BUNDLED = {"adult": "salary", "classification": "target"}
@@ -64,15 +64,18 @@ def audit_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file, a bundled dataset (adult, "
                                          "classification), or `lm` for the language-model "
                                          "secret-extraction audit."),
-    target: str = typer.Option(None, "--target", "-t", help="Label column (tables; default for a "
-                               "bundled dataset: its label)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
-                               "or YAML/JSON file; default: a bundled dataset's own, none "
-                               "for a file: refused unless --unsafe-encoding)."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce values "
-                                   "outside the schema."),
-    exclude: str = typer.Option(None, "--exclude", help="Declared columns not used as "
-                                "features (adult: fnlwgt by default)."),
+    target: Annotated[str, option("label column",
+                                  "Label column (tables; default for a bundled dataset: "
+                                  "its label).")] = None,
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema (bundled name or YAML/JSON file; "
+                                  "default: a bundled dataset's own, none for a file: refused "
+                                  "unless --unsafe-encoding).")] = None,
+    on_invalid: Annotated[str, option("invalid rows",
+                                      "refuse | coerce values outside the schema.")] = "refuse",
+    exclude: Annotated[str, option("columns to leave out",
+                                   "Declared columns not used as features (adult: fnlwgt by "
+                                   "default).")] = None,
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound; the audit "
@@ -82,14 +85,14 @@ def audit_cmd(
                                          "fit the encoding on the members (the target's "
                                          "guarantee then says NOT DP)."),
     model: str = typer.Option("mlp", "--model", "-m", help="mlp | logreg (tables)."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e",
-                                  help="Train the target by DP-SGD to this epsilon "
-                                       "(without it: give --no-dp)."),
+    epsilon: Annotated[float, option("epsilon",
+                                     "Train the target by DP-SGD to this epsilon (without it: give "
+                                     "--no-dp).")] = None,
     no_dp: bool = typer.Option(False, "--no-dp", help="Train the target WITHOUT DP "
                                "(baseline / overfit audit target)."),
-    delta: float = typer.Option(1e-5, "--delta", help="Delta of the DP run (and of the "
-                                "empirical bound)."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
+    delta: Annotated[float, option("delta",
+                                   "Delta of the DP run (and of the empirical bound).")] = 1e-5,
+    allow_weak: AllowWeak = False,
     attacks: str = typer.Option("loss,confidence,shadow,lira", "--attacks",
                                 help="Comma list: loss, confidence, entropy, mentr, shadow, "
                                      "shadow_label, lira, lira_offline."),
@@ -105,14 +108,15 @@ def audit_cmd(
     level: float = typer.Option(0.95, "--level", help="Confidence / credible level."),
     eps_method: str = typer.Option("holdout", "--eps-method",
                                    help="holdout | bonferroni (threshold selection)."),
-    seed: int = typer.Option(0, "--seed", help="Split, initialisation and (seeded, testing "
-                             "only) DP noise."),
+    seed: Annotated[int, option("seed",
+                                "Split, initialisation and (seeded, testing only) DP noise.")] = 0,
     quick: bool = typer.Option(False, "--quick", help="lm: a seconds-long smoke run (tiny "
                                "model, few steps): NOT the experiment."),
-    report: Path = typer.Option(None, "--report", help="Write an HTML report here (tables; "
-                                "default: no report)."),
+    report: Annotated[Path, option("report",
+                                   "Write an HTML report here (tables; default: no "
+                                   "report).")] = None,
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Attack a model to measure what it leaks: membership inference or secret extraction."""
     from privlab.core.guarantee import check_epsilon

@@ -6,10 +6,13 @@ anything. Accountant: sequential composition (spent = sum of the charges).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 from rich.table import Table
 
-from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json
+from privlab.cli.common import check_delta_policy, console, emit_json
+from privlab.cli.options import AllowWeak, Json, option
 from privlab.core.ledger import ACCOUNTANT, BudgetLedger, check_budget
 from privlab.errors import PrivlabError
 
@@ -20,8 +23,8 @@ budget_app = typer.Typer(
 )
 
 # A str, not a Path: a Path would collapse the '//' of postgresql+psycopg://... URLs.
-_LEDGER = typer.Option(..., "--ledger", help="Ledger: a SQLite file path or a SQLAlchemy URL.")
-_JSON = typer.Option(False, "--json", help="Machine-readable output.")
+_LEDGER = Annotated[str, option("ledger", "Ledger: a SQLite file path or a SQLAlchemy URL.")]
+_ONE_PRINCIPAL = Annotated[str, option("principal", "One principal (default: all).")]
 
 
 def _g(value: float) -> str:
@@ -30,12 +33,12 @@ def _g(value: float) -> str:
 
 @budget_app.command("set")
 def set_cmd(
-    ledger: str = _LEDGER,
-    principal: str = typer.Option(..., "--principal", help="Whose budget (created if new)."),
-    epsilon: str = typer.Option(..., "--epsilon", "-e", help="Total epsilon budget, > 0."),
-    delta: str = typer.Option("0", "--delta", help="Total delta budget in [0, 1)."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
-    as_json: bool = _JSON,
+    ledger: _LEDGER = ...,
+    principal: Annotated[str, option("principal", "Whose budget (created if new).")] = ...,
+    epsilon: Annotated[str, option("epsilon", "Total epsilon budget, > 0.")] = ...,
+    delta: Annotated[str, option("delta", "Total delta budget in [0, 1).")] = "0",
+    allow_weak: AllowWeak = False,
+    as_json: Json = False,
 ) -> None:
     """Create a principal with a total budget, or change its total (never below spent)."""
     # Taken as text so '0.1' is exactly one tenth, not the nearest binary float. Checked before
@@ -58,9 +61,9 @@ def set_cmd(
 
 @budget_app.command("show")
 def show_cmd(
-    ledger: str = _LEDGER,
-    principal: str = typer.Option(None, "--principal", help="One principal (default: all)."),
-    as_json: bool = _JSON,
+    ledger: _LEDGER = ...,
+    principal: _ONE_PRINCIPAL = None,
+    as_json: Json = False,
 ) -> None:
     """Budget, spent and remaining (epsilon, delta) per principal."""
     with BudgetLedger(ledger, create=False) as book:
@@ -88,9 +91,9 @@ def show_cmd(
 
 @budget_app.command("history")
 def history_cmd(
-    ledger: str = _LEDGER,
-    principal: str = typer.Option(None, "--principal", help="One principal (default: all)."),
-    as_json: bool = _JSON,
+    ledger: _LEDGER = ...,
+    principal: _ONE_PRINCIPAL = None,
+    as_json: Json = False,
 ) -> None:
     """Every charge in commit order (append-only), and every budget change."""
     with BudgetLedger(ledger, create=False) as book:
@@ -123,7 +126,7 @@ def history_cmd(
 
 
 @budget_app.command("verify")
-def verify_cmd(ledger: str = _LEDGER, as_json: bool = _JSON) -> None:
+def verify_cmd(ledger: _LEDGER = ..., as_json: Json = False) -> None:
     """Recompute every total from the entries; exit 1 if anything disagrees."""
     with BudgetLedger(ledger, create=False) as book:
         check = book.verify()

@@ -10,13 +10,12 @@ classification).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
-    ALLOW_WEAK_HELP,
     check_column_options,
     check_delta_policy,
     console,
@@ -26,6 +25,7 @@ from privlab.cli.common import (
     parse_list,
     warn_weak_epsilon,
 )
+from privlab.cli.options import AllowWeak, Json, OnInvalid, TestingRunSeed, option
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.errors import InvalidInputError
 
@@ -48,7 +48,7 @@ def load_data(data: str, delimiter: str | None = None, infer: bool = False
 
 def choose_epsilon_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file or bundled dataset name."),
-    target: str = typer.Option(None, "--target", "-t", help="Label column (default for bundled)."),
+    target: Annotated[str, option("label column", "Label column (default for bundled).")] = None,
     model: str = typer.Option("mlp", "--model", help="mlp or logreg."),
     policy: str = typer.Option(None, "--policy", help="medical | finance | recommender (default: "
                                "finance, or custom weights with --w-risk)."),
@@ -74,9 +74,10 @@ def choose_epsilon_cmd(
     batch_size: int = typer.Option(64, "--batch-size"),
     lr: float = typer.Option(1e-3, "--lr"),
     clip: float = typer.Option(1.0, "--clip"),
-    delta: float = typer.Option(None, "--delta", help="Delta of each DP model (default: "
-                                "min(1e-5, 1/(10 n)))."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
+    delta: Annotated[float, option("delta",
+                                   "Delta of each DP model (default: min(1e-5, 1/(10 "
+                                   "n))).")] = None,
+    allow_weak: AllowWeak = False,
     shadow_models: int = typer.Option(4, "--shadow-models"),
     max_rows: int = typer.Option(None, "--max-rows", help="Use a random subset of N rows "
                                  "(default: all rows)."),
@@ -86,10 +87,9 @@ def choose_epsilon_cmd(
                                   help="Utility loss relative to the non-private model."),
     w_stability: float = typer.Option(0.0, "--w-stability"),
     w_cost: float = typer.Option(0.0, "--w-cost"),
-    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
-                             "testing ONLY (default: fresh randomness)."),
-    report: Path = typer.Option(None, "--report", help="Write the HTML report here (default: "
-                                "no report)."),
+    seed: TestingRunSeed = None,
+    report: Annotated[Path, option("report",
+                                   "Write the HTML report here (default: no report).")] = None,
     pdf: bool = typer.Option(False, "--pdf", help="Also print the report to REPORT.pdf "
                              "(needs headless Chromium on PATH; exit 5 without it)."),
     assess_json: Path = typer.Option(None, "--assess-json",
@@ -97,13 +97,12 @@ def choose_epsilon_cmd(
                                           "include in the report (optional)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter "
                                   "(sniffed if unset)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema (bundled name "
-                               "or YAML/JSON file): feature ranges, categories and the "
-                               "classes. Required for your own table; default for a bundled "
-                               "dataset: its own."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse "
-                                   "(one-line error) or coerce values outside it."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema (bundled name or YAML/JSON file): "
+                                  "feature ranges, categories and the classes. Required for your "
+                                  "own table; default for a bundled dataset: its own.")] = None,
+    on_invalid: OnInvalid = "refuse",
+    as_json: Json = False,
 ) -> None:
     """Choose epsilon: train over a grid, attack, fit the risk model, pick eps*.
 

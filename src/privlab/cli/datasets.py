@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json
+from privlab.cli.options import Json, option
 from privlab.data.datasets import DATASETS, list_datasets, load_dataset
 from privlab.errors import InvalidInputError
 from privlab.utils.atomic import atomic_write_frame
@@ -22,7 +24,7 @@ datasets_app = typer.Typer(help="Bundled datasets (no network needed).", no_args
 
 @datasets_app.command("list")
 def list_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """List the bundled and generated datasets."""
     rows = list_datasets()
@@ -40,13 +42,15 @@ def export_cmd(
     name: str = typer.Argument(..., help="Dataset name (see `privlab datasets list`)."),
     path: Path = typer.Argument(..., help="Output file: .csv, .csv.gz or .parquet."),
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Adult: drop rows with '?'."),
-    rows: int = typer.Option(None, "--rows", help="census/classification: number of "
-                             "rows (default: the generator's own)."),
-    seed: int = typer.Option(None, "--seed", help="census/classification: generator "
-                             "seed (default: the generator's fixed one)."),
+    rows: Annotated[int, option("rows",
+                                "census/classification: number of rows (default: the generator's "
+                                "own).")] = None,
+    seed: Annotated[int, option("seed",
+                                "census/classification: generator seed (default: the generator's "
+                                "fixed one).")] = None,
     table: str = typer.Option(None, "--table",
                               help="movielens: which table, ratings (default) or movies."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: Json = False,
 ) -> None:
     """Write a dataset to a file (atomically)."""
     # Check the destination before loading anything, so a bad path fails fast and writes nothing.

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json, to_json, warn_weak_epsilon
+from privlab.cli.options import Json, TestingSeed, option
 from privlab.data.datasets import load_adult
 from privlab.errors import InvalidInputError
 from privlab.utils.atomic import atomic_write_text
@@ -122,16 +123,15 @@ def _release(frame: Any, stat: str, column: str, opts: dict, epsilon: float, rng
 
 
 def demo_cmd(
-    out: Path = typer.Option(Path("privlab-demo"), "--out", "-o", help="Output folder."),
-    epsilon: float = typer.Option(0.5, "--epsilon", help="Epsilon per release."),
+    out: Annotated[Path, option("output file", "Output folder.")] = Path("privlab-demo"),
+    epsilon: Annotated[float, option("epsilon", "Epsilon per release.")] = 0.5,
     budget: float = typer.Option(5.0, "--budget", help="Total epsilon budget of the demo analyst."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                             "ONLY (default: fresh randomness)."),
+    seed: TestingSeed = None,
     epsilons: str = typer.Option(DEMO_GRID, "--epsilons", help="Epsilon grid of the "
                                  "choose-epsilon step on an Adult sample; 'none' skips it."),
     pdf: bool = typer.Option(False, "--pdf", help="Also print the reports to PDF (needs "
                              "headless Chromium on PATH; exit 5 without it)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: Json = False,
 ) -> None:
     """Assess and release DP statistics of bundled UCI Adult; write a report."""
     from privlab.core.guarantee import check_epsilon

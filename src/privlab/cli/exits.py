@@ -1,10 +1,10 @@
 """Errors to exit codes, one mapping for every entry point (`privlab`, `python -m
-privlab.federated`): a `PrivlabError` prints one line and exits with its code; an import of
+privlab.cli.federated`): a `PrivlabError` prints one line and exits with its code; an import of
 a missing optional extra exits 5 with the install command; a bug prints one line (the
 traceback with PRIVLAB_DEBUG=1) and exits 1.
 
 Kept apart from `privlab.cli.main` because importing that module registers every verb;
-`python -m privlab.federated` must load only its own.
+`python -m privlab.cli.federated` must load only its own.
 """
 
 from __future__ import annotations

@@ -2,24 +2,29 @@
 
 `train` runs the in-process simulation; `serve` and `client` run the same algorithm as a Flower
 deployment (one server process, client processes holding shards of users).
+
+`python -m privlab.cli.federated {train,serve,client}` runs these verbs alone (`main`): Flower
+client processes start without loading every other verb. The entry point lives here, in the
+CLI, because it runs CLI commands: `privlab.federated` never imports the CLI.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from privlab.cli.common import (
-    ALLOW_WEAK_HELP,
     check_delta_policy,
     console,
     emit_json,
     err_console,
     parse_range,
 )
+from privlab.cli.options import AllowWeak, Json, option
 from privlab.errors import InvalidInputError
 
 federated_app = typer.Typer(
@@ -28,7 +33,6 @@ federated_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_JSON = typer.Option(False, "--json", help="Machine-readable output.")
 _DATASET = typer.Option("movielens", "--dataset", help="movielens | adult.")
 _RATINGS = typer.Option(None, "--ratings",
                         help="MovieLens-format ratings FILE (CSV/Parquet: userId,movieId,rating"
@@ -42,12 +46,12 @@ _MOVIES = typer.Option(None, "--movies",
 _RANGE = typer.Option(None, "--rating-range",
                       help="Declared public range LO:HI of --ratings, e.g. 1:10 (default: the "
                            "schema's rating bounds, 0.5:5 for movielens-ratings).")
-_SCHEMA = typer.Option(None, "--schema",
-                       help="Declared public schema of --ratings (bundled name or YAML/JSON "
-                            "file; default movielens-ratings: privacy unit userId).")
-_ON_INVALID = typer.Option("refuse", "--on-invalid",
-                           help="--ratings values outside the schema: refuse (one-line error) "
-                                "or coerce (clamp, drop rows with no place).")
+_SCHEMA = Annotated[str, option("declared schema",
+                                 "Declared public schema of --ratings (bundled name or YAML/JSON "
+                                 "file; default movielens-ratings: privacy unit userId).")]
+_ON_INVALID = Annotated[str, option("invalid rows",
+                                    "--ratings values outside the schema: refuse (one-line "
+                                    "error) or coerce (clamp, drop rows with no place).")]
 _USERS = typer.Option(None, "--users",
                       help="Declared public number of enrolled users of --ratings (users "
                            "without ratings are enrolled empty); without it n_users is exact "
@@ -56,16 +60,15 @@ _EVAL = typer.Option(True, "--eval/--no-eval",
                      help="Held-out metrics and baselines (exact on private data: labelled "
                           "not covered); --no-eval for a DP-only output.")
 _ALGORITHM = typer.Option("dpam", "--algorithm", help="dpam | dpfedavg | dpftrl.")
-_EPSILON = typer.Option(None, "--epsilon", "-e", help="User-level epsilon of the whole run "
-                        "(without it: give --non-private).")
-_DELTA = typer.Option(1e-5, "--delta", help="User-level delta (<< 1/users).")
-_ALLOW_WEAK = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP)
+_EPSILON = Annotated[float, option("epsilon", "User-level epsilon of the whole run (without "
+                                             "it: give --non-private).")]
+_DELTA = Annotated[float, option("delta", "User-level delta (<< 1/users).")]
 _ROUNDS = typer.Option(..., "--rounds", help="Training rounds.")
 _K = typer.Option(None, "--clients-per-round",
                   help="dpfedavg: expected sampled users; dpftrl: users per round "
                        "(default: users/10).")
-_SEED = typer.Option(None, "--seed", help="Seed for reproducible noise (tests only; default "
-                     "CSPRNG).")
+_SEED = Annotated[int, option("seed", "Seed for reproducible noise (tests only; default "
+                                      "CSPRNG).")]
 _NONPRIVATE = typer.Option(False, "--non-private",
                            help="No clipping, no noise (a NOT private baseline).")
 _MAX_USERS = typer.Option(None, "--max-users", help="Short runs: each user keeps its data "
@@ -173,16 +176,16 @@ def _summary(out: dict[str, Any]) -> None:
 
 @federated_app.command("train")
 def train_cmd(
-    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: _EPSILON = None,
+    delta: _DELTA = 1e-5, allow_weak: AllowWeak = False, rounds: int = _ROUNDS,
     clients_per_round: int = _K,
-    seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
+    seed: _SEED = None, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
-    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
+    schema: _SCHEMA = None, on_invalid: _ON_INVALID = "refuse", users: int = _USERS,
     evaluate: bool = _EVAL,
     engine: str = typer.Option("vectorized", "--engine", help="vectorized | loop."),
-    as_json: bool = _JSON,
+    as_json: Json = False,
 ) -> None:
     """Simulate a whole training run in-process; report test RMSE / accuracy and the
     user-level guarantee."""
@@ -213,13 +216,13 @@ def _public(config: Any) -> dict[str, Any]:
 
 @federated_app.command("serve")
 def serve_cmd(
-    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: float = _EPSILON,
-    delta: float = _DELTA, allow_weak: bool = _ALLOW_WEAK, rounds: int = _ROUNDS,
+    dataset: str = _DATASET, algorithm: str = _ALGORITHM, epsilon: _EPSILON = None,
+    delta: _DELTA = 1e-5, allow_weak: AllowWeak = False, rounds: int = _ROUNDS,
     clients_per_round: int = _K,
-    seed: int = _SEED, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
+    seed: _SEED = None, non_private: bool = _NONPRIVATE, max_users: int = _MAX_USERS,
     split_seed: int = _SPLIT_SEED, sets: list[str] = _SET,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
-    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
+    schema: _SCHEMA = None, on_invalid: _ON_INVALID = "refuse", users: int = _USERS,
     address: str = typer.Option("127.0.0.1:8080", "--address", help="HOST:PORT to listen on."),
     num_clients: int = typer.Option(3, "--num-clients", help="Client processes to wait for."),
     round_timeout: float = typer.Option(600.0, "--round-timeout",
@@ -227,7 +230,7 @@ def serve_cmd(
                                              "failed."),
     connect_timeout: float = typer.Option(120.0, "--connect-timeout",
                                           help="Seconds to wait for the clients to connect."),
-    as_json: bool = _JSON,
+    as_json: Json = False,
 ) -> None:
     """Flower server: trusted aggregator + distributor + untrusted server, one run.
 
@@ -255,12 +258,12 @@ def client_cmd(
     num_shards: int = typer.Option(1, "--num-shards", help="Number of client processes."),
     max_users: int = _MAX_USERS, split_seed: int = _SPLIT_SEED,
     ratings: str = _RATINGS, movies: str = _MOVIES, rating_range: str = _RANGE,
-    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID, users: int = _USERS,
+    schema: _SCHEMA = None, on_invalid: _ON_INVALID = "refuse", users: int = _USERS,
     fail_at_round: int = typer.Option(None, "--fail-at-round", hidden=True,
                                       help="Exit abruptly in this round (failure tests)."),
     max_wait_time: float = typer.Option(120.0, "--max-wait",
                                         help="Seconds to keep retrying the connection."),
-    as_json: bool = _JSON,
+    as_json: Json = False,
 ) -> None:
     """Flower client: a device node holding users shard, shard+P, ... of the dataset (or of
     the --ratings file, with the server's --movies and --rating-range)."""
@@ -279,3 +282,14 @@ def client_cmd(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(federated_app, name="federated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `privlab federated` verbs alone, with the CLI's one error-to-exit-code mapping."""
+    from privlab.cli.exits import run_command
+
+    return run_command(federated_app, argv, "privlab federated")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,12 +8,13 @@ and the caller's past queries instead of running one.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from privlab.cli.common import ALLOW_WEAK_HELP, check_delta_policy, console, emit_json
+from privlab.cli.common import check_delta_policy, console, emit_json
+from privlab.cli.options import AllowWeak, Json, option
 from privlab.errors import InvalidInputError
 
 
@@ -27,15 +28,16 @@ def query_cmd(
     sql: str = typer.Argument(None, help="SELECT ... (aggregates over declared tables)."),
     url: str = typer.Option(..., "--url", help="Gateway URL, e.g. http://127.0.0.1:8000."),
     key: str = typer.Option(None, "--key", help="API key (default: $PRIVLAB_API_KEY)."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Epsilon for this query "
-                                  "(without it: only --budget, --tables or --history)."),
-    delta: float = typer.Option(0.0, "--delta", help="Delta (partition selection, gaussian)."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
+    epsilon: Annotated[float, option("epsilon",
+                                     "Epsilon for this query (without it: only --budget, --tables "
+                                     "or --history).")] = None,
+    delta: Annotated[float, option("delta", "Delta (partition selection, gaussian).")] = 0.0,
+    allow_weak: AllowWeak = False,
     mechanism: str = typer.Option(None, "--mechanism", help="laplace (default) or gaussian."),
     budget: bool = typer.Option(False, "--budget", help="Show my budget."),
     tables: bool = typer.Option(False, "--tables", help="Show the tables I may query."),
     history: bool = typer.Option(False, "--history", help="Show my past queries."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Send one aggregate SQL query to a DP gateway; prints the noisy answer and its guarantee."""
     from privlab.query.client import Client

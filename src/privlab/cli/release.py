@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -36,6 +36,7 @@ from privlab.cli.common import (
     parse_range,
     warn_weak_epsilon,
 )
+from privlab.cli.options import Json, OnInvalid, TestingSeed, option
 from privlab.core import queries
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.release import half_width_text
@@ -65,8 +66,8 @@ def release_cmd(
     statistic: Statistic = typer.Argument(..., help="What to release."),  # type: ignore[valid-type]
     file: Path = typer.Argument(..., help="CSV / TSV / Parquet file."),
     column: str = typer.Option(..., "--column", "-c", help="Column to aggregate."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Privacy parameter, > 0."),
-    delta: float = typer.Option(0.0, "--delta", help="Delta in [0, 1); > 0 for gaussian."),
+    epsilon: Annotated[float, option("epsilon", "Privacy parameter, > 0.")] = ...,
+    delta: Annotated[float, option("delta", "Delta in [0, 1); > 0 for gaussian.")] = 0.0,
     bounds: str = typer.Option(None, "--bounds", help="Public clamping range LO:HI, e.g. 0:100 "
                                "(default: the schema's bounds of --column)."),
     mechanism: Mechanism = typer.Option(None, "--mechanism", "-m",
@@ -77,18 +78,19 @@ def release_cmd(
                              "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    ledger: str = typer.Option(None, "--ledger", help="Budget ledger (SQLite file or DB "
-                               "URL; default: none, nothing is charged)."),
-    principal: str = typer.Option(None, "--principal", help="Whose budget to charge (with "
-                                  "--ledger; default: none)."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                             "ONLY (default: fresh randomness)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled name "
-                               "(privlab schema list) or a YAML/JSON file; gives the column's "
-                               "bounds/categories and the privacy unit (default: none; "
-                               "--bounds / --categories declare the column)."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-"
-                                   "line error) or coerce values outside it."),
+    ledger: Annotated[str, option("ledger",
+                                  "Budget ledger (SQLite file or DB URL; default: none, nothing is "
+                                  "charged).")] = None,
+    principal: Annotated[str, option("principal",
+                                     "Whose budget to charge (with --ledger; default: "
+                                     "none).")] = None,
+    seed: TestingSeed = None,
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema: a bundled name (privlab schema list) or "
+                                  "a YAML/JSON file; gives the column's bounds/categories and the "
+                                  "privacy unit (default: none; --bounds / --categories declare "
+                                  "the column).")] = None,
+    on_invalid: OnInvalid = "refuse",
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound; default: "
@@ -96,9 +98,10 @@ def release_cmd(
     public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
                                     "persons) that the delta check uses; default: the "
                                     "schema's public_size. Needed with --delta."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help="Accept a delta above 1e-3 "
-                                    "or not below 1/public size (refused otherwise, exit 4)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    allow_weak: Annotated[bool, option("weak delta",
+                                       "Accept a delta above 1e-3 or not below 1/public size "
+                                       "(refused otherwise, exit 4).")] = False,
+    as_json: Json = False,
 ) -> None:
     """Release one DP statistic of a column, with its guarantee and grid.
 

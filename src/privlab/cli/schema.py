@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from privlab.cli.common import console, emit_json, err_console
+from privlab.cli.options import Json, option
 from privlab.errors import InvalidInputError
 
 schema_app = typer.Typer(help="Declared public schemas: the public domain of every column.",
@@ -15,8 +17,7 @@ schema_app = typer.Typer(help="Declared public schemas: the public domain of eve
 
 
 @schema_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")
-             ) -> None:
+def list_cmd(as_json: Json = False) -> None:
     """List the schemas bundled for privlab's datasets."""
     from privlab.schema import BUNDLED_SCHEMAS, bundled_schema
 
@@ -37,7 +38,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
 @schema_app.command("show")
 def show_cmd(
     source: str = typer.Argument(..., help="A bundled schema name or a YAML/JSON file."),
-    as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+    as_json: Annotated[bool, option("machine output", "JSON instead of YAML.")] = False,
 ) -> None:
     """Print a schema (validated) as YAML or JSON."""
     from privlab.schema import load_schema
@@ -53,8 +54,8 @@ def show_cmd(
 def draft_cmd(
     data: Path = typer.Argument(..., help="CSV/TSV/Parquet file to draft a schema from."),
     name: str = typer.Option(None, "--name", help="Schema name (default: the file's stem)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the draft here (atomically; "
-                             "default: stdout)."),
+    out: Annotated[Path, option("output file",
+                                "Write the draft here (atomically; default: stdout).")] = None,
 ) -> None:
     """Draft a schema FROM THE DATA (private!): review it before use; drafts are refused."""
     from privlab.data.io import read_table
@@ -81,9 +82,9 @@ def draft_cmd(
 @schema_app.command("check")
 def check_cmd(
     data: Path = typer.Argument(..., help="CSV/TSV/Parquet file to check."),
-    schema_source: str = typer.Option(..., "--schema", help="Bundled schema name or "
-                                      "YAML/JSON file."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema_source: Annotated[str, option("declared schema",
+                                         "Bundled schema name or YAML/JSON file.")] = ...,
+    as_json: Json = False,
 ) -> None:
     """For the data's curator: does every value fit the schema? (Prints facts about the
     data; nothing here is private-safe to publish.)"""
@@ -119,8 +120,8 @@ def check_cmd(
 @schema_app.command("from-domain")
 def from_domain_cmd(
     source: Path = typer.Argument(..., help="A retired `--domain` JSON declaration."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the schema here (atomically; "
-                             "default: stdout)."),
+    out: Annotated[Path, option("output file",
+                                "Write the schema here (atomically; default: stdout).")] = None,
     name: str = typer.Option(None, "--name", help="Schema name (default: the file's stem)."),
 ) -> None:
     """Convert a retired --domain JSON declaration into a schema (reads no data). A column

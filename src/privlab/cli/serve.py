@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 
 from privlab.cli.common import console, emit_json, err_console, require_extra
+from privlab.cli.options import Json
 from privlab.errors import InvalidInputError
 from privlab.utils.net import is_loopback
 
@@ -35,7 +36,7 @@ def serve_cmd(
     accept_broken: bool = typer.Option(False, "--accept-broken-audit-log",
                                        help="Start although the audit log fails "
                                             "verification (recorded in the log)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Serve aggregate SQL over a database with differential privacy and per-analyst budgets."""
     require_extra(("fastapi", "uvicorn", "yaml", "sqlglot"), "server", "privlab serve")
@@ -149,7 +150,7 @@ audit_log_app = typer.Typer(help="The DP query gateway's audit log.", no_args_is
 @audit_log_app.command("verify")
 def audit_log_verify_cmd(
     config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Verify the audit log: format, seq without gaps, HMAC chain, signed checkpoint, triggers.
 
@@ -187,7 +188,7 @@ def audit_log_verify_cmd(
 @audit_log_app.command("migrate")
 def audit_log_migrate_cmd(
     config: Path = typer.Option(..., "--config", "-c", help="Gateway YAML config."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Move a format-1 audit log (before seq was under the MAC) to format 2.
 

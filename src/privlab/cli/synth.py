@@ -15,19 +15,19 @@ policy, conform and split off the holdout, fit + sample + write, evaluate / repo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
-    ALLOW_WEAK_HELP,
     check_column_options,
     check_delta_policy,
     console,
     emit_json,
     exclude_columns,
 )
+from privlab.cli.options import AllowWeak, DropAlias, Json, Report, TestingSeed, option
 from privlab.data.io import read_table
 from privlab.errors import InvalidInputError
 
@@ -42,21 +42,22 @@ def synth_cmd(
     method: str = typer.Option(..., "--method", "-m",
                                help="aim (workload-adaptive marginals) | mst (tree of "
                                     "marginals) | dpvae (DP-SGD autoencoder)."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Total privacy budget, > 0."),
-    delta: float = typer.Option(1e-6, "--delta", help="Total delta (choose far below 1 / the "
-                                "number of rows); above 1e-3, or not below 1/(public size) "
-                                "when the schema declares public_size, is refused (exit 4) "
-                                "unless --allow-weak, as in every command."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
-    rows: int = typer.Option(..., "--rows", "-n", help="Synthetic rows to write."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output CSV (or .parquet)."),
-    schema: str = typer.Option(None, "--schema",
-                               help="Public schema: a bundled name (privlab schema list) or a "
-                                    "YAML/JSON file (draft: privlab schema draft DATA). Required: "
-                                    "without it the command refuses (exit 2)."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid",
-                                   help="Values outside the schema: refuse (exit 2, nothing "
-                                        "written) | coerce (clamp, round, <other>/missing)."),
+    epsilon: Annotated[float, option("epsilon", "Total privacy budget, > 0.")] = ...,
+    delta: Annotated[float, option("delta",
+                                   "Total delta (choose far below 1 / the number of rows); above "
+                                   "1e-3, or not below 1/(public size) when the schema declares "
+                                   "public_size, is refused (exit 4) unless --allow-weak, as in "
+                                   "every command.")] = 1e-6,
+    allow_weak: AllowWeak = False,
+    rows: Annotated[int, option("rows", "Synthetic rows to write.")] = ...,
+    out: Annotated[Path, option("output file", "Output CSV (or .parquet).")] = ...,
+    schema: Annotated[str, option("declared schema",
+                                  "Public schema: a bundled name (privlab schema list) or a "
+                                  "YAML/JSON file (draft: privlab schema draft DATA). Required: "
+                                  "without it the command refuses (exit 2).")] = None,
+    on_invalid: Annotated[str, option("invalid rows",
+                                      "Values outside the schema: refuse (exit 2, nothing written) "
+                                      "| coerce (clamp, round, <other>/missing).")] = "refuse",
     estimate_domain: str = typer.Option(None, "--estimate-domain",
                                         help="'all' or columns A,B: only their type is read "
                                              "from the schema; their categories / bounds are "
@@ -64,9 +65,10 @@ def synth_cmd(
                                              "(default: every column as declared)."),
     domain: str = typer.Option(None, "--domain", hidden=True,
                                help="Retired: refused with the --schema that replaces it."),
-    exclude: str = typer.Option(None, "--exclude", help="Columns to leave out A,B "
-                                "(identifiers; default: none beyond the schema's identifiers)."),
-    drop: str = typer.Option(None, "--drop", hidden=True, help="Deprecated: --exclude."),
+    exclude: Annotated[str, option("columns to leave out",
+                                   "Columns to leave out A,B (identifiers; default: none beyond "
+                                   "the schema's identifiers).")] = None,
+    drop: DropAlias = None,
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a schema whose privacy_unit is a person "
                                                "column (aim, mst): keep each person's first M "
@@ -88,17 +90,15 @@ def synth_cmd(
     holdout: float = typer.Option(0.0, "--holdout",
                                   help="Keep this share of rows out of the fit for the "
                                        "evaluation (0 = fit on all rows)."),
-    target: str = typer.Option(None, "--target", "-t",
-                               help="Evaluation: class column for train-on-synthetic "
-                                    "accuracy (without it: no accuracy is measured)."),
+    target: Annotated[str, option("label column",
+                                  "Evaluation: class column for train-on-synthetic accuracy "
+                                  "(without it: no accuracy is measured).")] = None,
     evaluate: bool = typer.Option(False, "--evaluate",
                                   help="Evaluate utility and privacy (not private: for the "
                                        "data controller)."),
-    report: Path = typer.Option(None, "--report",
-                                help="Write an HTML report here (default: none)."),
+    report: Report = None,
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing ONLY "
-                                "(default: fresh randomness)."),
+    seed: TestingSeed = None,
     engine: str = typer.Option("memory", "--engine",
                                help="memory: read DATA here | spark: aim or mst count their "
                                     "exact marginals on Spark (DATA a Parquet file or "
@@ -108,7 +108,7 @@ def synth_cmd(
                                help="With --engine spark: spark://HOST:PORT, yarn, sc://HOST "
                                     "(Spark Connect) or local[N] (default: $SPARK_REMOTE, "
                                     "$PRIVLAB_SPARK_MASTER, else local[*])."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Fit a DP synthesizer and write a synthetic table with its privacy guarantee."""
     from privlab.core.guarantee import check_delta, check_epsilon

@@ -18,19 +18,19 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from privlab.cli.common import (
-    ALLOW_WEAK_HELP,
     check_delta_policy,
     console,
     emit_json,
     err_console,
     print_baseline,
 )
+from privlab.cli.options import AllowWeak, Json, TestingRunSeed, option
 from privlab.errors import InvalidInputError
 
 
@@ -97,28 +97,33 @@ def _image_shape(text: str | None, d: int) -> tuple[int, int, int]:
 
 def train_cmd(
     data: str = typer.Argument(..., help="CSV/TSV/Parquet file, or adult|digits|classification."),
-    target: str = typer.Option(None, "--target", "-t", help="Label column (default for a "
-                               "bundled dataset: its label)."),
-    schema: str = typer.Option(None, "--schema", help="Declared public schema: a bundled "
-                               "name or a YAML/JSON file (`privlab schema draft` starts one; "
-                               "default: a bundled dataset's own, none for a file: refused "
-                               "unless --unsafe-encoding)."),
-    on_invalid: str = typer.Option("refuse", "--on-invalid", help="refuse | coerce: values "
-                                   "outside the schema are refused (one-line error) or "
-                                   "clamped / bucketed (a row with no place is dropped, or for "
-                                   "objective/output kept with the declared default)."),
-    exclude: str = typer.Option(None, "--exclude", help="Comma list of declared columns not "
-                                "to use as features (adult: fnlwgt by default)."),
+    target: Annotated[str, option("label column",
+                                  "Label column (default for a bundled dataset: its "
+                                  "label).")] = None,
+    schema: Annotated[str, option("declared schema",
+                                  "Declared public schema: a bundled name or a YAML/JSON file "
+                                  "(`privlab schema draft` starts one; default: a bundled "
+                                  "dataset's own, none for a file: refused unless "
+                                  "--unsafe-encoding).")] = None,
+    on_invalid: Annotated[str, option("invalid rows",
+                                      "refuse | coerce: values outside the schema are refused "
+                                      "(one-line error) or clamped / bucketed (a row with no place "
+                                      "is dropped, or for objective/output kept with the declared "
+                                      "default).")] = "refuse",
+    exclude: Annotated[str, option("columns to leave out",
+                                   "Comma list of declared columns not to use as features (adult: "
+                                   "fnlwgt by default).")] = None,
     max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (contribution bound; default: "
                                                "the schema's max_rows_per_unit)."),
     model: ModelKind = typer.Option(ModelKind.mlp, "--model", "-m", help="Model family."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Total privacy budget, > 0 "
-                                  "(model, sampling-rate estimate and metrics together); without "
-                                  "it only --method none runs."),
-    delta: float = typer.Option(1e-5, "--delta", help="Delta (0 allowed for objective/output)."),
-    allow_weak: bool = typer.Option(False, "--allow-weak", help=ALLOW_WEAK_HELP),
+    epsilon: Annotated[float, option("epsilon",
+                                     "Total privacy budget, > 0 (model, sampling-rate estimate and "
+                                     "metrics together); without it only --method none "
+                                     "runs.")] = None,
+    delta: Annotated[float, option("delta", "Delta (0 allowed for objective/output).")] = 1e-5,
+    allow_weak: AllowWeak = False,
     clip: float = typer.Option(1.0, "--clip", help="DP-SGD per-example clipping norm."),
     epochs: int = typer.Option(10, "--epochs", help="Training epochs (DP-SGD / plain)."),
     batch_size: int = typer.Option(None, "--batch-size",
@@ -145,12 +150,11 @@ def train_cmd(
     image_shape: str = typer.Option(None, "--image-shape", help="cnn: C,H,W of each row "
                                     "(default: one channel, square)."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight) or rdp."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible run (seeded noise): "
-                             "testing ONLY (default: fresh randomness)."),
+    seed: TestingRunSeed = None,
     save: Path = typer.Option(None, "--save", help="Write the fitted model (pickle; "
                               "default: not saved)."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Train a classifier with differential privacy and report its guarantee."""
     from privlab.cli.common import check_column_options, parse_column_ranges, parse_list

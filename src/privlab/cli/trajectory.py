@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,7 @@ from privlab.cli.common import (
     parse_list,
     parse_range,
 )
+from privlab.cli.options import Json, OnInvalid, TestingSeed, option
 from privlab.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -104,11 +105,10 @@ _LAT = typer.Option(None, "--lat-col", help="Latitude column (recognised if unse
 _LON = typer.Option(None, "--lon-col", help="Longitude column (recognised if unset).")
 _TUNIT = typer.Option("s", "--time-unit", help="Unit of numeric timestamps: s, ms, us, ns.")
 _DELIM = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset).")
-_SCHEMA = typer.Option(None, "--schema", help="Declared public schema of a table input (e.g. "
-                       "geolife): id = its privacy unit, bounds of lat/lon/time "
-                       "(default: none, columns recognised by name).")
-_ON_INVALID = typer.Option("refuse", "--on-invalid", help="With --schema: refuse (one-line "
-                           "error) or coerce values outside it.")
+_SCHEMA = Annotated[str, option("declared schema",
+                                 "Declared public schema of a table input (e.g. geolife): id = "
+                                 "its privacy unit, bounds of lat/lon/time (default: none, "
+                                 "columns recognised by name).")]
 CURATOR_NOTE = ("curator_counts are exact counts of the input (fixes read, dropped, in trips "
                 "too short to publish): for the data's curator only, not protected, never "
                 "written to the sidecar")
@@ -132,9 +132,9 @@ def _read_input(input: Path, options: dict[str, Any], schema: str | None,
 @trajectory_app.command("anonymize")
 def anonymize_cmd(
     input: Path = typer.Argument(..., help="Trajectories: CSV/TSV/Parquet, GeoLife, T-Drive."),
-    out: Path = typer.Option(..., "--out", "-o", help="Published file: .csv, .csv.gz, .parquet"),
+    out: Annotated[Path, option("output file", "Published file: .csv, .csv.gz, .parquet")] = ...,
     window: int = typer.Option(..., "--window", help="Window length PB (fixes per window)."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Epsilon per window, > 0."),
+    epsilon: Annotated[float, option("epsilon", "Epsilon per window, > 0.")] = ...,
     stride: int = typer.Option(1, "--stride", help="1 = sliding windows (as in Akin et al. "
                                "2021), PB = non-overlapping."),
     mechanism: Mechanism = typer.Option(Mechanism.planar, "--mechanism", "-m",
@@ -157,12 +157,11 @@ def anonymize_cmd(
                                     "(default: none dropped)."),
     drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop NaN/out-of-range "
                                       "coordinates instead of failing."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                             "ONLY (default: fresh randomness)."),
+    seed: TestingSeed = None,
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
-    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema: _SCHEMA = None, on_invalid: OnInvalid = "refuse",
+    as_json: Json = False,
 ) -> None:
     """Publish trajectories: window means (Akin et al. 2021) plus noise, with a JSON sidecar."""
     from privlab.trajectory.publish import NotPrivateWarning, anonymize, write_release
@@ -232,8 +231,8 @@ def evaluate_cmd(
     shapes: bool = typer.Option(True, "--shapes/--no-shapes", help="Hausdorff and Frechet."),
     linkage: bool = typer.Option(True, "--linkage/--no-linkage", help="Linkage attack."),
     max_points: int = typer.Option(500, "--max-points", help="Frechet: points per curve."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the attack's random draws."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    seed: Annotated[int, option("seed", "Seed of the attack's random draws.")] = 0,
+    as_json: Json = False,
 ) -> None:
     """Utility (RMSE, haversine, Hausdorff, Frechet) and re-identification of a release."""
     from privlab.trajectory.evaluate import evaluate_files
@@ -282,11 +281,11 @@ def evaluate_cmd(
 def plot_cmd(
     original: Path = typer.Argument(..., help="The original trajectories."),
     published: Path = typer.Argument(..., help="The published file (with its .json sidecar)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output directory."),
+    out: Annotated[Path, option("output file", "Output directory.")] = ...,
     traj_id: str = typer.Option(None, "--id", help="Trajectory id (default: longest trip)."),
     trip: int = typer.Option(None, "--trip", help="Trip number within the id "
                              "(default: the one with most published windows)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Figures 8-10 of Akin et al. 2021 (X, Y over time; 3-D) and an HTML map of one trip."""
     from privlab.trajectory.evaluate import align, averaged_for, read_trajectories_table
@@ -325,14 +324,14 @@ def experiment_cmd(
     stride: int = typer.Option(1, "--stride", help="Window stride (capped at PB)."),
     gap: float = typer.Option(30.0, "--gap", help="Trip gap, minutes."),
     repeats: int = typer.Option(1, "--repeats", help="Runs per cell (MSE averaged)."),
-    seed: int = typer.Option(None, "--seed", help="Reproducible noise: for testing "
-                             "ONLY (default: fresh randomness)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Also write the table "
-                             "(.csv/.parquet; default: printed only)."),
+    seed: TestingSeed = None,
+    out: Annotated[Path, option("output file",
+                                "Also write the table (.csv/.parquet; default: printed "
+                                "only).")] = None,
     fmt: str = _FMT, id_col: str = _ID, time_col: str = _TIME, lat_col: str = _LAT,
     lon_col: str = _LON, time_unit: str = _TUNIT, delimiter: str = _DELIM,
-    schema: str = _SCHEMA, on_invalid: str = _ON_INVALID,
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    schema: _SCHEMA = None, on_invalid: OnInvalid = "refuse",
+    as_json: Json = False,
 ) -> None:
     """RMSE table of Akin et al. 2021 (PB x epsilon) per setting, with each setting's guarantee."""
     from rich.table import Table

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.core.rng import RngLike, make_rng
+from privlab.data.bundled import bundled_path
 from privlab.errors import InvalidInputError
 
 COLUMNS = ["tckno", "name", "surname", "age", "sex", "hometown", "marital_status"]
@@ -50,8 +51,6 @@ MAX_ROWS = 1_000_000
 
 
 def _table(name: str) -> pd.DataFrame:
-    from privlab.data.datasets import bundled_path
-
     return pd.read_csv(bundled_path("census", name), encoding="utf-8")
 
 

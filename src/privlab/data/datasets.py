@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from privlab.data.bundled import bundled_path  # re-exported: its import path before issue 31
 from privlab.errors import InvalidInputError
 
 ADULT_COLUMNS = [
@@ -20,11 +19,6 @@ ADULT_COLUMNS = [
     "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
     "hours-per-week", "native-country", "salary",
 ]
-
-
-def bundled_path(*parts: str) -> Path:
-    """Filesystem path of a file shipped in privlab/data/bundled."""
-    return Path(str(resources.files("privlab.data").joinpath("bundled", *parts)))
 
 
 def load_adult(drop_missing: bool = False) -> pd.DataFrame:

@@ -4,12 +4,12 @@ fits, encodes or publishes, so that nothing released depends on the private rows
 from privlab.schema.bundled import BUNDLED_SCHEMAS, bundled_schema, schema_for_dataset
 from privlab.schema.conform import POLICIES, check_policy, conform
 from privlab.schema.draft import draft_schema, draft_yaml
+from privlab.schema.load import load_schema
 from privlab.schema.model import (
     COLUMN_TYPES,
     OTHER,
     ColumnSchema,
     Schema,
-    load_schema,
     parse_schema,
     schema_from_columns,
 )

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from functools import cache
 
 from privlab.errors import InvalidInputError
-from privlab.schema.model import Schema, load_schema, parse_schema
+from privlab.schema.model import Schema, parse_schema, read_schema_file
 
 
 def _from_file(stem: str) -> Callable[[], Schema]:
     def load() -> Schema:
-        from privlab.data.datasets import bundled_path
+        from privlab.data.bundled import bundled_path
 
-        return load_schema(bundled_path("schemas", f"{stem}.yaml"))
+        return read_schema_file(bundled_path("schemas", f"{stem}.yaml"))
 
     return load
 

@@ -436,26 +436,11 @@ def parse_schema(spec: Any, name: str = "declared", *, allow_draft: bool = False
                   source=source or str(spec.get("source", "")))
 
 
-def load_schema(source: str | Path | Mapping[str, Any] | Schema, *,
-                allow_draft: bool = False) -> Schema:
-    """A schema from a `Schema`, a mapping, a bundled dataset name, or a YAML/JSON file."""
-    if isinstance(source, Schema):
-        if source.draft and not allow_draft:
-            raise InvalidInputError(f"schema {source.name!r} is a draft drawn from the data: "
-                                    "review it and drop 'draft: true' before use")
-        return source
-    if isinstance(source, Mapping):
-        return parse_schema(source, allow_draft=allow_draft)
-    text = str(source)
+def read_schema_file(path: str | Path, *, allow_draft: bool = False) -> Schema:
+    """A schema from a YAML or JSON file (named after the file's stem); bundled names and the
+    other forms a user may give are resolved by `privlab.schema.load.load_schema`."""
+    text = str(path)  # as the user wrote it, in every message
     path = Path(text)
-    if not path.is_file():
-        from privlab.schema.bundled import BUNDLED_SCHEMAS, bundled_schema
-
-        if text in BUNDLED_SCHEMAS:
-            return bundled_schema(text)
-        raise InvalidInputError(
-            f"--schema {text!r} is neither a file nor a bundled schema "
-            f"({', '.join(BUNDLED_SCHEMAS)}); draft one with `privlab schema draft DATA`")
     try:
         raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -484,6 +469,5 @@ def schema_from_columns(name: str, columns: Mapping[str, Mapping[str, Any]],
     return parse_schema(spec, name=name)
 
 
-__all__ = ["COLUMN_TYPES", "ISO8601", "OTHER", "ColumnSchema", "Schema", "load_schema",
-           "parse_column",
-           "parse_schema", "schema_from_columns"]
+__all__ = ["COLUMN_TYPES", "ISO8601", "OTHER", "ColumnSchema", "Schema", "parse_column",
+           "parse_schema", "read_schema_file", "schema_from_columns"]

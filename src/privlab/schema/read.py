@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from privlab.schema.conform import Policy, check_policy, conform
-from privlab.schema.model import Schema, load_schema
+from privlab.schema.load import load_schema
+from privlab.schema.model import Schema
 
 
 def read_declared(source: str | Path | pd.DataFrame, schema: Schema | str | Any,
