@@ -20,7 +20,9 @@ from privlab.schema import bundled_schema  # noqa: E402
 from privlab.studio import protect  # noqa: E402
 from privlab.studio.sources import bundled  # noqa: E402
 
-NOISED = ("value", "noisy_sum", "noisy_count")
+#: The mean's approximate half-width is post-processing of the released noisy count (and the
+#: public bounds), so it moves with the noise like the value itself.
+NOISED = ("value", "noisy_sum", "noisy_count", "mean_half_width_95_approx")
 PLANS = [("count", "age", None), ("sum", "hours-per-week", None), ("mean", "age", None),
          ("histogram", "workclass", None), ("histogram", "age", None),
          ("mean", "age", "sex"), ("count", "age", "workclass")]
