@@ -205,9 +205,18 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...] | None = None,
     gen = make_rng(rng)
     n = 1 if size is None else int(np.prod(size))
     t = math.floor(sigma) + 1
+    sigma2 = sigma * sigma
+    if size is None:
+        # One scalar query: propose one integer-scale Laplace at a time (about two proposals)
+        # instead of a vector batch of 17; the same proposal and acceptance step. (Vectors,
+        # even short ones, keep the batch path and its seeded stream.)
+        pool = _BitPool(gen)
+        while True:
+            y = _discrete_laplace_scalar(t, 1, pool)
+            if gen.random() < math.exp(-((abs(y) - sigma2 / t) ** 2) / (2.0 * sigma2)):
+                return np.int64(y)
     out = np.empty(n, dtype=np.int64)
     filled = 0
-    sigma2 = sigma * sigma
     while filled < n:
         # The acceptance rate is at least ~0.44 (0.76 for large sigma); oversample to finish fast.
         batch = max(16, int((n - filled) * 1.7) + 16)
