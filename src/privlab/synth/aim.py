@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,9 @@ from privlab.synth.marginals import DuckDBMarginals
 from privlab.synth.pgm import (
     Clique,
     Measurement,
+    ModelSizer,
     cells,
     mirror_descent,
-    model_size,
 )
 
 #: Model-size cap: 8 MB of float64 cells (1,048,576). AIM's paper and private-pgm use 80 MB;
@@ -103,7 +104,10 @@ def candidate_weights(workload: Sequence[Clique]) -> dict[Clique, float]:
     for s in workload:
         for k in range(1, len(s) + 1):
             closure.update(itertools.combinations(sorted(s), k))
-    return {r: float(sum(len(set(r) & set(s)) for s in workload))
+    # sum_s |r & s| = sum over a in r of (marginals s holding a): linear, not candidates x
+    # workload (104 s at 40 columns)
+    holding = Counter(a for s in workload for a in set(s))
+    return {r: float(sum(holding[a] for a in r))
             for r in sorted(closure, key=lambda c: (len(c), c))}
 
 
@@ -184,6 +188,8 @@ class AIMSynthesizer(Synthesizer):
                            draws=sum(answers[(j,)].size for j in range(d)))
         model, stats = mirror_descent(sizes, measurements, iters=self.round_iters)
         log: list[dict[str, Any]] = []
+        sizer: ModelSizer | None = None
+        sizer_edges: set[tuple[int, int]] = set()
         t = 0
         while True:
             t += 1
@@ -199,8 +205,10 @@ class AIMSynthesizer(Synthesizer):
             inside = {r for m in model.regions for k in range(1, len(m) + 1)
                       for r in itertools.combinations(m, k)}
             base = [m.clique for m in measurements]
-            pool = [c for c in cands
-                    if c in inside or model_size(sizes, base + [c]) <= limit]
+            edges = {e for c in base for e in itertools.combinations(c, 2)}
+            if sizer is None or edges != sizer_edges:  # same graph: same sizes, keep them
+                sizer, sizer_edges = ModelSizer(sizes, base), edges
+            pool = [c for c in cands if c in inside or sizer.size(c) <= limit]
             scores = []
             for c in pool:
                 err = float(np.abs(answers[c] - model.marginal(c)).sum())
