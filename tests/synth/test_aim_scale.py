@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from privlab.synth.aim import candidate_weights
+from privlab.synth.marginals import CodeMarginals, DuckDBMarginals
 from privlab.synth.pgm import JunctionTree, ModelSizer, model_size, triangulate
 
 
@@ -79,3 +80,20 @@ def test_triangulation_and_sizes_equal_the_full_scan(seed) -> None:
         want = sum(math.prod(sizes[a] for a in cl)
                    for cl in triangulate_by_full_scan(sizes, [*base, c]))
         assert sizer.size(c) == model_size(sizes, [*base, c]) == want
+
+
+def test_code_marginals_equal_duckdb_and_count_only_maximal_cliques() -> None:
+    gen = np.random.default_rng(4)
+    sizes = [3, 4, 5, 2, 6]
+    codes = np.column_stack([gen.integers(0, s, 700) for s in sizes])
+    cliques = [c for k in (1, 2, 3) for c in itertools.combinations(range(5), k)][::-1]
+    oracle = CodeMarginals(codes, sizes)
+    got = oracle.counts(cliques)
+    duck = DuckDBMarginals(codes, sizes)
+    want = duck.counts(cliques)
+    duck.close()
+    assert set(got) == set(want)
+    for c in cliques:
+        assert got[c].dtype == np.float64 and got[c].shape == want[c].shape
+        np.testing.assert_array_equal(got[c], want[c])
+    assert oracle.scans == 10  # the ten 3-way cliques; every 1- and 2-way one is summed

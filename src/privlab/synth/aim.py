@@ -22,9 +22,9 @@ candidate r has weight w_r = sum over workload marginals s of |r & s| (AIM, Sec.
    left (0.9 on the measurement, 0.1 on the selection).
 3. Final estimate (more iterations) and ancestral sampling from the junction tree.
 
-Exact marginals come from DuckDB (`privlab.synth.marginals`); the model and the sampler only
-see the noisy measurements. Accounting is zCDP, one line per selection and per measurement;
-the total equals the rho of (epsilon, delta) exactly (tested).
+Exact marginals come from `privlab.synth.marginals` (one bincount per maximal candidate);
+the model and the sampler only see the noisy measurements. Accounting is zCDP, one line per
+selection and per measurement; the total equals the rho of (epsilon, delta) exactly (tested).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from privlab.core.mechanisms import exponential_mechanism
 from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
-from privlab.synth.marginals import DuckDBMarginals
+from privlab.synth.marginals import CodeMarginals
 from privlab.synth.pgm import (
     Clique,
     Measurement,
@@ -156,13 +156,12 @@ class AIMSynthesizer(Synthesizer):
             self.warnings.append(f"{len(too_big)} workload marginal(s) exceed the model size "
                                  f"cap ({self.max_model_cells} cells) and are never measured")
         codes = self.domain.encode(prep.frame)
-        oracle = DuckDBMarginals(codes, sizes)
-        try:
-            self.progress("exact marginals (DuckDB)", 0, 1)
-            answers = oracle.counts(list(cands) + [(j,) for j in range(d)])
-            self.progress("exact marginals (DuckDB)", 1, 1)
-        finally:
-            oracle.close()
+        oracle = CodeMarginals(codes, sizes)
+        del codes  # the oracle keeps one contiguous array per column
+        self.progress("exact marginals", 0, 1)
+        answers = oracle.counts(list(cands) + [(j,) for j in range(d)])
+        self.progress("exact marginals", 1, 1)
+        oracle.close()
         self._run(answers, cands, sizes, names, rho, gen)
         self._guarantee = self.account.guarantee(delta_z, self.mechanism)
 

@@ -19,6 +19,7 @@ of attributes; an array over a clique has one axis per attribute, in clique orde
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -376,10 +377,9 @@ class GraphicalModel:
         for arr, attrs in factors:
             args += [arr, [labels[a] for a in attrs]]
         out_labels = [labels[a] for a in clique]
-        path, info = np.einsum_path(*args, out_labels, optimize="greedy")
-        found = _FLOPS.search(info)
-        operands = sum(arr.size for arr, _ in factors)
-        if found is not None and float(found.group(1)) <= _BLOWUP * max(operands, 1):
+        path = _einsum_plan(tuple(self.sizes), tuple(attrs for _, attrs in factors), clique,
+                            _BLOWUP)
+        if path is not None:
             return np.einsum(*args, out_labels, optimize=path) * self.total
         return self._marginal_by_messages(clique, nodes, top, inverse) * self.total
 
@@ -432,6 +432,28 @@ class GraphicalModel:
 #: of the factors (`GraphicalModel.marginal`; a good order costs a few).
 _BLOWUP = 256
 _FLOPS = re.compile(r"Optimized FLOP count:\s+([0-9.eE+-]+)")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _einsum_plan(sizes: tuple[int, ...], operands: tuple[Clique, ...], clique: Clique,
+                 blowup: int) -> list | None:
+    """einsum's greedy contraction path for factors over `operands` (attribute tuples) summed
+    onto `clique`, or None when it costs more than `blowup` operations per factor cell.
+
+    The path depends only on the factors' attributes and sizes, not on their values, and AIM
+    asks for the same subtree's marginal in round after round (the junction tree changes in
+    one place per round): the search (half of scoring's time) runs once per shape.
+    """
+    labels = {a: j for j, a in enumerate(sorted({a for attrs in operands for a in attrs}))}
+    args: list[object] = []
+    for attrs in operands:
+        args += [np.empty([sizes[a] for a in attrs]), [labels[a] for a in attrs]]
+    path, info = np.einsum_path(*args, [labels[a] for a in clique], optimize="greedy")
+    found = _FLOPS.search(info)
+    cells_in = sum(math.prod(sizes[a] for a in attrs) for attrs in operands)
+    if found is not None and float(found.group(1)) <= blowup * max(cells_in, 1):
+        return path
+    return None
 
 
 def _contract(ops: list[tuple[np.ndarray, tuple[int, ...]]], keep: tuple[int, ...]
