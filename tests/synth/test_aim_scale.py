@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from privlab.synth import pgm
 from privlab.synth.aim import candidate_weights
 from privlab.synth.marginals import CodeMarginals, DuckDBMarginals
 from privlab.synth.pgm import JunctionTree, ModelSizer, model_size, triangulate
@@ -97,3 +98,23 @@ def test_code_marginals_equal_duckdb_and_count_only_maximal_cliques() -> None:
         assert got[c].dtype == np.float64 and got[c].shape == want[c].shape
         np.testing.assert_array_equal(got[c], want[c])
     assert oracle.scans == 10  # the ten 3-way cliques; every 1- and 2-way one is summed
+
+
+def test_cached_einsum_plans_give_numpys_floats_bit_for_bit() -> None:
+    """The replayed contraction list makes numpy's own calls: results equal np.einsum's."""
+    gen = np.random.default_rng(8)
+    sizes = [3, 4, 2, 5, 3, 2, 4]
+    regions = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (0, 6), (1, 3, 5)]
+    factors = []
+    for r in regions:
+        factors += [gen.random([sizes[a] for a in r]), list(r)]
+    checked = 0
+    for k in (1, 2, 3):
+        for c in itertools.combinations(range(7), k):
+            plan = pgm._einsum_plan(tuple(sizes), tuple(regions), c, 10**6)
+            assert plan is not None
+            want = np.einsum(*factors, list(c), optimize=plan[0])
+            got = pgm._run_plan(plan, factors, list(c))
+            assert np.array_equal(got, want)
+            checked += 1
+    assert checked == 63 and pgm._einsum_plan(tuple(sizes), tuple(regions), (0,), 0) is None
