@@ -393,12 +393,12 @@ class GraphicalModel:
         for i in sorted(nodes, key=lambda i: -tree.depth[i]):  # children before parents
             ops = [(self.beliefs[i] / self.total, tree.cliques[i]), *below[i]]
             if i == top:
-                return _contract(ops, clique)
+                return _contract(ops, clique, self.sizes)
             sep = tree.separator[i]
             ops.append((inverse[i], sep))
             scope = {a for _, attrs in ops for a in attrs}
             keep = tuple(sorted(set(sep) | (scope & wanted)))
-            below[tree.parent[i]].append((_contract(ops, keep), keep))
+            below[tree.parent[i]].append((_contract(ops, keep, self.sizes), keep))
         raise AssertionError("unreachable: the subtree has a top")  # pragma: no cover
 
     # ---------------------------------------------------------------- sampling
@@ -436,7 +436,7 @@ _FLOPS = re.compile(r"Optimized FLOP count:\s+([0-9.eE+-]+)")
 
 @functools.lru_cache(maxsize=1 << 16)
 def _einsum_plan(sizes: tuple[int, ...], operands: tuple[Clique, ...], clique: Clique,
-                 blowup: int) -> tuple[list, list] | None:
+                 blowup: float) -> tuple[list, list] | None:
     """einsum's greedy contraction path for factors over `operands` (attribute tuples) summed
     onto `clique`, and the contraction list numpy derives from it; None when the path costs
     more than `blowup` operations per factor cell.
@@ -481,15 +481,20 @@ def _run_plan(plan: tuple[list, list], args: list[object], out_labels: list[int]
     return operands[0]
 
 
-def _contract(ops: list[tuple[np.ndarray, tuple[int, ...]]], keep: tuple[int, ...]
-              ) -> np.ndarray:
+def _contract(ops: list[tuple[np.ndarray, tuple[int, ...]]], keep: tuple[int, ...],
+              sizes: Sequence[int]) -> np.ndarray:
     """The product of the factors (array, attribute labels), summed onto `keep` (in that
-    order). A few small factors: the path search costs nothing."""
+    order). Two factors: one plain einsum; more: numpy's greedy path, cached per shape."""
     label = {a: j for j, a in enumerate(sorted({a for _, attrs in ops for a in attrs}))}
     args: list[object] = []
     for arr, attrs in ops:
         args += [arr, [label[a] for a in attrs]]
-    return np.einsum(*args, [label[a] for a in keep], optimize=len(ops) > 2)
+    out = [label[a] for a in keep]
+    if len(ops) <= 2:
+        return np.einsum(*args, out)
+    plan = _einsum_plan(tuple(sizes), tuple(attrs for _, attrs in ops), tuple(keep), math.inf)
+    assert plan is not None  # no cost limit
+    return _run_plan(plan, args, out)
 
 
 def _draw_rows(table: np.ndarray, row: np.ndarray, gen: np.random.Generator) -> np.ndarray:
