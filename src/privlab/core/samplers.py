@@ -191,6 +191,7 @@ class _WTable:
         nb = 1 << _BUCKET_BITS
         counts = np.bincount([x >> shift for x in thresholds], minlength=nb)
         self.dense = int(np.flatnonzero(counts > 1).max()) + 1  # buckets >= dense: <= 1
+        self.dense_floor = np.uint32(self.dense << shift)  # the words of the dense buckets
         self.base = np.zeros(nb, dtype=np.int64)  # W for X above the bucket's threshold
         self.thr = np.zeros(nb, dtype=np.uint32)  # the bucket's threshold (0: none)
         for b in range(self.dense, nb):
@@ -217,7 +218,8 @@ class _WTable:
         thr = np.take(self.thr, b)
         w = np.take(self.base, b)
         w += x < thr
-        odd = np.flatnonzero((b < self.dense) | (x == thr))  # thr 0 never equals x there
+        # dense buckets, or a word on its bucket's threshold (thr 0 never equals x there)
+        odd = np.flatnonzero((x < self.dense_floor) | (x == thr))
         if odd.size:
             w[odd] = self._slow(x[odd], gen)
         return w
@@ -283,7 +285,7 @@ def _tilted_uniform(t: int, size: int, gen: np.random.Generator) -> np.ndarray:
 def _magnitudes(t: int, w: np.ndarray, f: np.ndarray, e: int) -> np.ndarray:
     """floor((t W + F) / 2^e) exactly: uint64 while W < 2^10 (t W + F < 2^63 + 2^53), Python
     integers beyond (probability e^-64 per lane). Overwrites w (int64 >= 0, viewed unsigned)."""
-    big = np.flatnonzero(w >= 1024)
+    big = np.flatnonzero(w >= 1024) if w.size and w.max() >= 1024 else np.arange(0)
     exact = [(t * int(w[i]) + int(f[i])) >> e for i in big]
     n = w.view(np.uint64)
     n *= np.uint64(t)  # wraps only on the `big` lanes, replaced below
@@ -299,7 +301,7 @@ def _magnitudes(t: int, w: np.ndarray, f: np.ndarray, e: int) -> np.ndarray:
 
 #: Lanes per block of `_discrete_laplace_fast`: its temporaries (a dozen arrays) then stay in
 #: the CPU cache instead of being allocated and faulted in at full size (about 1.3x faster).
-_BLOCK = 1 << 16
+_BLOCK = 1 << 17
 
 
 def _discrete_laplace_fast(t: int, s: int, n: int, gen: np.random.Generator) -> np.ndarray:
