@@ -120,13 +120,19 @@ class JunctionTree:
         return sum(cells(self.sizes, c) for c in self.cliques)
 
     def containing(self, clique: Sequence[int]) -> int | None:
-        """Index of the smallest tree clique holding every attribute of `clique`, or None."""
+        """Index of the smallest tree clique holding every attribute of `clique`, or None
+        (remembered per clique: mirror descent asks for every measurement each iteration)."""
+        key = tuple(clique)
+        memo = self.__dict__.setdefault("_containing", {})
+        if key in memo:
+            return memo[key]
         s = set(clique)
         best = None
         for i, cl in enumerate(self.cliques):
             if s <= set(cl) and (best is None or cells(self.sizes, cl) < cells(
                     self.sizes, self.cliques[best])):
                 best = i
+        memo[key] = best
         return best
 
     def path(self, a: int, b: int) -> list[int]:
