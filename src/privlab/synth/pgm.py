@@ -47,8 +47,10 @@ def _logsumexp(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return a
     m = np.max(a, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
+    tmp = a - m
+    np.exp(tmp, out=tmp)  # in place: one temporary of a's size, not two
     with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+        out = np.log(np.sum(tmp, axis=axes, keepdims=True)) + m
     return np.squeeze(out, axis=axes)
 
 
