@@ -95,7 +95,7 @@ def test_code_marginals_equal_duckdb_and_count_only_maximal_cliques() -> None:
     duck.close()
     assert set(got) == set(want)
     for c in cliques:
-        assert got[c].dtype == np.float64 and got[c].shape == want[c].shape
+        assert got[c].dtype == np.float32 and got[c].shape == want[c].shape  # exact < 2^24
         np.testing.assert_array_equal(got[c], want[c])
     assert oracle.scans == 10  # the ten 3-way cliques; every 1- and 2-way one is summed
 

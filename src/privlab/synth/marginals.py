@@ -32,12 +32,17 @@ class CodeMarginals:
         self.cols = [np.ascontiguousarray(codes[:, j], dtype=np.intp)
                      for j in range(codes.shape[1])]
         self.scans = 0  # bincounts over the rows
+        n = codes.shape[0]
+        # counts <= n are exact in float32 below 2^24 rows (and their sums, also <= n): half
+        # the memory of float64, and every use (count - model, count + noise) promotes to
+        # float64 with the same values
+        self.dtype = np.float32 if n < 2**24 else np.float64
 
     def close(self) -> None:
         self.cols = []
 
     def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
-        """Dense float64 count arrays (axes in clique order) for every clique.
+        """Dense count arrays (axes in clique order; float32 below 2^24 rows) per clique.
 
         Largest cliques first: a clique inside one already counted is summed out of it
         (exact: integer counts in float64), the rest are counted with one bincount each,
@@ -67,7 +72,7 @@ class CodeMarginals:
             for a in cl[2:]:
                 flat = flat * self.sizes[a] + self.cols[a]
             out[cl] = np.bincount(flat, minlength=math.prod(shape)).astype(
-                np.float64).reshape(shape)
+                self.dtype).reshape(shape)
             self.scans += 1
             for k in range(1, len(cl)):
                 for sub in itertools.combinations(cl, k):
