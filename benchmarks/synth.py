@@ -35,6 +35,12 @@ smartnoise AIM `degree=3` (its 3-way workload, marginals above 10,000 cells drop
 epsilon 1 (`--repeats` fresh seeds; median and range).
 
     python benchmarks/synth.py --suite timing --methods aim,mst,mst-estimated,dpvae
+
+`--scale`: AIM on generated mixed tables (200k x 20, 1M x 40; `benchmarks/synth_scale.py`),
+wall, CPU and peak RSS of a child per run, source trees alternated:
+
+    nice python benchmarks/synth.py --scale --shapes 200000x20 \\
+        --sources old=/work/main/src,new=src --json benchmarks/results/synth_scale.json
 """
 
 from __future__ import annotations
@@ -278,8 +284,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timing suite")
     ap.add_argument("--rows", type=int, default=30162, help="timing suite: rows sampled")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--scale", action="store_true", help="AIM on generated mixed tables")
+    ap.add_argument("--shapes", default="200000x20,1000000x40", help="scale: ROWSxCOLS,...")
+    ap.add_argument("--sources", default=f"this={Path(__file__).parents[1] / 'src'}",
+                    help="scale: LABEL=SRC_DIR,... alternated (PYTHONPATH of each run)")
+    ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "privlab_scale"),
+                    help="scale: where the generated tables are kept")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="scale: wall s per run")
     args = ap.parse_args(argv)
-    if args.suite == "timing":
+    if args.scale:
+        from synth_scale import scale
+
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        sources = dict(item.split("=", 1) for item in args.sources.split(","))
+        out = scale(shapes, sources, Path(args.data_dir), float(args.epsilons.split(",")[0]),
+                    args.repeats or 1, 0, args.timeout)
+    elif args.suite == "timing":
         out = timing(args)
     else:
         out = compare(args)

