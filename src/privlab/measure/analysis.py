@@ -202,7 +202,7 @@ class Analysis:
         items = plan.get("statistics")
         if not isinstance(items, list) or not items:
             raise InvalidInputError("the plan's statistics must be a non-empty list")
-        a = cls(sch, epsilon=plan.get("epsilon", 1.0), delta=plan.get("delta", 0.0),
+        a = cls(sch, epsilon=_number(plan, "epsilon", 1.0), delta=_number(plan, "delta", 0.0),
                 max_rows_per_unit=plan.get("max_rows_per_unit"))
         for n, it in enumerate(items, 1):
             if not isinstance(it, dict) or "statistic" not in it:
@@ -246,6 +246,17 @@ def _read(data: Any, ms: list[Measurement], on_invalid: str) -> Any:
     wanted = list(dict.fromkeys(
         [m.domain.column for m in ms] + [m.relation.unit for m in ms if m.relation.unit]))
     return read_declared(data, ms[0].schema, on_invalid, columns=wanted, allow_empty=True)
+
+
+def _number(plan: dict[str, Any], key: str, default: float) -> float:
+    """A plan's epsilon or delta as a number (YAML reads `1e-6` as text: accepted)."""
+    value = plan.get(key, default)
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"the plan's {key} must be a number, got {value!r}") from None
 
 
 def _any_column(schema: Any) -> str:
