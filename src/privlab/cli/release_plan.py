@@ -29,7 +29,7 @@ from privlab.schema.release import public_size_of
 
 def plan_cmd(
     data: Path = typer.Argument(..., help="CSV / TSV / Parquet file (not read with --preview)."),
-    plan: Path = typer.Option(..., "--plan", "-p", help="The analysis plan (YAML/JSON): "
+    plan: Path = typer.Option(..., "--plan", help="The analysis plan (YAML/JSON): "
                               "schema, epsilon, delta, statistics with weights "
                               "(examples/analysis.yaml)."),
     schema: Annotated[str, option("declared schema",
