@@ -39,6 +39,18 @@ def test_weights_split_one_budget() -> None:
     assert "sum of epsilons" in total.accountant
 
 
+def test_shares_charge_exactly_the_budget(adult_csv: Path, tmp_path: Path) -> None:
+    """Nine shares of 1 sum to 1.0000000000000002 in floating point: the charge is the
+    budget itself, so a ledger holding exactly 1 accepts the plan."""
+    a = Analysis("adult", epsilon=1.0)
+    for _ in range(9):
+        a.add("count")
+    assert sum(m.epsilon for m in a.measurements()) > 1.0
+    led = _ledger(tmp_path, 1.0)
+    a.run(adult_csv, ledger=str(led), principal="alice", rng=1)
+    assert [float(e.epsilon) for e in _history(led)] == [1.0]
+
+
 def test_pure_plan_matches_dp_accounting_pld() -> None:
     """dp-accounting's PLD of the same draws (each Laplace at its drawn scale / sensitivity)
     gives the sum of the drawn epsilons; the plan's claim is the sum of the planned ones, and

@@ -12,6 +12,7 @@ Group-by statistics are not offered: the registry has no by-group statistic yet.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,10 @@ class Analysis:
         the basic sums and the zCDP composition converted at the plan's delta (a relation of
         several add/remove steps: the basic sums)."""
         ms = self.measurements() if ms is None else ms
-        eps = sum(m.epsilon for m in ms)
-        delta = sum(m.delta for m in ms)
+        eps = math.fsum(m.epsilon for m in ms)
+        delta = math.fsum(m.delta for m in ms)
+        if abs(eps - self.epsilon) <= 1e-12 * self.epsilon:
+            eps = float(self.epsilon)  # the shares sum to the budget (not one ulp above it)
         if delta == 0:
             return Composed(eps, 0.0, "sequential composition (sum of epsilons)")
         if any(m.relation.steps != 1 for m in ms):
@@ -165,7 +168,7 @@ class Analysis:
 
             with BudgetLedger(str(ledger), create=False) as book:
                 charge = book.charge(principal, total.epsilon, total.delta,
-                                     description=description)
+                                     description=description, guarantee=total)
         gen = _generator(rng)
         releases = []
         for item, m in zip(self.items, ms, strict=True):
