@@ -192,3 +192,29 @@ def test_invalid_row_refused_before_the_charge(adult_csv: Path, tmp_path: Path) 
     assert main(["release", "plan", str(bad), "--plan", str(EXAMPLE), "--ledger", str(led),
                  "--principal", "alice", "--seed", "1"]) == 2
     assert _history(led) == []
+
+
+def test_text_output_and_person_bound_from_the_command_line(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture
+                                                            ) -> None:
+    """A person-level schema needs the bound M: refused (exit 2, nothing read) without one,
+    released per person with `--max-rows-per-unit`; the console names each statistic."""
+    from privlab.data.datasets import load_dataset
+
+    frame = load_dataset("adult").head(60)
+    frame["pid"] = [i // 3 for i in range(len(frame))]
+    spec = {"name": "adult-people", "privacy_unit": "pid",
+            "columns": {"pid": {"type": "identifier"},
+                        "age": {"type": "integer", "bounds": [17, 90]}}}
+    (tmp_path / "schema.json").write_text(json.dumps(spec))
+    frame[["pid", "age"]].to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "plan.yaml").write_text("epsilon: 1\nstatistics:\n  - statistic: count\n"
+                                        "  - statistic: mean\n    column: age\n")
+    argv = ["release", "plan", str(tmp_path / "people.csv"), "--plan",
+            str(tmp_path / "plan.yaml"), "--schema", str(tmp_path / "schema.json"),
+            "--seed", "2"]
+    assert main(argv) == 2
+    assert "max_rows_per_unit" in capsys.readouterr().err
+    assert main([*argv, "--max-rows-per-unit", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "(1)-DP in total" in text and "count of rows:" in text and "mean of age:" in text

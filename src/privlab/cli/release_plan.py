@@ -36,6 +36,10 @@ def plan_cmd(
                                   "Declared public schema: a bundled name or a YAML/JSON file "
                                   "(default: the plan's schema).")] = None,
     on_invalid: OnInvalid = "refuse",
+    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
+                                          help="With a person-level schema: keep each person's "
+                                               "first M rows (default: the plan's "
+                                               "max_rows_per_unit, else the schema's)."),
     ledger: Annotated[str, option("ledger",
                                   "Budget ledger (SQLite file or DB URL; default: none, nothing is "
                                   "charged).")] = None,
@@ -59,6 +63,8 @@ def plan_cmd(
     if (ledger is None) != (principal is None):
         raise InvalidInputError("--ledger and --principal go together")
     analysis = Analysis.from_plan(load_plan(plan), schema)
+    if max_rows_per_unit is not None:
+        analysis.max_rows_per_unit = max_rows_per_unit
     warn_weak_epsilon(float(analysis.epsilon), "the plan's epsilon")
     if analysis.delta:
         check_delta_strength(float(analysis.delta), allow_weak,
