@@ -21,6 +21,8 @@ def _commands() -> dict[str, click.Command]:
                 walk(sub, [*path, name])
         else:
             out[" ".join(path)] = cmd
+            if hasattr(cmd, "plan_command"):  # `release plan` (cli/release_plan.py)
+                out[" ".join([*path, "plan"])] = cmd.plan_command
 
     walk(typer.main.get_command(app), [])
     return out

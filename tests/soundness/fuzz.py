@@ -237,6 +237,8 @@ class Command:
     #: the human output is compared with numbers masked; False where it prints curator-only
     #: exact counts on lines of their own (the --json draws check that they are labelled)
     text_exact: bool = True
+    #: option tokens -> input files written beside data.csv on both sides (a plan file)
+    files: Callable[[list[str]], dict[str, str]] = lambda opts: {}
 
 
 def _flag(name: str) -> st.SearchStrategy[list[str]]:
@@ -310,6 +312,56 @@ RELEASE = Command(
     noised=frozenset({"value", "noisy_sum", "noisy_count", "noisy_centred_sum",
                      "noisy_centred_sum_squares", "mean_half_width_95_approx",
                      "variance_half_width_95_approx", "stddev_half_width_95_approx"}))
+
+
+@st.composite
+def _plan_options(draw: Any, ds: str) -> list[str]:
+    """`release plan`: the plan spelled as its first token (`_plan_files` writes it),
+    `stat:column:weight;...|epsilon|mechanism[|M]`, then the command's own options."""
+    numeric, cat = ("age", "sex") if "people" in ds or ds == "tiny" else ("age", "education")
+    from privlab.measure import stats
+
+    names = draw(st.lists(st.sampled_from(list(stats.names())), min_size=1, max_size=3))
+    items = []
+    for stat in names:
+        column = numeric if stats.get(stat).numeric else draw(st.sampled_from([numeric, cat]))
+        items.append(f"{stat}:{column}:{draw(st.sampled_from([1, 2]))}")
+    gaussian = draw(st.sampled_from([False, False, True])) and "quantile" not in names
+    spec = f"{';'.join(items)}|{draw(st.sampled_from(['1', '9']))}|" \
+           f"{'gaussian' if gaussian else ''}"
+    if DATASETS[ds].unit is not None:  # the contribution bound M, in the plan
+        spec += f"|{draw(st.sampled_from([1, 2]))}"
+    out = [spec]
+    if gaussian:
+        out += draw(_flag("--allow-weak"))
+    out += draw(_ON_INVALID)
+    out += draw(_flag("--preview"))
+    out += draw(_opt("-o", ["."]))  # release.json beside the inputs: compared
+    out += draw(st.sampled_from([[], [], ["--ledger", "ledger.db", "--principal", "alice"]]))
+    return out + draw(_JSON)
+
+
+def _plan_files(opts: list[str]) -> dict[str, str]:
+    """The plan file of `_plan_options`' first token (YAML is a superset of JSON)."""
+    items, epsilon, mech, *bound = opts[0].split("|")
+    stats_ = []
+    for item in items.split(";"):
+        stat, column, weight = item.split(":")
+        entry: dict[str, Any] = {"statistic": stat, "column": column, "weight": int(weight)}
+        if mech:
+            entry["mechanism"] = mech
+        stats_.append(entry)
+    plan = {"epsilon": float(epsilon), "delta": 1e-6 if mech else 0.0, "statistics": stats_}
+    if bound:
+        plan["max_rows_per_unit"] = int(bound[0])
+    return {"plan.yaml": json.dumps(plan)}
+
+
+#: `release plan`: a whole plan's values (and each mean's or variance's noisy parts)
+PLAN = Command(
+    "release plan", ("adult", "people-row", "people-person", "tiny"), _plan_options,
+    lambda o: ["release", "plan", "data.csv", "--plan", "plan.yaml", *o[1:], "--seed", SEED],
+    noised=RELEASE.noised, files=_plan_files)
 
 
 def _target(ds: str) -> list[str]:
@@ -464,7 +516,8 @@ def _choose_options(draw: Any, ds: str) -> list[str]:
 CHOOSE = Command("choose-epsilon", ("people-row", "people-person"), _choose_options,
                  lambda o: ["choose-epsilon", "data.csv", *o, "--seed", SEED])
 
-COMMANDS = {c.name: c for c in (RELEASE, TRAIN, AUDIT, SYNTH, FEDERATED, TRAJECTORY, CHOOSE)}
+COMMANDS = {c.name: c for c in (RELEASE, PLAN, TRAIN, AUDIT, SYNTH, FEDERATED, TRAJECTORY,
+                                CHOOSE)}
 
 
 @dataclass(frozen=True)
@@ -665,6 +718,9 @@ def run_case(case: Case) -> tuple[Run, Run]:
             folder = Path(root) / ("a" if side == "D" else "b")
             folder.mkdir()
             inputs = _write_inputs(folder, ds, frame)
+            for name, text in cmd.files(list(case.options)).items():
+                (folder / name).write_text(text)
+                inputs.add(name)
             if "--ledger" in argv:  # a budget for the principal, as a curator would set
                 ledger = argv[argv.index("--ledger") + 1]
                 setup = run_cli(["budget", "set", "--ledger", ledger, "--principal", "alice",

@@ -40,7 +40,7 @@ def _fuzz(command: str, n: int, datasets: tuple[str, ...] | None,
 
     for case in known:
         test = example(case=case)(test)
-    test.__name__ = f"test_{command}_neighbours_fuzz"
+    test.__name__ = f"test_{command.replace(' ', '_')}_neighbours_fuzz"
     test.__doc__ = f"`privlab {command}`: {n} drawn cases and {len(known)} known ones."
     return test
 
@@ -129,5 +129,16 @@ test_synth = _fuzz(
     # issue 29 (1): the estimated categories were "1", "2", "6" on D and "01", ... on D'
     _case("synth", "codes", "text_code", "--method mst --epsilon 6 --rows 30 --out synth.csv "
           "--on-invalid coerce --estimate-domain state --exclude when,flag --json"))
+# issue 31: an analysis plan (one budget, one charge, one package) like every other front end
+test_release_plan = _fuzz(
+    "release plan", 12, None,
+    _case("release plan", "adult", "remove", "count:age:1;mean:age:2;histogram:education:1|1| "
+          "--ledger ledger.db --principal alice -o . --json"),
+    _case("release plan", "people-person", "remove_person", "mean:age:1;variance:age:1|1||2 "
+          "-o . --json"),
+    _case("release plan", "tiny", "remove", "count:age:1;histogram:sex:1|1|gaussian "
+          "--allow-weak --json"),
+    _case("release plan", "people-row", "text_in_numeric", "quantile:age:1;sum:age:1|9| "
+          "--on-invalid coerce --json"))
 test_federated = _fuzz("federated", 8, None)
 test_trajectory = _fuzz("trajectory", 5, None)

@@ -46,7 +46,8 @@ REQUIRED_SHORT: frozenset[str] = frozenset({"--target", "--quasi-identifiers", "
 
 # commands that read a table of rows (a DATA argument): each must take --schema
 READS_ROWS: frozenset[str] = frozenset({
-    "anonymize", "assess", "audit", "choose-epsilon", "release", "synth", "train",
+    "anonymize", "assess", "audit", "choose-epsilon", "release", "release plan", "synth",
+    "train",
     "federated train", "federated serve", "federated client", "schema check",
     "trajectory anonymize", "trajectory experiment",
 })

@@ -1,5 +1,6 @@
 """`privlab release STATISTIC FILE --column C --epsilon E ...`, one statistic of the registry
-(`privlab.measure.stats`: count, sum, mean, histogram, quantile, variance, stddev, ...).
+(`privlab.measure.stats`: count, sum, mean, histogram, quantile, variance, stddev, ...);
+`privlab release plan FILE --plan PLAN.yaml` is an analysis plan (cli/release_plan.py).
 
 With `--ledger PATH --principal NAME` the budget is charged first, in one transaction, and
 the value is computed only after the charge committed (refused past the budget: exit 3).
@@ -106,7 +107,10 @@ def release_cmd(
     """Release one DP statistic of a column, with its guarantee and grid.
 
     An epsilon above 8 gets a one-line warning; a delta above 1e-3 or not below 1/(public
-    size) is refused (exit 4) unless --allow-weak. The size is public (never len(rows))."""
+    size) is refused (exit 4) unless --allow-weak. The size is public (never len(rows)).
+
+    `privlab release plan FILE --plan PLAN.yaml`: several statistics, one budget (see
+    `privlab release plan --help`)."""
     stat = statistic.value
     epsilon, delta, pair, mech = _check_options(
         epsilon, delta, bounds, mechanism, ledger=ledger, principal=principal,
@@ -295,7 +299,9 @@ CATEGORY_MATCHING_NOTE = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("release")(release_cmd)
+    from privlab.cli.release_plan import ReleaseCommand
+
+    app.command("release", cls=ReleaseCommand)(release_cmd)
 
 
 def _print_bin_labels(payload: dict[str, Any]) -> None:
