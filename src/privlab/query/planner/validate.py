@@ -696,8 +696,9 @@ class Validator:
             return refuse(f"{node.key.upper()} reveals an extreme row value and is refused; "
                           "use a quantile such as PERCENTILE_CONT(0.95)")
         fname = node.key.upper() if t is not exp.Anonymous else str(node.this)[:40].upper()
-        return refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG, MEDIAN or "
-                      "PERCENTILE_CONT over declared columns")
+        more = "".join(f", {n.upper()}" for n in registry_stats.sql_names())
+        return refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG{more}, MEDIAN "
+                      "or PERCENTILE_CONT over declared columns")
 
     def _default_name(self, st: PlanState, out: Output) -> str:
         if out.kind == "key":
