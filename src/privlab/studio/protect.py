@@ -204,6 +204,10 @@ def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
         inputs = d.inputs(plan, n)
         out["half_width"] = None
         hw = stat.half_width(inputs, stat.plan(inputs)) if n else None
+        out["half_width_words"] = (
+            "no closed form: a ratio of noisy sums (" + ", ".join(
+                f"{k.replace('_scale', '').replace('_', ' ')} scale {v:.4g}"
+                for k, v in probe.noise.items() if k.endswith("_scale")) + ")")
         if hw is not None:
             out["approx"] = (f"{plan.statistic} half-width (first order)", hw)
     return out
@@ -293,6 +297,9 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
                                 "gaussian" in guarantee.mechanism)
     if plan.statistic == "mean" and ratio_hw is not None:
         payload["mean_half_width_95_approx"] = ratio_hw["mean"]
+    words = _registry_half_width(plan, d, results)
+    if words is not None:
+        payload["half_width_words"] = words
     schema_yaml = None if is_bundled else schema.to_yaml()
     out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
                  epsilon=plan.epsilon, payload=payload, source_label=source.label,
@@ -301,6 +308,20 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
                                       principal),
                  schema_yaml=schema_yaml, privacy=guarantee)
     return out, entry
+
+
+def _registry_half_width(plan: Plan, d: Domain, results: list[Any]) -> str | None:
+    """The registry's words for a half-width without a closed form (variance, stddev: first
+    order at the noisy count), per group for a by-group release; None for the basic four,
+    which the CLI's `half_width_text` describes."""
+    if plan.statistic in ("count", "sum", "mean", "histogram"):
+        return None
+    stat = stats.get(plan.statistic)
+    if plan.by is None:
+        return stat.half_width_words(results[0])
+    widths = [stat.release_half_width(r) for r in results]
+    return "per group, first order at its noisy count: " + ", ".join(
+        f"{g} about {w:.4g}" for g, w in zip(d.groups or [], widths) if w is not None)
 
 
 def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
