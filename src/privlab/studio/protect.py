@@ -321,7 +321,8 @@ def _registry_half_width(plan: Plan, d: Domain, results: list[Any]) -> str | Non
         return stat.half_width_words(results[0])
     widths = [stat.release_half_width(r) for r in results]
     return "per group, first order at its noisy count: " + ", ".join(
-        f"{g} about {w:.4g}" for g, w in zip(d.groups or [], widths) if w is not None)
+        f"{g} about {w:.4g}" for g, w in zip(d.groups or [], widths, strict=True)
+        if w is not None)
 
 
 def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
