@@ -54,3 +54,22 @@ def test_release_is_the_registry_release(tmp_path) -> None:  # type: ignore[no-u
     assert result.payload["half_width_words"].startswith("about ")
     assert result.payload["guarantee"]["epsilon"] == 1.0
     ledger.close()
+
+
+@pytest.mark.parametrize("stat,column", [("histogram", "age"), ("mean", "hours-per-week"),
+                                         ("variance", "age")])
+def test_studio_and_measure_release_alike(stat: str, column: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Same seed, same value and labels: the studio's histogram of an integer column uses
+    the integer bins of `privlab release` (it used real-valued edges before the registry)."""
+    schema = load_schema("adult")
+    frame = load_dataset("adult")
+    ledger = BudgetLedger(str(tmp_path / "ledger.db"))
+    source = Source("bundled", "adult", None)
+    ledger.set_budget(source.principal, 10.0, 0.0)
+    result, _ = prot.release(frame, schema, prot.Plan(stat, column, 1.0), ledger=ledger,
+                             principal=source.principal, source=source, rng=5)
+    want = measurement(schema, stat, column, epsilon=1.0)(frame, rng=5)
+    assert result.payload["value"] == want.to_dict()["value"]
+    assert (result.payload.get("details") or {}).get("labels") == \
+        (want.details or {}).get("labels")
+    ledger.close()
