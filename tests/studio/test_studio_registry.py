@@ -29,6 +29,7 @@ def test_preview_states_the_registry_half_width_before_any_row(stat: str) -> Non
                             "expected_rows": "2000"})
     out = prot.preview(schema, plan)
     assert [eps for _, eps in out["split"]] == pytest.approx([0.5, 0.5, 0.5])
+    assert [w for w, _ in out["split"]] == list(stats.get(stat).noise_words)
     m = measurement(schema, stat, "age", epsilon=1.5)
     want = stats.get(stat).half_width(
         stats.Inputs(m.domain.bounds, None, None, None, True, m.mechanism, 1.5, 0.0,

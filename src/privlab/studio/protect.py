@@ -152,21 +152,17 @@ def budget_split(plan: Plan, d: Domain) -> list[tuple[str, float]]:
     if plan.statistic == "mean":
         return [("noisy sum of the clamped values" + each, eps / 2), ("noisy count" + each,
                                                                         eps / 2)]
-    parts = _SPLIT.get(plan.statistic)
-    if parts is None:  # any other statistic of the registry: its planned noises
+    parts = _SPLIT.get(plan.statistic) or stats.get(plan.statistic).noise_words
+    if not parts:  # any other statistic of the registry: its planned noises
         noise = stats.get(plan.statistic).plan(d.inputs(plan))
         parts = tuple(f"noisy measurement {i + 1} of {len(noise)} ({n.mechanism}, "
                       f"sensitivity {n.sensitivity:g})" for i, n in enumerate(noise))
     return [(what + each, eps / len(parts)) for what in parts]
 
 
-#: The budget split's words per statistic (others: the registry's planned noises).
+#: The budget split's words of the basic four (others: the registry's `noise_words`).
 _SPLIT = {"count": ("noisy count",), "sum": ("noisy sum of the clamped values",),
-          "histogram": ("one noisy count per cell (a person is in one cell)",),
-          "variance": ("noisy count", "noisy centred sum of the clamped values",
-                       "noisy centred sum of their squares"),
-          "stddev": ("noisy count", "noisy centred sum of the clamped values",
-                     "noisy centred sum of their squares")}
+          "histogram": ("one noisy count per cell (a person is in one cell)",)}
 
 
 def preview(schema: Schema, plan: Plan) -> dict[str, Any]:

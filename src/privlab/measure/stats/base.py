@@ -47,6 +47,8 @@ class Statistic:
     #: gateway has its own form for it (COUNT, SUM, AVG, quantiles) or none.
     sql_functions: ClassVar[tuple[str, ...]] = ()
     sql_measurements: ClassVar[tuple[str, ...]] = ()
+    #: Plain words for each planned noise, in `plan`'s order (a preview's budget split).
+    noise_words: ClassVar[tuple[str, ...]] = ()
 
     def plan(self, x: Inputs) -> tuple[Noise, ...]:
         raise NotImplementedError

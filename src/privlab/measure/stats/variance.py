@@ -56,6 +56,8 @@ class Variance(Statistic):
     root = False  # the standard deviation takes the square root
     sql_functions = ("variance", "variancepop")  # VARIANCE, VAR_SAMP, VAR_POP
     sql_measurements = ("count", "csum", "csq")
+    noise_words = ("noisy count", "noisy centred sum of the clamped values",
+                   "noisy centred sum of their squares")
 
     def from_measurements(self, noisy: dict[str, float],
                           bounds: tuple[float, float]) -> tuple[float, float]:
