@@ -20,12 +20,13 @@ from privlab.schema import bundled_schema  # noqa: E402
 from privlab.studio import protect  # noqa: E402
 from privlab.studio.sources import bundled  # noqa: E402
 
-#: The mean's approximate half-width is post-processing of the released noisy count (and the
-#: public bounds), so it moves with the noise like the value itself.
-NOISED = ("value", "noisy_sum", "noisy_count", "mean_half_width_95_approx")
+#: noised values and their post-processing: a ratio's half-width is stated at its noisy count
+NOISED = ("value", "noisy_sum", "noisy_count", "noisy_centred_sum", "noisy_centred_sum_squares",
+          "mean_half_width_95_approx", "half_width_words")
 PLANS = [("count", "age", None), ("sum", "hours-per-week", None), ("mean", "age", None),
          ("histogram", "workclass", None), ("histogram", "age", None),
-         ("mean", "age", "sex"), ("count", "age", "workclass")]
+         ("mean", "age", "sex"), ("count", "age", "workclass"), ("variance", "age", None),
+         ("stddev", "hours-per-week", "sex")]
 
 
 @pytest.fixture(scope="module")

@@ -144,6 +144,23 @@ def test_an_upload_keeps_its_budget_across_sessions_and_names(workspace: Path) -
     assert left == [10.0, 9.0, 8.0]
 
 
+def test_variance_and_stddev_release_over_http(workspace: Path) -> None:
+    """The registry's variance and stddev are offered, released and described (the result
+    page's half-width is the registry's words, not the exponential mechanism's)."""
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    use_adult(client, csrf)
+    form = client.get("/protect").text
+    assert "<option>variance</option>" in form and "<option>stddev</option>" in form
+    page = release(client, csrf, statistic="stddev", column="hours-per-week")
+    assert page.status_code == 200, page.text
+    rid = re.search(r"/results/([0-9a-f]+)/", page.text).group(1)
+    result = client.get(f"/results/{rid}").text
+    assert "first order, at the noisy count" in result and "exponential" not in result
+    released = client.get(f"/results/{rid}/release.json").json()
+    assert released["statistic"] == "stddev" and 0 <= released["value"] <= 49
+
+
 def test_preview_reads_no_private_row(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every reader of rows raises; the preview still renders the split and the noise."""
     import privlab.data.datasets as datasets
@@ -172,7 +189,10 @@ def test_preview_reads_no_private_row(workspace: Path, monkeypatch: pytest.Monke
                           ("statistic=count&column=age&epsilon=0.5", f"± {real_count:.4g}"),
                           ("statistic=histogram&column=workclass&epsilon=2", "per cell"),
                           ("statistic=sum&column=hours-per-week&epsilon=1",
-                           f"± {real_sum:.4g}")):
+                           f"± {real_sum:.4g}"),
+                          ("statistic=variance&column=age&epsilon=1&expected_rows=30000",
+                           "variance half-width (first order)"),
+                          ("statistic=stddev&column=age&epsilon=1", "no closed form")):
         page = client.get("/protect?" + query)
         assert page.status_code == 200, page.text
         assert "Budget split" in page.text and expect in page.text, query

@@ -62,7 +62,8 @@ def schema(per_person: bool) -> Any:
 
 #: (statistic, column, by, per person): every branch of the script's code.
 PLANS = [("mean", PY, None, True), ("histogram", ZIP, None, False), ("count", SH, None, True),
-         ("sum", ODD, None, False), ("mean", PY, ZIP, True)]
+         ("sum", ODD, None, False), ("mean", PY, ZIP, True), ("variance", ODD, None, True),
+         ("stddev", PY, ZIP, False)]
 
 
 def no_marker(*folders: Path) -> None:

@@ -134,6 +134,8 @@ QUERIES: list[tuple[str, float, float]] = [
     ("SELECT SUM(income), AVG(income) FROM persons", 0.5, 0.0),
     ("SELECT SUM(age), AVG(age), COUNT(age) FROM persons", 0.5, 0.0),
     ("SELECT MEDIAN(income) FROM persons", 0.5, 0.0),
+    ("SELECT VARIANCE(income), STDDEV(big), AVG(income) FROM persons", 0.5, 0.0),
+    ("SELECT city, VAR_POP(age), STDDEV_SAMP(income) FROM persons GROUP BY city", 0.5, 0.0),
     ("SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY big) FROM persons", 0.5, 0.0),
     ("SELECT COUNT(DISTINCT pid) FROM persons", 0.5, 0.0),
     # GROUP BY over public domains, partition selection
@@ -346,7 +348,8 @@ def gateway_sql() -> Any:
         max_leaves=5)
     aggregate = st.sampled_from(["COUNT(*)", "COUNT(age)", "COUNT(name)", "SUM(age)",
                                  "SUM(income)", "SUM(big)", "AVG(income)", "AVG(big)",
-                                 "MEDIAN(age)", "COUNT(DISTINCT pid)"])
+                                 "MEDIAN(age)", "COUNT(DISTINCT pid)", "VARIANCE(income)",
+                                 "STDDEV(big)"])
     group = st.sampled_from([(), ("city",), ("flag",), ("city", "flag"), ("name",)])
 
     def build(parts: tuple[Any, ...]) -> tuple[str, float, float]:
@@ -530,6 +533,7 @@ def typed_sql() -> Any:
         max_leaves=4)
     aggregate = st.sampled_from(["COUNT(*)", "COUNT(x)", "SUM(x)", "AVG(x)", "MEDIAN(x)",
                                  "SUM(xd)", "AVG(y)", "SUM(k)", "COUNT(DISTINCT pid)",
+                                 "VARIANCE(x)", "STDDEV(y)",
                                  "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY x)"])
     group = st.sampled_from([(), (), ("xd",), ("x",)])
 

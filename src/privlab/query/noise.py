@@ -12,6 +12,11 @@ G public cells (changed cells m = min(k, G)):
     SUM(x)           L1 = k * max(|lo|, |hi|)
     AVG(x)           = centre + noisy sum(x - centre) / noisy count(x), centre = (lo+hi)/2:
                      the centred sum has L1 = k * (hi - lo) / 2, at most half of SUM's
+    VARIANCE, STDDEV and any statistic of the registry with an SQL form
+    (`privlab.measure.stats`): post-processing (`Statistic.from_measurements`) of the
+                     noisy count, centred sum and centred sum of squares sum((x - centre)^2),
+                     whose L1 = k * d^2 with d about (hi - lo) / 2 (rounded up, see
+                     `privlab.measure.stats.variance.square_bound`)
     quantile         exponential mechanism (Smith 2011) per cell at epsilon / k
 
 A SUM next to an AVG of the same column is post-processing of the AVG's two measurements
@@ -41,6 +46,8 @@ from privlab.core.release import Release
 from privlab.core.rng import SEEDED_NOTE, RngLike, is_seeded, make_rng
 from privlab.core.samplers import power_of_two_at_most
 from privlab.errors import PrivlabError
+from privlab.measure import stats as registry_stats
+from privlab.measure.stats.variance import square_bound
 from privlab.query.planner import Output, Primitive, QueryPlan, QueryRefused
 
 log = logging.getLogger("privlab.gateway")
@@ -219,6 +226,8 @@ def _exact_measurement(plan: QueryPlan, primitive: Primitive,
         return cells.exact("__u"), float(cells.changed), True
     measure = plan.measures[primitive.measure]  # type: ignore[index]
     lo, hi = measure.clamp  # type: ignore[misc]
+    if primitive.kind == "csq":  # one row moves it by at most d^2 (measure.stats.variance)
+        return cells.exact(f"__q{measure.index}"), max_rows * square_bound((lo, hi))[2], False
     sums = cells.exact(f"__s{measure.index}")
     is_int = measure.column.type == "int"
     if primitive.kind == "sum":
@@ -381,6 +390,34 @@ def _centred_column(o: Output, noisy: _Noisy) -> _Column:
                                "approximate (union bound over the two noises)"])
 
 
+def _registry_column(o: Output, noisy: _Noisy) -> _Column:
+    """A statistic of the registry by its SQL form (VARIANCE, STDDEV, ...): its
+    `from_measurements` post-processing of the noisy count, centred sum and centred sum of
+    squares, each measured once (shared with an AVG of the same column)."""
+    stat = registry_stats.get(o.kind)
+    measure = noisy.plan.measures[o.measure]  # type: ignore[index]
+    bounds = measure.clamp
+    prims = {kind: Primitive("count", o.measure if measure.column.nullable else None)
+             if kind == "count" else Primitive(kind, o.measure)  # type: ignore[arg-type]
+             for kind in stat.sql_measurements}
+    spent = len(prims) * noisy.budget.per_primitive_epsilon
+    mechanism = noisy.budget.mechanism
+    if not noisy.cells.keys:
+        return [], ColumnInfo(o.name, o.kind, None, spent, mechanism)
+    values_of = {kind: _noisy(noisy.releases, p) for kind, p in prims.items()}
+    scales = {kind: float(noisy.releases[p].noise["scale"]) for kind, p in prims.items()}
+    values, intervals = [], []
+    for i in noisy.released:
+        cell = {kind: float(v[i]) for kind, v in values_of.items()}
+        values.append(stat.from_measurements(cell, bounds)[0])  # type: ignore[arg-type]
+        intervals.append(stat.measurements_half_width(
+            scales, bounds, max(cell.get("count", 1.0), 1.0),  # type: ignore[arg-type]
+            mechanism == "gaussian"))
+    return values, ColumnInfo(o.name, o.kind, intervals, spent, mechanism,
+                              [f"{stat.words}; interval approximate (first order, at the "
+                               "noisy count)"])
+
+
 def _quantile_column(o: Output, noisy: _Noisy) -> _Column:
     values = list(noisy.quantiles[Primitive("quantile", o.measure, o.q)])
     return values, ColumnInfo(o.name, o.kind, None, noisy.budget.per_primitive_epsilon,
@@ -399,6 +436,8 @@ def _output_column(o: Output, noisy: _Noisy) -> _Column:
         return _sum_column(o, noisy)
     if o.kind in ("sum", "avg"):
         return _centred_column(o, noisy)
+    if o.kind != "quantile":
+        return _registry_column(o, noisy)
     return _quantile_column(o, noisy)
 
 

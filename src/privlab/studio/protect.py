@@ -22,14 +22,16 @@ from typing import Any
 from privlab.core import queries
 from privlab.core.guarantee import PrivacyGuarantee, check_epsilon
 from privlab.errors import InvalidInputError
+from privlab.measure import stats
 from privlab.schema import OTHER, Schema
 from privlab.studio.sources import BUNDLED, Source, quote
 
-STATISTICS = ("count", "sum", "mean", "histogram")
+#: What the studio offers: the statistics registry (`privlab.measure.stats`) but the quantile
+#: (the form has no q); a new statistic there is offered here without an edit.
+STATISTICS = tuple(n for n in stats.names() if n != "quantile")
 #: The group of rows whose `by` value is missing (when the schema allows missing values).
 MISSING = "<missing>"
-DEFAULT_MECHANISM = {"count": "geometric", "sum": "laplace", "mean": "laplace",
-                     "histogram": "geometric"}
+DEFAULT_MECHANISM = {n: stats.get(n).default_mechanism for n in STATISTICS}
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,14 @@ class Domain:
     per_unit: int
     unit: str | None
     groups: list[str] | None = None  # the `by` column's declared groups (public)
+    integer: bool = False  # the column is declared integer (a histogram's integer bins)
+
+    def inputs(self, plan: Plan, public_size: int | None = None) -> stats.Inputs:
+        """The registry's public inputs at the row-level budget epsilon / per_unit."""
+        cats = tuple(self.categories) if self.categories is not None else None
+        return stats.Inputs(self.bounds, cats, cats, self.bins, self.integer,
+                            DEFAULT_MECHANISM[plan.statistic], plan.epsilon / self.per_unit,
+                            0.0, public_size=public_size)
 
 
 def parse_plan(form: dict[str, Any]) -> Plan:
@@ -94,7 +104,7 @@ def domain_of(schema: Schema, plan: Plan) -> Domain:
         raise InvalidInputError(f"column {plan.column!r} is declared {col.type}: it is never "
                                 "released; choose another column")
     numeric = col.is_numeric
-    if plan.statistic in ("sum", "mean") and not numeric:
+    if stats.get(plan.statistic).numeric and not numeric:
         raise InvalidInputError(f"column {plan.column!r} is {col.type}; {plan.statistic} "
                                 "needs an integer or numeric column")
     if plan.statistic == "histogram" and not numeric and col.type != "categorical":
@@ -119,28 +129,19 @@ def domain_of(schema: Schema, plan: Plan) -> Domain:
     if plan.by is not None:
         gcol = schema.column(plan.by)
         if plan.statistic == "histogram":
-            raise InvalidInputError("by group: choose count, sum or mean (a histogram is "
+            raise InvalidInputError("by group: choose another statistic (a histogram is "
                                     "already one count per cell)")
         if gcol.type != "categorical" or plan.by == plan.column:
             raise InvalidInputError(f"by: {plan.by!r} must be a categorical column other "
                                     f"than {plan.column!r} (its groups come from the schema)")
         groups = list(gcol.categories) + ([OTHER] if gcol.other else []) + \
             ([MISSING] if gcol.missing else [])
-    return Domain(bounds, cats, bins, per_unit, unit, groups)
+    return Domain(bounds, cats, bins, per_unit, unit, groups, col.type == "integer")
 
 
 def _query(values: Any, plan: Plan, d: Domain, rng: Any) -> Any:
-    """The query the release runs (the same calls as `privlab release`)."""
-    eps = plan.epsilon / d.per_unit
-    stat = plan.statistic
-    if stat == "count":
-        return queries.dp_count(values, eps, mechanism="geometric", rng=rng)
-    if stat == "sum":
-        return queries.dp_sum(values, d.bounds, eps, mechanism="laplace", rng=rng)
-    if stat == "mean":
-        return queries.dp_mean(values, d.bounds, eps, mechanism="laplace", rng=rng)
-    return queries.dp_histogram(values, eps, categories=d.categories, bounds=d.bounds,
-                                bins=d.bins or 10, mechanism="geometric", rng=rng)
+    """The query the release runs: the registry's release (as `privlab release`)."""
+    return stats.get(plan.statistic).release(values, d.inputs(plan), rng)
 
 
 def budget_split(plan: Plan, d: Domain) -> list[tuple[str, float]]:
@@ -151,9 +152,17 @@ def budget_split(plan: Plan, d: Domain) -> list[tuple[str, float]]:
     if plan.statistic == "mean":
         return [("noisy sum of the clamped values" + each, eps / 2), ("noisy count" + each,
                                                                         eps / 2)]
-    what = {"count": "noisy count", "sum": "noisy sum of the clamped values",
-            "histogram": "one noisy count per cell (a person is in one cell)"}[plan.statistic]
-    return [(what + each, eps)]
+    parts = _SPLIT.get(plan.statistic) or stats.get(plan.statistic).noise_words
+    if not parts:  # any other statistic of the registry: its planned noises
+        noise = stats.get(plan.statistic).plan(d.inputs(plan))
+        parts = tuple(f"noisy measurement {i + 1} of {len(noise)} ({n.mechanism}, "
+                      f"sensitivity {n.sensitivity:g})" for i, n in enumerate(noise))
+    return [(what + each, eps / len(parts)) for what in parts]
+
+
+#: The budget split's words of the basic four (others: the registry's `noise_words`).
+_SPLIT = {"count": ("noisy count",), "sum": ("noisy sum of the clamped values",),
+          "histogram": ("one noisy count per cell (a person is in one cell)",)}
 
 
 def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
@@ -186,6 +195,17 @@ def preview(schema: Schema, plan: Plan) -> dict[str, Any]:
         base = n if plan.statistic == "count" else None
         if base:
             out["approx"] = ("relative half-width", out["half_width"] / base)
+    elif plan.statistic not in ("count", "sum", "histogram"):  # the registry's, before data
+        stat = stats.get(plan.statistic)
+        inputs = d.inputs(plan, n)
+        out["half_width"] = None
+        hw = stat.half_width(inputs, stat.plan(inputs)) if n else None
+        out["half_width_words"] = (
+            "no closed form: a ratio of noisy sums (" + ", ".join(
+                f"{k.replace('_scale', '').replace('_', ' ')} scale {v:.4g}"
+                for k, v in probe.noise.items() if k.endswith("_scale")) + ")")
+        if hw is not None:
+            out["approx"] = (f"{plan.statistic} half-width (first order)", hw)
     return out
 
 
@@ -199,6 +219,10 @@ def library_call(plan: Plan, d: Domain) -> str:
     if plan.statistic in ("sum", "mean"):
         lo, hi = d.bounds  # type: ignore[misc]
         return f"queries.dp_{plan.statistic}(values, bounds=({lo:g}, {hi:g}), epsilon={eps})"
+    if plan.statistic != "histogram":
+        lo, hi = d.bounds  # type: ignore[misc]
+        return (f"stats.get({plan.statistic!r}).release(values, stats.Inputs(bounds=({lo:g}, "
+                f"{hi:g}), ..., epsilon={eps}))")
     if d.categories is not None:
         return (f"queries.dp_histogram(values, epsilon={eps}, "
                 f"categories=[{len(d.categories)} labels])")
@@ -269,6 +293,9 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
                                 "gaussian" in guarantee.mechanism)
     if plan.statistic == "mean" and ratio_hw is not None:
         payload["mean_half_width_95_approx"] = ratio_hw["mean"]
+    words = _registry_half_width(plan, d, results)
+    if words is not None:
+        payload["half_width_words"] = words
     schema_yaml = None if is_bundled else schema.to_yaml()
     out = Result(rid=secrets.token_hex(6), statistic=plan.statistic, column=plan.column,
                  epsilon=plan.epsilon, payload=payload, source_label=source.label,
@@ -279,6 +306,21 @@ def release(frame: Any, schema: Schema, plan: Plan, *, ledger: Any, principal: s
     return out, entry
 
 
+def _registry_half_width(plan: Plan, d: Domain, results: list[Any]) -> str | None:
+    """The registry's words for a half-width without a closed form (variance, stddev: first
+    order at the noisy count), per group for a by-group release; None for the basic four,
+    which the CLI's `half_width_text` describes."""
+    if plan.statistic in ("count", "sum", "mean", "histogram"):
+        return None
+    stat = stats.get(plan.statistic)
+    if plan.by is None:
+        return stat.half_width_words(results[0])
+    widths = [stat.release_half_width(r) for r in results]
+    return "per group, first order at its noisy count: " + ", ".join(
+        f"{g} about {w:.4g}" for g, w in zip(d.groups or [], widths, strict=True)
+        if w is not None)
+
+
 def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
     """The released column's values after `privlab release`'s schema step (conformance and
     the per-person contribution bound)."""
@@ -287,9 +329,10 @@ def _values(frame: Any, schema: Schema, plan: Plan, d: Domain) -> Any:
     declared = ReleaseDomain(d.bounds if plan.statistic != "histogram" or d.categories is None
                          else None, d.categories, d.bins, 1, None)
     frame, _ = conform_for_release(frame, schema, "coerce", plan.column, plan.statistic, declared,
-                             None, DEFAULT_MECHANISM[plan.statistic])
+                             None, DEFAULT_MECHANISM[plan.statistic],
+                             reads_numbers=stats.get(plan.statistic).numeric)
     values = frame[plan.column]
-    if plan.statistic in ("sum", "mean"):
+    if stats.get(plan.statistic).numeric:
         return queries.as_numeric(values.to_numpy(), f"column {plan.column!r}")
     if plan.statistic == "histogram":
         values = values.dropna()
@@ -354,14 +397,15 @@ def python_script(plan: Plan, d: Domain, source: Source, schema_arg: str, ledger
     They all go into one JSON document, embedded as a Python string literal (`repr` of
     ASCII-only JSON) and parsed with `json.loads`; no data-derived text is ever spliced into
     the code, so the only thing a hostile name can change is a value."""
-    numeric = plan.statistic in ("sum", "mean") or (plan.statistic == "histogram"
-                                                     and d.categories is None)
+    numeric = stats.get(plan.statistic).numeric or (plan.statistic == "histogram"
+                                                    and d.categories is None)
     params = {
         "statistic": plan.statistic, "column": plan.column, "by": plan.by,
         "epsilon": plan.epsilon, "per_unit": d.per_unit, "unit": d.unit,
         "bounds": list(d.bounds) if d.bounds is not None else None,
         "categories": d.categories, "bins": d.bins or 10, "groups": d.groups,
         "numeric": numeric, "mechanism": DEFAULT_MECHANISM[plan.statistic],
+        "integer": d.integer,
         "keep": list(dict.fromkeys([plan.column] + ([plan.by] if plan.by else [])
                                    + ([d.unit] if d.unit else []))),
         "data": ({"dataset": source.name, "options": BUNDLED[source.name][1]}
@@ -385,6 +429,7 @@ from pathlib import Path
 
 from privlab.core import queries
 from privlab.core.ledger import BudgetLedger
+from privlab.measure import stats
 from privlab.schema import conform, load_schema
 from privlab.schema.release import release_guarantee
 
@@ -409,20 +454,15 @@ bounds = tuple(P["bounds"]) if P["bounds"] is not None else None
 
 
 def query(values):
+    """The statistic's one definition in the registry, on the public inputs in P."""
     if P["numeric"]:
         values = queries.as_numeric(values.dropna().to_numpy())
     elif P["statistic"] == "histogram":
         values = values.dropna()
-    if P["statistic"] == "count":
-        return queries.dp_count(values, eps, mechanism=P["mechanism"])
-    if P["statistic"] in ("sum", "mean"):
-        dp = queries.dp_sum if P["statistic"] == "sum" else queries.dp_mean
-        return dp(values, bounds, eps, mechanism=P["mechanism"])
-    if P["categories"] is not None:
-        return queries.dp_histogram(values, eps, categories=P["categories"],
-                                    mechanism=P["mechanism"])
-    return queries.dp_histogram(values, eps, bounds=bounds, bins=P["bins"],
-                                mechanism=P["mechanism"])
+    cats = tuple(P["categories"]) if P["categories"] is not None else None
+    inputs = stats.Inputs(bounds, cats, cats, P["bins"], P["integer"], P["mechanism"], eps,
+                          0.0)
+    return stats.get(P["statistic"]).release(values, inputs, None)
 
 
 if P["by"] is None:

@@ -39,4 +39,18 @@ def get(name: str) -> Statistic:
                                 f"got {name!r}") from None
 
 
-__all__ = ["Inputs", "Statistic", "draw", "get", "names", "registry"]
+def sql_names() -> tuple[str, ...]:
+    """The statistics with an SQL form (the gateway offers them, `Statistic.sql_functions`)."""
+    return tuple(n for n, s in registry().items() if s.sql_functions)
+
+
+def by_sql(function: str) -> Statistic | None:
+    """The statistic an SQL function asks for (a sqlglot expression key such as "variance"),
+    or None when no statistic of the registry has that SQL form."""
+    for stat in registry().values():
+        if function in stat.sql_functions:
+            return stat
+    return None
+
+
+__all__ = ["Inputs", "Statistic", "by_sql", "draw", "get", "names", "registry", "sql_names"]

@@ -41,6 +41,14 @@ class Statistic:
     default_mechanism: ClassVar[str] = "laplace"
     mechanisms: ClassVar[tuple[str, ...]] = ("laplace", "geometric", "gaussian")
     accountant: ClassVar[str] = "exact"
+    #: The SQL form, for the gateway's planner: the SQL functions (sqlglot expression keys,
+    #: e.g. "variance" for VARIANCE and VAR_SAMP) that ask for this statistic, and the
+    #: additive measurements it is post-processed from (`SQL_MEASUREMENTS`). Empty: the
+    #: gateway has its own form for it (COUNT, SUM, AVG, quantiles) or none.
+    sql_functions: ClassVar[tuple[str, ...]] = ()
+    sql_measurements: ClassVar[tuple[str, ...]] = ()
+    #: Plain words for each planned noise, in `plan`'s order (a preview's budget split).
+    noise_words: ClassVar[tuple[str, ...]] = ()
 
     def plan(self, x: Inputs) -> tuple[Noise, ...]:
         raise NotImplementedError
@@ -71,6 +79,23 @@ class Statistic:
     def half_width_words(self, release: Release) -> str | None:
         """Words for a release without a closed-form half-width (None: use the default)."""
         return None
+
+    def from_measurements(self, noisy: dict[str, float],
+                          bounds: tuple[float, float]) -> tuple[float, float]:
+        """(value, grid) from the noisy `sql_measurements` of one cell (post-processing;
+        the gateway's SQL form)."""
+        raise NotImplementedError
+
+    def measurements_half_width(self, scales: dict[str, float], bounds: tuple[float, float],
+                                count: float, gaussian: bool) -> float | None:
+        """The approximate 95% half-width from the measurements' noise scales at `count`."""
+        return None
+
+
+#: The additive measurements a statistic's SQL form may be built from, each per cell over the
+#: values clamped to the public [lo, hi] with centre c = (lo + hi) / 2: the row count of the
+#: column, the centred sum (sum of x - c) and the centred sum of squares (sum of (x - c)^2).
+SQL_MEASUREMENTS = ("count", "csum", "csq")
 
 
 def draw(noise: Noise, value: Any, rng: RngLike) -> Release:

@@ -54,6 +54,25 @@ class Variance(Statistic):
              "a noisy sum of squares")
     accountant = "sequential composition of 3 releases"
     root = False  # the standard deviation takes the square root
+    sql_functions = ("variance", "variancepop")  # VARIANCE, VAR_SAMP, VAR_POP
+    sql_measurements = ("count", "csum", "csq")
+    noise_words = ("noisy count", "noisy centred sum of the clamped values",
+                   "noisy centred sum of their squares")
+
+    def from_measurements(self, noisy: dict[str, float],
+                          bounds: tuple[float, float]) -> tuple[float, float]:
+        """Q/n - (S/n)^2 with n = max(noisy count, 1), clipped to [0, d^2], on its grid (the
+        square root of it for the standard deviation): post-processing only."""
+        _, d, d2 = square_bound(bounds)
+        n = max(noisy["count"], 1.0)
+        var = min(max(noisy["csq"] / n - (noisy["csum"] / n) ** 2, 0.0), d2)
+        return _on_grid(math.sqrt(var), d) if self.root else _on_grid(var, d2)
+
+    def measurements_half_width(self, scales: dict[str, float], bounds: tuple[float, float],
+                                count: float, gaussian: bool) -> float | None:
+        _, d, _ = square_bound(bounds)
+        return self._approx((scales["count"], scales["csum"], scales["csq"]), d, count,
+                            gaussian)
 
     def exact(self, values: Any, x: Inputs) -> Any:
         v = clamped(values, x)
@@ -80,9 +99,8 @@ class Variance(Statistic):
         c = draw(noise[0], len(y), gen)
         s = draw(noise[1], float(y.sum()), gen)
         q = draw(noise[2], float((y * y).sum()), gen)
-        n = max(float(c.value), 1.0)
-        var = min(max(float(q.value) / n - (float(s.value) / n) ** 2, 0.0), d2)
-        value, g = _on_grid(math.sqrt(var), d) if self.root else _on_grid(var, d2)
+        value, g = self.from_measurements(
+            {"count": float(c.value), "csum": float(s.value), "csq": float(q.value)}, (lo, hi))
         guarantee = PrivacyGuarantee(
             epsilon=x.epsilon, delta=x.delta, mechanism=self.mechanism_text(x, noise),
             accountant=self.accountant,
@@ -137,6 +155,7 @@ class StandardDeviation(Variance):
     name = "stddev"
     words = "the standard deviation of the values (the square root of the private variance)"
     root = True
+    sql_functions = ("stddev", "stddevsamp", "stddevpop")  # STDDEV, STDDEV_SAMP, STDDEV_POP
 
 
 STATISTICS = (Variance(), StandardDeviation())

@@ -13,7 +13,9 @@ from typing import Any, Literal
 from privlab.errors import InvalidInputError, PrivlabError
 from privlab.query.config import ColumnSpec, TableSpec
 
-AggKind = Literal["key", "count", "units", "sum", "avg", "quantile"]
+#: "key", "count", "units", "sum", "avg", "quantile", or the name of a statistic of the
+#: registry with an SQL form (`privlab.measure.stats`, e.g. "variance", "stddev")
+AggKind = str
 
 
 class QueryRefused(InvalidInputError):
@@ -97,9 +99,10 @@ class Output:
 
 @dataclass(frozen=True)
 class Primitive:
-    """A noisy measurement that consumes budget: count, sum, centred sum, units, quantile."""
+    """A noisy measurement that consumes budget: count, sum, centred sum, centred sum of
+    squares (csq), units, quantile."""
 
-    kind: Literal["count", "sum", "csum", "units", "quantile"]
+    kind: Literal["count", "sum", "csum", "csq", "units", "quantile"]
     measure: int | None = None
     q: float | None = None
 

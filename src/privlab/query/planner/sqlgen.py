@@ -39,6 +39,14 @@ def bounded(base: str, select: str, max_rows: int) -> str:
             f"SELECT {select} FROM __bounded WHERE __rn <= {int(max_rows)}")
 
 
+def centred_squares(m: Measure) -> str:
+    """SUM((x - c) * (x - c)) over the clamped values, c = (lo + hi) / 2 as a double: the
+    centred sum of squares of a registry statistic's SQL form (`privlab.measure.stats`)."""
+    lo, hi = m.clamp  # type: ignore[misc]
+    y = f"(CAST({m.key} AS DOUBLE PRECISION) - {float((lo + hi) / 2)!r})"
+    return f"SUM({y} * {y})"
+
+
 class SqlGenerator:
     """Generates the engine's SQL for one config (its `schema` qualifies table sources)."""
 
@@ -108,7 +116,8 @@ class SqlGenerator:
     def aggregation(self, st: PlanState, on_sql: list[str], where_sql: str | None,
                     unit: tuple[TableUse, ColumnSpec] | None, user_level: bool, max_rows: int,
                     primitives: tuple[Primitive, ...]) -> tuple[str, tuple[str, ...]]:
-        """The aggregation: group keys, COUNT(*), and per measure COUNT / SUM as needed."""
+        """The aggregation: group keys, COUNT(*), and per measure COUNT / SUM / the centred
+        sum of squares as needed."""
         aggs: list[tuple[str, str]] = [("__n", "COUNT(*)")]
         used: list[Measure] = []
         for p in primitives:
@@ -120,6 +129,13 @@ class SqlGenerator:
                     aggs.append((f"__c{m.index}", f"COUNT({m.key})"))
                 if p.kind in ("sum", "csum") and (f"__s{m.index}", f"SUM({m.key})") not in aggs:
                     aggs.append((f"__s{m.index}", f"SUM({m.key})"))
+            if p.kind == "csq" and p.measure is not None:
+                m = st.measures[p.measure]
+                if m not in used:
+                    used.append(m)
+                if (f"__c{m.index}", f"COUNT({m.key})") not in aggs:
+                    aggs.append((f"__c{m.index}", f"COUNT({m.key})"))
+                aggs.append((f"__q{m.index}", centred_squares(m)))
             if p.kind == "units":
                 aggs.append(("__u", "COUNT(DISTINCT __unit)"))
         keys = [g.key for g in st.groups]

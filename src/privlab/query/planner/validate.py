@@ -13,6 +13,7 @@ from functools import reduce
 from typing import Any
 
 from privlab.engines.base import quote_ident
+from privlab.measure import stats as registry_stats
 from privlab.query.config import ColumnSpec, GatewayConfig
 from privlab.query.planner.limits import MAX_IN_LIST, MAX_LITERAL_CHARS, check_text, parse
 from privlab.query.planner.plan import (
@@ -589,7 +590,21 @@ class Validator:
         if t is exp.Quantile or (t is exp.Anonymous
                                  and str(node.this).lower() in self._QUANTILE_FUNCTIONS):
             return self._quantile_call(st, node)
+        stat = registry_stats.by_sql(node.key)
+        if stat is not None:
+            return self._registry_statistic(st, node, stat.name)
         raise self._refuse_output(node)
+
+    def _registry_statistic(self, st: PlanState, node: Any, stat: str) -> Output:
+        """A statistic of the registry by its SQL form (VARIANCE, STDDEV, ...) of a column
+        with declared bounds (no DISTINCT)."""
+        from sqlglot import exp
+
+        self._plain(node, {"this"})
+        what = node.key.upper()
+        if type(node.this) is exp.Distinct:
+            raise refuse(f"{what}(DISTINCT ...) is not supported")
+        return Output("", stat, measure=self._measure(st, node.this, True, what))
 
     def _group_key(self, st: PlanState, node: Any) -> Output:
         """A bare column: only a GROUP BY key (row-level values are never returned)."""
@@ -681,8 +696,9 @@ class Validator:
             return refuse(f"{node.key.upper()} reveals an extreme row value and is refused; "
                           "use a quantile such as PERCENTILE_CONT(0.95)")
         fname = node.key.upper() if t is not exp.Anonymous else str(node.this)[:40].upper()
-        return refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG, MEDIAN or "
-                      "PERCENTILE_CONT over declared columns")
+        more = "".join(f", {n.upper()}" for n in registry_stats.sql_names())
+        return refuse(f"{fname} is not supported in SELECT: use COUNT, SUM, AVG{more}, MEDIAN "
+                      "or PERCENTILE_CONT over declared columns")
 
     def _default_name(self, st: PlanState, out: Output) -> str:
         if out.kind == "key":
@@ -789,4 +805,9 @@ class Validator:
                 need(Primitive("sum", o.measure))
             elif o.kind == "quantile":
                 need(Primitive("quantile", o.measure, o.q))
+            elif o.kind in registry_stats.sql_names():
+                m = st.measures[o.measure]  # type: ignore[index]
+                for kind in registry_stats.get(o.kind).sql_measurements:
+                    need(Primitive("count", o.measure if m.column.nullable else None)
+                         if kind == "count" else Primitive(kind, o.measure))  # type: ignore[arg-type]
         return tuple(prims)

@@ -115,6 +115,8 @@ def half_width(payload: dict[str, Any]) -> str:
     mean's is approximate, from its noisy count and the public bounds."""
     from privlab.core.release import half_width_text
 
+    if payload.get("half_width_words"):  # the registry's (variance, stddev)
+        return str(payload["half_width_words"])
     return half_width_text(payload.get("confidence_interval_95"), payload.get("noise") or {},
                            payload.get("details"),
                            "gaussian" in str(payload["guarantee"].get("mechanism", "")))
