@@ -5,7 +5,7 @@
         [--edits hostile_row duplicate_person missing_values backslash] [--seed 1]
 
 For each engine (DuckDB; PostgreSQL when the URL is set) and each edit of
-`privlab.query.neighbours.EDITS`, a gateway over D and one over D' (one row edited) with the
+`privlab.testing.gateway.EDITS`, a gateway over D and one over D' (one row edited) with the
 same noise seed receive the same `gateway_sql()` queries (Hypothesis, random, not shrunk to
 the CI's fixed set). Counted: queries, statuses, queries whose public views differ (status,
 error text, charge, budget, keys, metadata, group keys, value types) and engine failures
@@ -30,7 +30,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from privlab.query.gateway import Gateway  # noqa: E402
-from privlab.query.neighbours import (  # noqa: E402
+from privlab.service.app import create_app  # noqa: E402
+from privlab.testing.gateway import (  # noqa: E402
     BASE,
     EDITS,
     config,
@@ -42,7 +43,6 @@ from privlab.query.neighbours import (  # noqa: E402
     write_fuzz_summary,
     write_postgres,
 )
-from privlab.service.app import create_app  # noqa: E402
 
 
 def gateway(engine: str, rows: list[Any], work: Path, pg_url: str | None,

@@ -4,7 +4,7 @@
         .venv/bin/python experiments/gateway_types_fuzz.py --examples 1500 [--seed 1]
 
 For each engine (DuckDB; PostgreSQL when the URL is set), one database holds, for every
-engine type the start-up check accepts (`privlab.query.neighbours.ACCEPTED_TYPES`), a D and,
+engine type the start-up check accepts (`privlab.testing.gateway_types.ACCEPTED_TYPES`), a D and,
 per extreme value of the type and NULL, a D' = D plus one row with that value. A gateway
 over all the D and one over all the D' (same noise seed) receive the same `typed_sql()`
 queries, each on a case drawn at random (Hypothesis, random, not the CI's fixed set).
@@ -30,16 +30,18 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from privlab.query.gateway import Gateway  # noqa: E402
-from privlab.query.neighbours import (  # noqa: E402
+from privlab.testing.gateway import (  # noqa: E402
     ask,
     differences,
     fallbacks,
     print_run,
+    write_fuzz_summary,
+)
+from privlab.testing.gateway_types import (  # noqa: E402
     type_cases,
     typed_config,
     typed_sql,
     typed_statements,
-    write_fuzz_summary,
 )
 
 

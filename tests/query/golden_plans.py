@@ -25,10 +25,10 @@ def planners() -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from gw_fixtures import SMALL_JOINS, SMALL_TABLES, analysts
 
-    from privlab.query import neighbours
     from privlab.query.config import parse_config
     from privlab.query.demo import adult_config
     from privlab.query.planner import Planner
+    from privlab.testing import gateway as neighbours
 
     raw = adult_config("unused.duckdb", "unused.db", analysts())
     raw["tables"].update(SMALL_TABLES)

@@ -1,4 +1,4 @@
-"""The gateway fuzzes' summary file (`privlab.query.neighbours.write_fuzz_summary`)."""
+"""The gateway fuzzes' summary file (`privlab.testing.gateway.write_fuzz_summary`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from privlab.query.neighbours import write_fuzz_summary
+from privlab.testing.gateway import write_fuzz_summary
 
 RUN = {"queries": 5, "differing": 0, "server_errors": 0, "engine_failures_after_charge": 0}
 

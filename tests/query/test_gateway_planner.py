@@ -205,8 +205,8 @@ def test_reused_plans_equal_fresh_plans() -> None:
     fresh planner gives (the same plan, or the same refusal)."""
     from hypothesis import HealthCheck, given, settings
 
-    from privlab.query.neighbours import config as persons_config
-    from privlab.query.neighbours import gateway_sql
+    from privlab.testing.gateway import config as persons_config
+    from privlab.testing.gateway import gateway_sql
 
     cfg = persons_config("unused.duckdb", "unused.db")
     cached = Planner(cfg)

@@ -20,7 +20,7 @@ from gw_fixtures import DEFAULT_PG_URL, _pg_reachable, analysts
 
 from privlab.cli.main import main
 from privlab.query.audit import AuditLog, _row_hash
-from privlab.query.neighbours import BASE, PERSONS, write_duckdb
+from privlab.testing.gateway import BASE, PERSONS, write_duckdb
 
 KEY = b"k" * 40
 TABLE = "privlab_gateway_audit"

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from privlab.query.config import hash_key, parse_config
 from privlab.query.gateway import Gateway
-from privlab.query.neighbours import BASE, KEY, PERSONS, gateway_sql, write_duckdb
 from privlab.service import create_app
+from privlab.testing.gateway import BASE, KEY, PERSONS, gateway_sql, write_duckdb
 
 BOB = "pk_openapi_fuzz_other_analyst"
 

@@ -1,6 +1,6 @@
 """Neighbouring-dataset soundness of the DP SQL gateway (DuckDB and PostgreSQL).
 
-The gateway over D and over D' (one row edited: `privlab.query.neighbours.EDITS`), with the
+The gateway over D and over D' (one row edited: `privlab.testing.gateway.EDITS`), with the
 same seed, must give the same HTTP status, error text, charge, budget, response keys,
 metadata, guarantee and public group keys for every request; only the noised values may
 differ. A battery of hostile requests, a regression test for the PostgreSQL LIKE error
@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
 from privlab.query.gateway import Gateway
-from privlab.query.neighbours import (
+from privlab.service.app import create_app
+from privlab.testing.gateway import (
     BASE,
     EDITS,
     KEY,
@@ -33,7 +34,6 @@ from privlab.query.neighbours import (
     write_duckdb,
     write_postgres,
 )
-from privlab.service.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query"))
 from gw_fixtures import pg_url  # noqa: E402,F401 - the PostgreSQL fixture (skips with reason)
@@ -154,7 +154,7 @@ def test_epsilon_below_the_table_floor_is_refused_uncharged(
 def test_fuzzed_queries_are_answered_alike_on_neighbours(engine: str, tmp_path: Path,
                                                          request: pytest.FixtureRequest
                                                          ) -> None:
-    """Generated SQL (privlab.query.neighbours.gateway_sql) against D and D' = D plus one
+    """Generated SQL (privlab.testing.gateway.gateway_sql) against D and D' = D plus one
     hostile row (backslash, percent, quote and astral characters in a text, a new
     category, INT64_MAX, NaN, a NULL): identical status, charge and public view."""
     d, d2 = neighbours(engine, "hostile_row", tmp_path, request)

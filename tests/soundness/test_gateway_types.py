@@ -1,6 +1,7 @@
 """Total SQL on every declared type: a type x value grid on DuckDB and PostgreSQL.
 
-For every engine type the start-up check accepts (`privlab.query.neighbours.ACCEPTED_TYPES`)
+For every engine type the start-up check accepts
+(`privlab.testing.gateway_types.ACCEPTED_TYPES`)
 and each of its extreme values (64- and 128-bit integer edges, the widest decimals, the
 largest doubles, NaN, infinities, the smallest subnormal) and NULL, a gateway over D and
 one over D' = D plus one row holding that value receive the same queries with the same
@@ -27,12 +28,10 @@ from privlab.engines import open_engine
 from privlab.errors import InvalidInputError
 from privlab.query.config import hash_key, parse_config
 from privlab.query.gateway import Gateway
-from privlab.query.neighbours import (
+from privlab.testing.gateway import ask, differences, fallbacks
+from privlab.testing.gateway_types import (
     REFUSED_TYPES,
     TYPED_QUERIES,
-    ask,
-    differences,
-    fallbacks,
     type_cases,
     typed_config,
     typed_sql,

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query"))
 
 from gw_fixtures import analysts  # noqa: E402
 
-from privlab.query.neighbours import BASE, PERSONS, write_duckdb  # noqa: E402
+from privlab.testing.gateway import BASE, PERSONS, write_duckdb  # noqa: E402
 
 AUDIT_TABLE = "privlab_gateway_audit"
 PEOPLE_CSV = "age,sex,city,income\n" + "".join(

@@ -288,7 +288,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from privlab.assess.grouped import DuckDBSource
 from privlab.engines.duckdb import DuckDBEngine
-from privlab.query.neighbours import BASE, write_duckdb
+from privlab.testing.gateway import BASE, write_duckdb
 from privlab.synth.marginals import DuckDBMarginals
 
 tmp = Path(sys.argv[1])

@@ -41,6 +41,7 @@ from privlab.assess.sources import (  # re-exported: the sources' import path be
     lit,
     q,
 )
+from privlab.engines.base import GROUPED_COUNTS
 from privlab.errors import InvalidInputError
 from privlab.schema.model import Schema
 
@@ -222,6 +223,9 @@ def assess_grouped(src: CountSource, *, attributes: Sequence[str] | None = None,
     """`assess()` over an engine: same arguments (population as a CountSource), same result
     (and the same progress steps). With a declared `schema` the rows are conformed inside
     the engine (`privlab.assess.declared_sql`), as `assess()` conforms them in memory."""
+    for engine in (src, population):
+        if engine is not None:
+            engine.require(GROUPED_COUNTS, "assess_grouped")
     total = assess_steps(max_combination_size, quasi_identifiers is not None)
     report = progress or (lambda _stage, _done, _total: None)
     if max_combination_size < 1:

@@ -1,5 +1,7 @@
-"""The tables the grouped assessment counts: a `CountSource` answers SQL over `__data` with
-rows or a pandas frame, and only counts ever come back (DuckDB over Parquet in place, Spark).
+"""The tables the grouped assessment counts: a `CountSource` (the engine protocol's
+grouped-counts capability, `privlab.engines.grouped.GroupedCounts`) answers SQL over `__data`
+with rows or a pandas frame, and only counts ever come back (DuckDB over Parquet in place,
+Spark).
 
 Why a module of its own: `privlab.assess.grouped` (the assessment) and
 `privlab.assess.declared_sql` (the schema's conforming as SQL) both build on these sources and
@@ -15,14 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from privlab.engines.grouped import FLOAT_TYPES, INT_TYPES, GroupedCounts
 from privlab.errors import InvalidInputError
-from privlab.utils.closing import Closing
-
-#: Engine type names (DuckDB and Spark spellings) read as integers / floats.
-INT_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "hugeint", "utinyint",
-             "usmallint", "uinteger", "ubigint", "long", "short", "byte", "int8", "int16",
-             "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-FLOAT_TYPES = ("double", "float", "real", "float4", "float8")
 
 
 def q(name: str) -> str:
@@ -35,25 +31,8 @@ def lit(x: float) -> str:
     return f"CAST('{float(x)!r}' AS DOUBLE)"
 
 
-class CountSource(Closing):
-    """A table an engine can count: `columns` (name -> type name), `sql(text)` -> rows and
-    `frame(text)` -> pandas. Queries are written in DuckDB's dialect against `__data`.
-    `close()` (or `with`) releases its connection, if it holds one."""
-
-    name = "engine"
-    columns: dict[str, str]
-
-    def sql(self, text: str) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def frame(self, text: str) -> pd.DataFrame:
-        raise NotImplementedError
-
-    def kind(self, column: str) -> str:
-        t = self.columns[column].lower().split("(")[0].strip()
-        if t.startswith("decimal") or t in INT_TYPES or t in FLOAT_TYPES:
-            return "float" if t in FLOAT_TYPES or t.startswith("decimal") else "int"
-        return "other"
+#: The grouped-counts capability of the one engine protocol, by the name assess has used.
+CountSource = GroupedCounts
 
 
 class DuckDBSource(CountSource):

@@ -1,6 +1,8 @@
 """Every engine the gateway, `DPQuery`, assess, synth and trajectory run on, behind one
-protocol (`privlab.engines.base.Engine`: `dialect`, `placeholder(i)`, `run(sql, params)`,
-`check_tables(config)`, `result_types(sql)`, `close()`):
+protocol (`privlab.engines.base.Engine`) with two capabilities, asked by
+`engine.supports(...)`: `QUERIES` (`dialect`, `placeholder(i)`, `run(sql, params)`,
+`check_tables(config)`, `result_types(sql)`) and `GROUPED_COUNTS` (`engines.grouped`:
+`columns`, `sql`, `frame`, `kind` over one table `__data`, what assess counts with):
 
 - `engines.duckdb`: a DuckDB file, read-only (duckdb, a core dependency);
 - `engines.postgres`: PostgreSQL through SQLAlchemy + psycopg (the `[postgres]` extra);
@@ -14,13 +16,13 @@ nothing from the rest of privlab but `privlab.errors`.
 
 from __future__ import annotations
 
-from privlab.engines.base import Engine, EngineError, quote_ident
+from privlab.engines.base import GROUPED_COUNTS, QUERIES, Engine, EngineError, quote_ident
 from privlab.engines.duckdb import DuckDBEngine
 from privlab.engines.postgres import PostgresEngine
 from privlab.engines.types import type_problem
 
-__all__ = ["DuckDBEngine", "Engine", "EngineError", "PostgresEngine", "open_engine",
-           "quote_ident", "type_problem"]
+__all__ = ["GROUPED_COUNTS", "QUERIES", "DuckDBEngine", "Engine", "EngineError",
+           "PostgresEngine", "open_engine", "quote_ident", "type_problem"]
 
 
 def open_engine(url: str, timeout_s: float = 10.0, threads: int | None = None) -> Engine:

@@ -1,5 +1,11 @@
-"""The engine protocol every engine implements (DuckDB, PostgreSQL, Spark), the engine error,
-identifier quoting, and the start-up check that the database matches the declared tables.
+"""The engine protocol every engine implements (DuckDB, PostgreSQL, Spark, and the assessment's
+grouped-count sources), its capabilities, the engine error, identifier quoting, and the
+start-up check that the database matches the declared tables.
+
+One protocol, two capabilities: `QUERIES` (parameterised SQL in the engine's dialect: what
+the gateway, `DPQuery`, synth and trajectory send) and `GROUPED_COUNTS` (counts grouped over
+one table `__data`: what `privlab.assess` sends; `privlab.engines.grouped`). A caller asks
+`engine.supports(...)` or `engine.require(...)` rather than the engine's class.
 
 The gateway only ever sends SQL that `privlab.query.planner` generated, with every literal
 as a bound parameter; an engine runs it and returns rows. An engine error is reported to the
@@ -8,7 +14,7 @@ analyst as a generic failure: its text may quote data.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from privlab.engines.types import type_problem
 from privlab.errors import InvalidInputError, PrivlabError
@@ -32,14 +38,35 @@ class EngineError(PrivlabError):
     """The database failed to run a generated query (HTTP 500; the message stays server-side)."""
 
 
+#: Parameterised SQL in `dialect`: `placeholder(i)`, `run(sql, params)`, `check_tables`,
+#: `result_types` (the gateway's engines: `DuckDBEngine`, `PostgresEngine`, `SparkEngine`).
+QUERIES = "queries"
+#: Counts grouped over one table `__data`: `columns`, `sql(text)`, `frame(text)`, `kind(col)`
+#: (`privlab.engines.grouped.GroupedCounts`: DuckDB over Parquet, Spark, a conformed view).
+GROUPED_COUNTS = "grouped_counts"
+
+
 class Engine(Closing):
-    """The protocol: `dialect` (the SQL the planner generates for it), `placeholder(i)` (the
-    i-th bound parameter), `run(sql, params)` (rows), `check_tables(config)` (start-up),
-    `result_types(sql)` and `close()` (idempotent; `with engine:` closes too; an engine
-    dropped open warns, `privlab.utils.closing`). Subclasses: `DuckDBEngine`,
-    `PostgresEngine`, `SparkEngine` (which overrides `check_tables`)."""
+    """The protocol: `capabilities` (which of `QUERIES`, `GROUPED_COUNTS` it offers;
+    `supports` / `require` ask), `close()` (idempotent; `with engine:` closes too; an engine
+    dropped open warns, `privlab.utils.closing`) and, under `QUERIES`: `dialect` (the SQL the
+    planner generates for it), `placeholder(i)` (the i-th bound parameter), `run(sql, params)`
+    (rows), `check_tables(config)` (start-up), `result_types(sql)`. Subclasses:
+    `DuckDBEngine`, `PostgresEngine`, `SparkEngine` (which overrides `check_tables`), and
+    `engines.grouped.GroupedCounts` for the grouped-counts capability."""
 
     dialect = "duckdb"
+    capabilities: ClassVar[frozenset[str]] = frozenset({QUERIES})
+
+    def supports(self, capability: str) -> bool:
+        """Whether this engine offers `capability` (`QUERIES`, `GROUPED_COUNTS`)."""
+        return capability in self.capabilities
+
+    def require(self, capability: str, what: str = "this use") -> None:
+        """TypeError naming the engine and the missing capability (a wiring mistake)."""
+        if not self.supports(capability):
+            raise TypeError(f"{what} needs an engine with {capability!r}; "
+                            f"{type(self).__name__} offers {sorted(self.capabilities)}")
 
     @staticmethod
     def placeholder(i: int) -> str:
