@@ -127,7 +127,9 @@ def _lm_site():
     tok = lm.train_tokenizer(lm.make_public_corpus(60, seed=1), vocab_size=300)
     model = lm.small_gpt2(tok, lm.LMSpec(16, 1, 2, 64), seed=0)
     ids, labels = lm.encode(tok, ["The cafeteria will serve soup."], 40)
-    grads, _, factors = lm._PerTextClipper(model, CLIP)(ids, labels)
+    from privlab.audit.lm.training import _PerTextClipper
+
+    grads, _, factors = _PerTextClipper(model, CLIP)(ids, labels)
     return list(grads.values()), torch.tensor([_norm(grads.values()) / float(factors[0])])
 
 
