@@ -12,6 +12,14 @@ Order of operations is the privacy argument:
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
    appended to the audit log, and only then is the answer returned.
 
+One commit (the default: ledger and audit log in one database, `privlab.query.commit`):
+steps 2 and 3 swap for a query whose charge the budget this process knows covers
+(`BudgetView`): the engine runs and the noise is drawn, then the charge and the audit row
+with the answer commit in ONE transaction (group-committed), and only then is the answer
+returned. A refused charge or a failed commit drops the answer unseen. A query the view
+cannot vouch for takes the charge-first path, so its refusal still comes before any row is
+read.
+
 Failures after the charge. The planner only emits SQL that cannot fail on any row (see
 `privlab.query.planner`), so an engine failure is not supposed to depend on the data. As a
 second line of defence, whatever goes wrong between the charge and the answer (an engine
