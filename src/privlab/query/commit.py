@@ -131,7 +131,9 @@ class BudgetView:
     def reserve(self, request: ChargeRequest) -> tuple[str, Decimal, Decimal] | None:
         """A token when the charge will fit (held until `release`), else None."""
         try:
-            name, eps, dlt, _, _ = BudgetLedger._prepare(request)
+            # the amounts only (not the guarantee's JSON): rounded as the charge rounds them
+            name, eps, dlt, _, _ = BudgetLedger._prepare(
+                ChargeRequest(request.principal, request.epsilon, request.delta))
         except PrivlabError:
             return None
         with self._lock:
