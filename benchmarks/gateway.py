@@ -287,9 +287,12 @@ def _raw_config(database: str, ledger: str, args: argparse.Namespace) -> dict[st
 
 def _inprocess_config(raw_cfg: dict[str, Any], workdir: Path, backend: str) -> Any:
     """In process: a Python-built config has no audit key, so its audit rows go to a log of
-    their own (`privlab serve` verifies its keyed log at start-up)."""
+    their own (`privlab serve` verifies its keyed log at start-up). A SQLite ledger gets a
+    file of its own too, holding that log (the default one-commit setup, as served)."""
     from privlab.query.config import parse_config
 
+    if "://" not in raw_cfg["ledger"]:
+        return parse_config(dict(raw_cfg, ledger=str(workdir / f"inproc-ledger-{backend}.db")))
     return parse_config(dict(raw_cfg, audit=str(workdir / f"inproc-audit-{backend}.db")))
 
 
