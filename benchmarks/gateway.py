@@ -4,9 +4,11 @@
    - in process: `Gateway.query` (plan, charge the ledger, run, noise, audit) vs executing the
      same SQL directly on the same engine connection;
    - over HTTP: `privlab serve` vs a bare FastAPI app that executes the same SQL directly
-     (same uvicorn, same worker count, same keep-alive clients); throughput and p50 / p99
-     latency under C concurrent clients. Every request carries a different literal, so the
-     gateway parses and plans every query (no plan-cache hits).
+     on the same DuckDB file (same uvicorn, same worker count, same keep-alive clients),
+     the two phases alternated `--rounds` times (default 3): per phase the server's CPU per
+     request (its process tree from /proc, not the clients'), throughput and p50 / p99
+     latency under C concurrent clients; medians over the rounds and their ratios. Every
+     request carries a different literal, so the gateway parses and plans every query.
    `--part layers`: where the gateway's time goes over HTTP, as server CPU per request
    (one worker, COUNT): the gateway app with its query path stubbed (HTTP, front door,
    routing, strict body parsing), with the query path replaced by the bare engine call, and
@@ -285,9 +287,12 @@ def _raw_config(database: str, ledger: str, args: argparse.Namespace) -> dict[st
 
 def _inprocess_config(raw_cfg: dict[str, Any], workdir: Path, backend: str) -> Any:
     """In process: a Python-built config has no audit key, so its audit rows go to a log of
-    their own (`privlab serve` verifies its keyed log at start-up)."""
+    their own (`privlab serve` verifies its keyed log at start-up). A SQLite ledger gets a
+    file of its own too, holding that log (the default one-commit setup, as served)."""
     from privlab.query.config import parse_config
 
+    if "://" not in raw_cfg["ledger"]:
+        return parse_config(dict(raw_cfg, ledger=str(workdir / f"inproc-ledger-{backend}.db")))
     return parse_config(dict(raw_cfg, audit=str(workdir / f"inproc-audit-{backend}.db")))
 
 
@@ -322,23 +327,54 @@ def speed(backend: str, database: str, ledger: str, workdir: Path,
 
             load(gw_port, "/v1/queries", dp_body, auth, args.clients, 1.0, 50, 900_000)
             load(raw_port, "/raw", raw_body, plain, args.clients, 1.0, 50, 900_000)
-            raw = load(raw_port, "/raw", raw_body, plain, args.clients, args.seconds,
-                       args.max_requests, offset)
-            dp = load(gw_port, "/v1/queries", dp_body, auth, args.clients, args.seconds,
-                      args.max_requests, offset)
-            offset += args.max_requests
-            http_results[name] = {
-                "raw": raw, "gateway": dp,
-                "latency_ratio_p50": round(dp["p50_ms"] / raw["p50_ms"], 2),
-                "throughput_ratio": round(raw["qps"] / dp["qps"], 2)}
-            print(f"  {backend} {name}: gateway {dp['qps']} q/s p50 {dp['p50_ms']} ms p99 "
-                  f"{dp['p99_ms']} ms | raw {raw['qps']} q/s p50 {raw['p50_ms']} ms | latency x"
-                  f"{http_results[name]['latency_ratio_p50']}", flush=True)
+            rounds: list[dict[str, Any]] = []
+            for _ in range(args.rounds):  # raw and gateway alternated: load drifts cancel
+                raw = phase(raw_proc, raw_port, "/raw", raw_body, plain, args, offset)
+                dp = phase(gw_proc, gw_port, "/v1/queries", dp_body, auth, args, offset)
+                offset += args.max_requests
+                rounds.append({"raw": raw, "gateway": dp})
+            http_results[name] = summary = summarise(rounds)
+            print(f"  {backend} {name}: server CPU/request gateway "
+                  f"{summary['gateway']['server_cpu_ms_per_request']} ms vs raw "
+                  f"{summary['raw']['server_cpu_ms_per_request']} ms = x"
+                  f"{summary['cpu_ratio']} | q/s {summary['gateway']['qps']} vs "
+                  f"{summary['raw']['qps']} (x{summary['throughput_ratio']}) | p50 "
+                  f"{summary['gateway']['p50_ms']} vs {summary['raw']['p50_ms']} ms "
+                  f"(x{summary['latency_ratio_p50']})", flush=True)
     finally:
         stop(gw_proc)
         stop(raw_proc)
     result["http"] = http_results
     return result
+
+
+def phase(proc: subprocess.Popen[bytes], port: int, path: str, make_body: Any,
+          headers: list[dict[str, str]], args: argparse.Namespace,
+          offset: int) -> dict[str, Any]:
+    """One load phase, with the CPU the server's process tree (not the clients) spent."""
+    pids = _process_tree(proc.pid)
+    before = _cpu_seconds(pids)
+    r = load(port, path, make_body, headers, args.clients, args.seconds, args.max_requests,
+             offset)
+    used = _cpu_seconds(pids) - before
+    r["server_cpu_ms_per_request"] = round(1e3 * used / max(r["requests"], 1), 3)
+    return r
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the alternated rounds, their ratios (gateway / raw), and every round."""
+    keys = ("server_cpu_ms_per_request", "qps", "p50_ms", "p99_ms")
+    med = {side: {k: round(statistics.median(r[side][k] for r in rounds), 3) for k in keys}
+           for side in ("raw", "gateway")}
+    cpu = [r["gateway"]["server_cpu_ms_per_request"] / r["raw"]["server_cpu_ms_per_request"]
+           for r in rounds if r["raw"]["server_cpu_ms_per_request"] > 0]
+    return {**med,
+            "cpu_ratio": round(statistics.median(cpu), 2) if cpu else None,
+            "cpu_ratio_per_round": [round(x, 2) for x in cpu],
+            "throughput_ratio": round(med["raw"]["qps"] / med["gateway"]["qps"], 2),
+            "latency_ratio_p50": round(med["gateway"]["p50_ms"] / med["raw"]["p50_ms"], 2),
+            "errors": sum(r[s]["errors"] for r in rounds for s in ("raw", "gateway")),
+            "rounds": rounds}
 
 
 def _process_tree(pid: int) -> list[int]:
@@ -598,6 +634,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--analysts", type=int, default=8, help="client i acts as analyst i %% N")
     p.add_argument("--seconds", type=float, default=4.0, help="per load phase")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="raw / gateway phases alternated this many times per query")
     p.add_argument("--max-requests", type=int, default=3000, help="per load phase")
     p.add_argument("--inproc", type=int, default=200, help="sequential queries per case")
     p.add_argument("--repeats", type=int, default=40, help="SmartNoise repeats per query")

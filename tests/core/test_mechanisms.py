@@ -366,3 +366,26 @@ def test_non_private_guarantee_is_labelled() -> None:
     assert "NOT differentially private" in g.describe()
     with pytest.raises(InvalidInputError):
         PrivacyGuarantee(epsilon=1.0, neighbouring="none")
+
+
+def test_gaussian_calibration_is_computed_once_per_parameters(monkeypatch) -> None:
+    """The sigma root search runs once per (sensitivity, epsilon, delta, ...), not per draw:
+    the gateway asks for the same calibration on every query."""
+    import privlab.core.mechanisms as mech
+
+    calls: list[tuple[int, float, float]] = []
+    real = mech.discrete_gaussian_sigma
+
+    def counting(sensitivity: int, epsilon: float, delta: float) -> float:
+        calls.append((sensitivity, epsilon, delta))
+        return real(sensitivity, epsilon, delta)
+
+    monkeypatch.setattr(mech, "discrete_gaussian_sigma", counting)
+    first = mech.gaussian_mechanism(3.0, 1.0, 0.8123, 1e-6, rng=1)
+    second = mech.gaussian_mechanism(3.0, 1.0, 0.8123, 1e-6, rng=2)
+    assert len(calls) == 1
+    assert first.noise == second.noise  # the same calibration, stated the same way
+    mech.gaussian_mechanism(3.0, 1.0, 0.8124, 1e-6, rng=1)  # other parameters: calibrated
+    assert len(calls) == 2
+    with pytest.raises(InvalidInputError):  # an unhashable argument is still refused clearly
+        mech.gaussian_plan(1.0, [0.5], 1e-6)

@@ -87,11 +87,15 @@ def test_duckdb_threads_default_to_one_per_query() -> None:
     assert parse_config(raw).threads == 4
 
 
-def test_paths_are_relative_to_the_config_and_audit_defaults_beside_the_ledger(
+def test_paths_are_relative_to_the_config_and_audit_defaults_to_the_ledger(
         tmp_path: Path) -> None:
     (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(base()))
     cfg = load_config(tmp_path / "gateway.yaml")
     assert cfg.database == str(tmp_path / "data.duckdb")
+    # one database: an answered query's charge and audit row share one commit
+    assert cfg.audit_target == cfg.ledger
+    # a log kept apart by an older privlab stays where it is
+    (tmp_path / "ledger-audit.db").write_bytes(b"")
     assert cfg.audit_target == str(tmp_path / "ledger-audit.db")
     pg = parse_config({**base(), "ledger": "postgresql+psycopg://u@127.0.0.1/db"})
     assert pg.audit_target == "postgresql+psycopg://u@127.0.0.1/db"

@@ -229,6 +229,7 @@ def test_failure_after_the_charge_keeps_the_charge(backend: dict[str, Any],
 def test_restart_reconciles_charges_without_an_audit_row(backend: dict[str, Any],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     g = small_gateway(backend)
+    g.joint = None  # the two-commit path (a ledger and an audit log in two databases)
     a = alice(g)
     original = g.audit.record
 
@@ -254,6 +255,7 @@ def test_crash_between_noise_and_answer_is_reconciled(backend: dict[str, Any],
     import privlab.query.gateway as gw_module
 
     g = small_gateway(backend)
+    g.joint = None  # the two-commit path (a ledger and an audit log in two databases)
     a = alice(g)
     sql = "SELECT COUNT(*) FROM people WHERE age > 30"
     g.query(a, sql, 0.5)  # warm: the dry run of this (query, budget) is cached
@@ -277,6 +279,66 @@ def test_crash_between_noise_and_answer_is_reconciled(backend: dict[str, Any],
     assert [e["decision"] for e in events] == ["charged_outcome_unknown", "released"]
     assert events[0]["sql"] == sql
     assert g2.budget(a)["spent_epsilon"] == 1.0
+
+
+def test_one_commit_crash_before_the_commit_leaves_nothing(
+        backend: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One database for both (the default): the answer is computed, then its charge and
+    audit row commit together. A process dying in between leaves neither: nothing was
+    charged, nothing was shown, nothing is left to reconcile."""
+    import privlab.query.gateway as gw_module
+
+    g = small_gateway(backend)
+    assert g.joint is not None
+    a = alice(g)
+    sql = "SELECT COUNT(*) FROM people WHERE age > 30"
+    g.query(a, sql, 0.5)
+    real_answer = gw_module.answer
+
+    class Crash(BaseException):
+        """Stands for the process dying: nothing after it runs."""
+
+    def noise_then_die(*args: Any, **kw: Any) -> Any:
+        real_answer(*args, **kw)
+        raise Crash
+
+    monkeypatch.setattr(gw_module, "answer", noise_then_die)
+    with pytest.raises(Crash):
+        g.query(a, sql, 0.5)
+    monkeypatch.undo()
+    g.engine.close()
+    g.close()
+    g2 = small_gateway(backend)
+    assert g2.reconcile() == 0
+    assert [e["decision"] for e in g2.history(a)] == ["released"]
+    assert g2.budget(a)["spent_epsilon"] == 0.5
+    g2.close()
+
+
+def test_one_commit_audit_failure_withholds_and_charges_nothing(
+        backend: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault inside the joint transaction (after the charge and the audit row were
+    written, before COMMIT) rolls both back: no answer, no charge, no release row."""
+    g = small_gateway(backend)
+    a = alice(g)
+    assert g.joint is not None
+
+    def disk_full() -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(g.joint, "_in_transaction_hook", disk_full)
+    before = len(g.audit.all())  # PostgreSQL: one log shared by the tests
+    with pytest.raises(QueryFailed, match="nothing was released"):
+        g.query(a, "SELECT COUNT(*) FROM people", 0.5)
+    assert g.budget(a)["spent_epsilon"] == 0.0
+    assert g.ledger.history(a.principal) == []
+    assert [r.decision for r in g.audit.all()[before:]] == ["error"]
+    monkeypatch.undo()
+    r = g.query(a, "SELECT COUNT(*) FROM people", 0.5)
+    assert [x.decision for x in g.audit.all()[before:]] == ["error", "released"]
+    assert g.audit.get(r["query_id"])[0].ledger_entry_id == r["ledger_entry_id"]
+    assert g.audit.verify() == []
+    g.close()
 
 
 def test_unseeded_gateway_uses_the_csprng(backend: dict[str, Any]) -> None:

@@ -77,12 +77,19 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def test_crash_between_noise_and_response(adult_duckdb: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart", [True, False], ids=["audit-apart", "one-database"])
+def test_crash_between_noise_and_response(adult_duckdb: str, tmp_path: Path,
+                                          apart: bool) -> None:
+    """The process dies after the noise, before answering. Ledger and audit log in two
+    databases: the charge committed first and survives, reconciled as
+    `charged_outcome_unknown`. In one database (the default): the charge and the audit row
+    commit together after the computation, so the crash leaves neither."""
     pytest.importorskip("uvicorn", reason="needs the server extra: pip install -e '.[server]'")
     config = tmp_path / "gateway.yaml"
     people: dict[str, Any] = analysts(epsilon=2.0, bob_tables=("adult",))
+    audit = str(tmp_path / "audit.db") if apart else None
     config.write_text(yaml.safe_dump(adult_config(adult_duckdb, str(tmp_path / "ledger.db"),
-                                                  people)))
+                                                  people, audit=audit)))
     log = tmp_path / "server.log"
     sql = "SELECT sex, COUNT(*) FROM adult GROUP BY sex"
 
@@ -94,21 +101,23 @@ def test_crash_between_noise_and_response(adult_duckdb: str, tmp_path: Path) -> 
     finally:
         stop(proc)
 
+    spent = 0.5 if apart else 0.0
+    lost = [("charged_outcome_unknown", sql)] if apart else []
     serve = ["-c", SERVE, "serve", "--config", str(config), "--port", "{PORT}"]
     proc, url = start(serve, log)
     try:
         c = Client(url, KEY_A)
-        assert c.budget()["spent_epsilon"] == 0.5  # the charge survived the crash
-        events = c.history()
-        assert [(e["decision"], e["sql"]) for e in events] == [("charged_outcome_unknown", sql)]
-        assert c.query(sql, 0.5)["remaining_budget"]["epsilon"] == 1.0
+        assert c.budget()["spent_epsilon"] == spent  # a charge survives the crash or none
+        events = c.history()                          # was made; never an unaudited one
+        assert [(e["decision"], e["sql"]) for e in events] == lost
+        assert c.query(sql, 0.5)["remaining_budget"]["epsilon"] == 2.0 - spent - 0.5
     finally:
         stop(proc)
 
     proc, url = start(serve, log)  # a clean restart keeps every charge
     try:
         c = Client(url, KEY_A)
-        assert c.budget()["spent_epsilon"] == 1.0
-        assert [e["decision"] for e in c.history()] == ["released", "charged_outcome_unknown"]
+        assert c.budget()["spent_epsilon"] == spent + 0.5
+        assert [e["decision"] for e in c.history()] == ["released"] + [d for d, _ in lost]
     finally:
         stop(proc)

@@ -774,19 +774,37 @@ class BudgetLedger(Closing):
         so nothing may be released. One fsync for the batch is what lets a busy gateway
         answer many queries per disk flush.
         """
-        prepared: list[tuple[int, Any]] = []
+        prepared, results = self._prepared(requests)
+        if not prepared:  # every request refused up front: no transaction, no flush
+            return results
+        names = ", ".join(repr(n) for n in sorted({args[0] for _, args in prepared}))
+        with self.write_transaction(names) as cur:
+            self._charge_prepared(cur, prepared, results)
+        return results
+
+    @staticmethod
+    def _prepared(requests: list[ChargeRequest]) -> tuple[list[tuple[int, Any]], list[Any]]:
+        """(index, prepared arguments) of the valid requests in lock order, and the result
+        list with each invalid request's error in place."""
         results: list[Any] = [None] * len(requests)
+        prepared: list[tuple[int, Any]] = []
         for i, req in enumerate(requests):
             try:
-                prepared.append((i, self._prepare(req)))
+                prepared.append((i, BudgetLedger._prepare(req)))
             except InvalidInputError as exc:
                 results[i] = exc
         # PostgreSQL locks principals' rows: take them in one global order (no deadlock
         # between two batches); stable, so one principal's charges keep their order.
         prepared.sort(key=lambda item: item[1][0])
-        if not prepared:  # every request refused up front: no transaction, no flush
-            return results
-        now = _now()
+        return prepared, results
+
+    @contextmanager
+    def write_transaction(self, names: str = "") -> Iterator[Any]:
+        """A DBAPI cursor in one write transaction on the ledger's database (its writer lock,
+        its `synchronous = FULL`, PostgreSQL's lock timeout), committed when the body
+        returns; driver errors become one-line `PrivlabError`s and nothing is committed.
+        For `charge_in`, alone or with other rows in the same commit (the gateway's audit
+        row: `privlab.query.commit`)."""
         engine = self._engine_now()
         dbapi = engine.dialect.dbapi
         # PostgreSQL: bound the wait for a principal's row lock like SQLite's busy timeout
@@ -794,21 +812,34 @@ class BudgetLedger(Closing):
             if self.dialect == "postgresql" else ()
         try:
             with write_transaction(engine, writer=self._writer_lock, setup=setup) as cur:
-                sql = _charge_sql(self.dialect)
-                for i, args in prepared:
-                    try:
-                        results[i] = self._charge_in(cur, sql, now, *args)
-                    except (BudgetExceededError, InvalidInputError) as exc:
-                        results[i] = exc  # checked before any write: nothing to undo
-                if self._in_transaction_hook is not None:
-                    self._in_transaction_hook()
+                yield cur
         except dbapi.IntegrityError as exc:
-            names = ", ".join(repr(n) for n in sorted({args[0] for _, args in prepared}))
-            raise PrivlabError(f"ledger {self._where}: concurrent charge of {names} "
-                               "detected; nothing was charged, try again") from exc
+            who = names or "a principal"
+            raise PrivlabError(f"ledger {self._where}: concurrent charge of {who} detected; "
+                               "nothing was charged, try again") from exc
         except dbapi.Error as exc:
             raise _db_error(exc, self._where) from exc
+
+    def charge_in(self, cur: Any, requests: list[ChargeRequest]
+                  ) -> list[LedgerEntry | BudgetExceededError | InvalidInputError]:
+        """`charge_many`'s charges inside an open `write_transaction` (not committed yet:
+        nothing may be released before the caller's COMMIT returns)."""
+        prepared, results = self._prepared(requests)
+        if prepared:
+            self._charge_prepared(cur, prepared, results)
         return results
+
+    def _charge_prepared(self, cur: Any, prepared: list[tuple[int, Any]],
+                         results: list[Any]) -> None:
+        now = _now()
+        sql = _charge_sql(self.dialect)
+        for i, args in prepared:
+            try:
+                results[i] = self._charge_in(cur, sql, now, *args)
+            except (BudgetExceededError, InvalidInputError) as exc:
+                results[i] = exc  # checked before any write: nothing to undo
+        if self._in_transaction_hook is not None:
+            self._in_transaction_hook()
 
     @staticmethod
     def _prepare(req: ChargeRequest) -> tuple[str, Decimal, Decimal, str, str | None]:

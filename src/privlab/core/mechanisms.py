@@ -10,9 +10,10 @@ continuous mechanism, and the stated epsilon is exact for the discrete mechanism
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from privlab.core.samplers import (
 )
 from privlab.core.sensitivity import check_sensitivity as _check_sensitivity
 from privlab.errors import InvalidInputError
+
+_T = TypeVar("_T")
 
 GRID_RESOLUTION = 1024
 
@@ -78,12 +81,33 @@ def _finish(values: np.ndarray, scalar: bool) -> Any:
     return values.reshape(()).item() if scalar else values
 
 
+def _cached(plan: Callable[..., _T]) -> Callable[..., _T]:
+    """`plan` memoised on its (public) arguments: a calibration is a pure function of them,
+    and the gateway asks for the same few thousands of times (a discrete-Gaussian sigma is
+    a root search, ~2 ms). Small and per process; exact types in the key (1 and 1.0 and
+    True stay apart); an unhashable argument is calibrated uncached (and refused there)."""
+    memo = functools.lru_cache(maxsize=256, typed=True)(plan)
+
+    @functools.wraps(plan)
+    def calibrate(*args: Any, **kwargs: Any) -> _T:
+        try:
+            hash((args, tuple(kwargs.items())))
+        except TypeError:
+            return plan(*args, **kwargs)
+        return memo(*args, **kwargs)
+
+    calibrate.cache_info = memo.cache_info  # type: ignore[attr-defined]
+    return calibrate
+
+
+@_cached
 def laplace_plan(sensitivity: float, epsilon: float, changed: int = 1,
                  granularity: float | None = None, integer_valued: bool = False
                  ) -> tuple[float, float, bool, float]:
     """The discrete Laplace's calibration from public inputs alone, before any value is seen:
     (grid g, grid L1 sensitivity in steps, exact, scale in grid steps). `laplace_mechanism`
-    draws with exactly this, so a measurement can state its noise before reading a row."""
+    draws with exactly this, so a measurement can state its noise before reading a row.
+    Memoised (`_cached`)."""
     epsilon = check_epsilon(epsilon)
     sensitivity = _check_sensitivity(sensitivity)
     g, grid_sens, exact = _grid(sensitivity, changed, granularity, integer_valued)
@@ -147,12 +171,14 @@ def geometric_mechanism(value: int | Sequence[int] | np.ndarray, sensitivity: in
                              mechanism_name="geometric", **kwargs)
 
 
+@_cached
 def gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: int = 1,
                   draws: int = 1, granularity: float | None = None,
                   integer_valued: bool = False) -> tuple[float, bool, float, float, float, str]:
     """The discrete Gaussian's calibration from public inputs alone (`draws`: how many
     coordinates are released): (grid g, exact, sigma in grid steps, the sampler's delta
-    slack, the epsilon sigma is calibrated at, how). `gaussian_mechanism` draws with it."""
+    slack, the epsilon sigma is calibrated at, how). `gaussian_mechanism` draws with it.
+    Memoised (`_cached`): the root search runs once per distinct set of arguments."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     if delta == 0:

@@ -122,6 +122,26 @@ _PG_FUNCTION_BODY = f" BEGIN RAISE EXCEPTION '{_TRIGGER_MESSAGE}'; END; "
 GENESIS = "0" * 64
 
 
+def row_values(query_id: str, decision: str, *, analyst: str | None = None,
+               sql: str | None = None, epsilon: Any = None, delta: Any = None,
+               reason: str | None = None, ledger_entry_id: int | None = None,
+               epsilon_spent: float | None = None, delta_spent: float | None = None,
+               result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One audit row's fields as stored (what `AuditLog.record` and `append_in` take)."""
+    if decision not in DECISIONS:
+        raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    return {
+        "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
+        "analyst": escape_nul(analyst), "sql": escape_nul(sql),
+        "epsilon": _number_text(epsilon), "delta": _number_text(delta),
+        "decision": decision, "reason": escape_nul(reason),
+        "ledger_entry_id": ledger_entry_id,
+        "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
+        "result": None if result is None else json.dumps(result, default=str,
+                                                         allow_nan=False),
+    }
+
+
 @dataclass(frozen=True)
 class AuditRecord:
     seq: int
@@ -434,20 +454,12 @@ class AuditLog(Closing):
                epsilon_spent: float | None = None, delta_spent: float | None = None,
                result: dict[str, Any] | None = None) -> int:
         """Append one row; returns its sequence number."""
-        if decision not in DECISIONS:
-            raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
         if self.alarm is not None:
             raise AuditLogBroken(self.alarm)
-        values = {
-            "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
-            "analyst": escape_nul(analyst), "sql": escape_nul(sql),
-            "epsilon": _number_text(epsilon), "delta": _number_text(delta),
-            "decision": decision, "reason": escape_nul(reason),
-            "ledger_entry_id": ledger_entry_id,
-            "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
-            "result": None if result is None else json.dumps(result, default=str,
-                                                             allow_nan=False),
-        }
+        values = row_values(
+            query_id, decision, analyst=analyst, sql=sql, epsilon=epsilon, delta=delta,
+            reason=reason, ledger_entry_id=ledger_entry_id, epsilon_spent=epsilon_spent,
+            delta_spent=delta_spent, result=result)
         seq: int = self._appends.submit(values)
         return seq
 
@@ -487,27 +499,48 @@ class AuditLog(Closing):
     def _append_chain(self, batch: list[dict[str, Any]], accept: bool = False) -> list[int]:
         if self.alarm is not None:
             raise AuditLogBroken(self.alarm)
-        seqs: list[int] = []
         rows = [dict(values) for values in batch]  # a failed try leaves the inputs clean
         engine = self._engine_now()
         setup = (_PG_LOCK_SQL,) if self.dialect == "postgresql" else ()
         try:
             with write_transaction(engine, writer=self._writer_lock,
                                    setup=setup) as cur:
-                seq, prev = self._raw_head(cur) if accept else self._check_tail(cur)
-                for values in rows:
-                    seq += 1
-                    values["seq"] = seq
-                    values["prev_hash"] = prev
-                    values["hash"] = prev = _row_hash(prev, values, self.key, seq=seq)
-                    cur.execute(_INSERT_SQL[self.dialect], values)
-                    seqs.append(seq)
+                seqs, prev = self.append_in(cur, rows, accept=accept)
         except engine.dialect.dbapi.Error as exc:
             raise PrivlabError(f"audit log: database error ({type(exc).__name__})") from exc
-        self._seen = (seqs[-1], prev)
-        if self.checkpoint is not None:
-            self._write_checkpoint(seqs[-1], prev, reset=accept)
+        self.appended(seqs[-1], prev, reset=accept)
         return seqs
+
+    def append_in(self, cur: Any, rows: list[dict[str, Any]], *, accept: bool = False
+                  ) -> tuple[list[int], str]:
+        """Chain `rows` (filled in place with seq and MACs) onto the head inside an open
+        write transaction `cur` that holds this log's lock (SQLite's write lock; PostgreSQL
+        the advisory lock `pg_lock_sql()`): the caller may be another writer's transaction
+        on the same database (`privlab.query.commit`: the charge and its audit row in one
+        commit). Returns (sequence numbers, the last MAC); call `appended` after COMMIT."""
+        if self.alarm is not None:
+            raise AuditLogBroken(self.alarm)
+        seqs: list[int] = []
+        seq, prev = self._raw_head(cur) if accept else self._check_tail(cur)
+        for values in rows:
+            seq += 1
+            values["seq"] = seq
+            values["prev_hash"] = prev
+            values["hash"] = prev = _row_hash(prev, values, self.key, seq=seq)
+            cur.execute(_INSERT_SQL[self.dialect], values)
+            seqs.append(seq)
+        return seqs, prev
+
+    def appended(self, seq: int, head: str, *, reset: bool = False) -> None:
+        """After the COMMIT of `append_in`: remember the head and move the checkpoint."""
+        self._seen = (seq, head)
+        if self.checkpoint is not None:
+            self._write_checkpoint(seq, head, reset=reset)
+
+    @staticmethod
+    def pg_lock_sql() -> str:
+        """The statement that serializes appends on PostgreSQL (a transaction lock)."""
+        return _PG_LOCK_SQL
 
     def _check_tail(self, cur: Any) -> tuple[int, str]:
         """(seq, hash) of the database's head, after checking (inside the append's locked

@@ -230,15 +230,17 @@ class GatewayConfig:
 
     @property
     def audit_target(self) -> str:
-        """The audit log's database: `audit`, else the ledger's PostgreSQL database, else a
-        SQLite file next to the ledger (`ledger.db` -> `ledger-audit.db`), so audit appends
-        never wait for the ledger's write lock."""
+        """The audit log's database: `audit`, else the ledger's own database (PostgreSQL or
+        SQLite), so an answered query's charge and audit row share one commit
+        (`privlab.query.commit`). A SQLite ledger whose audit log was kept apart before
+        (`ledger.db` -> `ledger-audit.db`, the default until then) keeps using that file."""
         if self.audit:
             return self.audit
         if "://" in self.ledger:
             return self.ledger
         path = Path(self.ledger)
-        return str(path.with_name(f"{path.stem}-audit{path.suffix or '.db'}"))
+        apart = path.with_name(f"{path.stem}-audit{path.suffix or '.db'}")
+        return str(apart) if apart.exists() else self.ledger
 
 
 # --------------------------------------------------------------------------- parsing

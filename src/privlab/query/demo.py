@@ -203,7 +203,7 @@ database:
   # schema: public            # PostgreSQL schema holding the tables
 
 ledger: {{LEDGER}}  # privacy budgets (SQLite file or PostgreSQL URL); charged first
-# audit: gateway-audit.db     # default: <ledger>-audit.db next to a SQLite ledger
+# audit: gateway-audit.db     # default: the ledger's database (one commit per query)
 
 # audit_key_file: gateway.audit-key      # HMAC key of the audit chain (default: beside this
 # audit_checkpoint: gateway.audit-head.json  # file; created by the first `privlab serve`)

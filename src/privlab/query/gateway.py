@@ -12,6 +12,14 @@ Order of operations is the privacy argument:
 3. The engine runs the generated SQL, noise is added, the decision and the noisy answer are
    appended to the audit log, and only then is the answer returned.
 
+One commit (the default: ledger and audit log in one database, `privlab.query.commit`):
+steps 2 and 3 swap for a query whose charge the budget this process knows covers
+(`BudgetView`): the engine runs and the noise is drawn, then the charge and the audit row
+with the answer commit in ONE transaction (group-committed), and only then is the answer
+returned. A refused charge or a failed commit drops the answer unseen. A query the view
+cannot vouch for takes the charge-first path, so its refusal still comes before any row is
+read.
+
 Failures after the charge. The planner only emits SQL that cannot fail on any row (see
 `privlab.query.planner`), so an engine failure is not supposed to depend on the data. As a
 second line of defence, whatever goes wrong between the charge and the answer (an engine
@@ -40,10 +48,12 @@ import numpy as np
 
 from privlab.core.group_commit import GroupCommitter
 from privlab.core.guarantee import check_delta, check_epsilon
+from privlab.core.ledger import BudgetLedger, ChargeRequest
 from privlab.core.rng import SEEDED_NOTE, secure_generator
 from privlab.engines import Engine, open_engine
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, AuditLogBroken
+from privlab.query.commit import BudgetView, ChargeAndAudit, Commit, shared_database
 from privlab.query.config import AnalystSpec, GatewayConfig
 from privlab.query.noise import Answer, Budget, answer, dry_run, plan_budget
 from privlab.query.planner import Planner, QueryPlan, QueryRefused
@@ -105,8 +115,6 @@ class Gateway(Closing):
         """`check_only`: validate the config, the database, the ledger and the audit log
         and change nothing (no budget sync, no reconciliation, no audit row, no key file);
         such a gateway is for `privlab serve --check`, not for answering."""
-        from privlab.core.ledger import BudgetLedger
-
         self.config = config
         # what this gateway opens is closed again if a later step refuses (nothing half-open)
         with contextlib.ExitStack() as undo:
@@ -127,6 +135,7 @@ class Gateway(Closing):
                 config.audit_target, key=config.audit_key(create=not check_only),
                 checkpoint=config.audit_checkpoint, create=not check_only))
             self._seed = rng
+            self.joint: ChargeAndAudit | None = None
             self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
             self._local = threading.local()
             self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -135,6 +144,10 @@ class Gateway(Closing):
             if not check_only:
                 # concurrent queries' charges share one transaction and one disk flush
                 self.charges = GroupCommitter(self.ledger)
+                # one database for both: the charge and its audit row in one commit
+                self.joint = ChargeAndAudit(self.ledger, self.audit) \
+                    if shared_database(self.ledger, self.audit) else None
+                self._view = BudgetView(self.ledger)
                 self.sync_budgets()
                 if reconcile:
                     self.reconcile()
@@ -256,6 +269,15 @@ class Gateway(Closing):
                               **{**common, "sql": compact_sql(sql)})
             raise QueryRefused(str(exc)) from None
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
+        if self.joint is not None:
+            request = ChargeRequest(analyst.principal, budget.epsilon, budget.delta,
+                                    description, guarantee)
+            token = self._view.reserve(request)
+            if token is not None:
+                try:
+                    return self._query_joint(qid, plan, budget, request, common)
+                finally:
+                    self._view.release(token)
         try:
             # The charge commits before anything is computed (what BudgetLedger.reserve
             # packages). Charges of concurrent queries are group-committed: one queue per
@@ -271,6 +293,8 @@ class Gateway(Closing):
             self._audit_failure(qid, None, budget, exc, common)
             raise QueryFailed(f"the budget could not be charged (query id {qid}); nothing "
                               "was computed") from None
+        if self.joint is not None:
+            self._view.learn(entry)
         decision, reason = "released", None
         try:
             response, body = self._respond(qid, self._compute(plan, budget), budget, entry)
@@ -303,6 +327,67 @@ class Gateway(Closing):
                               "withheld and the charge stands") from None
         self._local.last_body = body
         return response
+
+    def _query_joint(self, qid: str, plan: QueryPlan, budget: Budget,
+                     request: ChargeRequest, common: dict[str, Any]) -> dict[str, Any]:
+        """The one-commit path (`privlab.query.commit`): compute, then charge and audit in
+        one transaction, then answer. The answer exists only in this thread until the
+        commit returned; if the charge is refused or the commit fails it is dropped."""
+        decision, reason = "released", None
+        try:
+            result = self._compute(plan, budget)
+            head = self._head(qid, result, budget)
+        except Exception as exc:
+            # as on the charge-first path: the mechanism on the empty result, same charge
+            log.error("gateway query %s failed (%s); answered from the data-independent "
+                      "fallback", qid, type(exc).__name__)
+            decision = "released_fallback"
+            reason = (f"{type(exc).__name__} after the charge; answered with the mechanism on "
+                      "the empty result")
+            try:
+                result = self._fallback(plan, budget)
+                head = self._head(qid, result, budget)
+            except Exception as exc2:  # data-independent: the dry run did the same
+                head = None
+                decision, reason = "error", f"{type(exc2).__name__} after the charge"
+        released: dict[str, Any] = {"decision": decision, "reason": reason,
+                                    "epsilon_spent": budget.epsilon,
+                                    "delta_spent": budget.delta}
+        if head is not None:
+            released["result"] = {"columns": head[0]["columns"], "rows": head[0]["rows"]}
+        try:
+            entry = self.joint.commit(Commit(request, qid, common, released))  # type: ignore
+        except BudgetExceededError:  # audited in the same commit; nothing released
+            self._view.forget(request.principal)
+            raise
+        except AuditLogBroken:  # neither row written, and the log is under attack: 503
+            raise
+        except Exception as exc:  # nothing was written: nothing is released
+            log.error("gateway query %s: the charge and audit commit failed: %s", qid,
+                      type(exc).__name__)
+            self._audit_failure(qid, None, budget, exc, common)
+            raise QueryFailed(f"the budget could not be charged (query id {qid}); nothing "
+                              "was released") from None
+        self._view.learn(entry)
+        if head is None:
+            raise QueryFailed(f"the query could not be computed (query id {qid}); the "
+                              "charge stands")
+        response, text = head
+        tail = {"remaining_budget": {"epsilon": entry.remaining_epsilon,
+                                     "delta": entry.remaining_delta},
+                "ledger_entry_id": entry.entry_id}
+        response.update(tail)
+        body = (text[:-1] + "," + json.dumps(tail, allow_nan=False, separators=(",", ":"))[1:])
+        self._local.last_body = body.encode("utf-8")
+        return response
+
+    @staticmethod
+    def _head(qid: str, result: Answer, budget: Budget) -> tuple[dict[str, Any], str]:
+        """The response without the ledger's fields, and its JSON (checked finite before
+        the commit: a value JSON refuses takes the fallback, as on the other path)."""
+        response = {"query_id": qid, **result.to_dict(), "epsilon_spent": budget.epsilon,
+                    "delta_spent": budget.delta}
+        return response, json.dumps(response, allow_nan=False, separators=(",", ":"))
 
     def query_json(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
                    mechanism: str | None = None) -> bytes:
