@@ -1,8 +1,9 @@
-"""Issue 29 (3): on Spark a datetime text cell with an offset or Z is read by Spark's session
-time zone (and the planner's TIMESTAMP, Spark's TIMESTAMP_NTZ, dropped the offset). privlab's reading rule (offsets and Z to UTC; naive = UTC) must hold there whatever
-time zone the session was opened with: `privlab assess --schema --engine spark` on a session
-set to Tokyo time gives the pandas path's JSON, and leaves the session's own setting as it was.
-One shared local Spark session (the `spark` fixture)."""
+"""Issue 29 (3): on Spark a datetime text cell with an offset or Z was read by Spark's session
+time zone, and the planner's TIMESTAMP (Spark's TIMESTAMP_NTZ) dropped the offset. privlab's
+reading rule (offsets and Z to UTC; naive = UTC) must hold there whatever time zone the session
+was opened with: `privlab assess --schema --engine spark` on a session set to Tokyo time gives
+the pandas path's JSON, and leaves the session's own setting as it was. One shared local Spark
+session (the `spark` fixture)."""
 
 from __future__ import annotations
 
