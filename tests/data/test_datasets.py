@@ -99,7 +99,9 @@ def test_bundled_files_are_read_as_their_schemas_declare(tmp_path, monkeypatch) 
             "39.98,116.31,2008-10-23 02:53:10,007", "39.97,116.32,2008-10-23 02:53:15,010"]
     path = tmp_path / "geolife.csv"
     path.write_text("\n".join(rows) + "\n")
-    monkeypatch.setattr(datasets, "bundled_path", lambda *_: path)
+    real = datasets.bundled_path
+    monkeypatch.setattr(datasets, "bundled_path",
+                        lambda *parts: path if parts[0] == "geolife" else real(*parts))
     datasets._read_bundled.cache_clear()
     frame = datasets.load_geolife()
     assert frame["datetime"].tolist() == [pd.Timestamp("2008-10-23 02:53:04"),
@@ -108,6 +110,6 @@ def test_bundled_files_are_read_as_their_schemas_declare(tmp_path, monkeypatch) 
     assert frame["uid"].tolist() == ["007", "007", "010"]
     path.write_text("\n".join([*rows, "39.97,116.32,23/10/2008 02:53,010"]) + "\n")
     datasets._read_bundled.cache_clear()
-    with pytest.raises(InvalidInputError, match="datetime"):
+    with pytest.raises(InvalidInputError, match="column 'datetime' is not datetime"):
         datasets.load_geolife()
     datasets._read_bundled.cache_clear()

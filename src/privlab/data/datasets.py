@@ -23,37 +23,48 @@ ADULT_COLUMNS = [
 
 
 def _bundled(path: Any, schema: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """A fresh copy of `_read_bundled` (read once per process: reading by the declaration
-    costs about 0.4 s of CPU for adult and 2 s for geolife, pandas' guess 0.05 s)."""
+    """A fresh copy of `_read_bundled` (read once per process)."""
     return _read_bundled(str(path), schema, tuple(columns) if columns else None).copy()
 
 
 @lru_cache(maxsize=8)
 def _read_bundled(path: str, schema: str, columns: tuple[str, ...] | None) -> pd.DataFrame:
-    """A bundled file read as its bundled schema declares (`read_declared`: each cell as text,
-    converted by its column's declared type, no type guessed from the rows), then given the
-    loader's fixed column types: integer columns (and movielens' numeric user ids) int64,
-    numbers float64, text the default string type, times datetime64 (the types the loaders
-    have always returned). A cell outside the schema is refused."""
-    from privlab.data.io import read_table
-    from privlab.schema import bundled_schema
-    from privlab.schema.read import read_declared
+    """A bundled file read as its bundled schema (bundled/schemas/<schema>.yaml) declares:
+    every cell as text (`read_table`), each column converted by its declared type with one
+    fixed rule (integers int64, numbers float64, ISO 8601 times to naive UTC, the rest text;
+    movielens' numeric user ids int64, the type the loader has always returned); no type is
+    guessed from the rows. A cell that does not fit fails in one line: the package is broken.
+    (The bundled files are public and trusted: the schema's bounds and categories are the
+    job of `privlab.schema.read_declared` on private rows; `privlab.schema` imports this
+    package, so this reads the YAML itself.)"""
+    import yaml
 
-    raw = read_table(path)
+    from privlab.data.io import read_table
+
+    frame = read_table(path)
     if columns is not None:
-        raw.columns = list(columns)
-    sch = bundled_schema(schema)
-    frame = read_declared(raw, sch)
-    for col in sch.columns:
-        if col.type == "integer" and not col.missing or col.name == "userId":
-            frame[col.name] = frame[col.name].astype("int64")
-        elif col.type in ("integer", "numeric"):
-            frame[col.name] = frame[col.name].astype("float64")
-        elif col.type == "datetime":
-            frame[col.name] = frame[col.name].astype("datetime64[us]")
-        else:
-            frame[col.name] = frame[col.name].astype("str")
+        frame.columns = list(columns)
+    declared = yaml.safe_load(bundled_path("schemas", f"{schema}.yaml").read_text())
+    for name, spec in declared["columns"].items():
+        kind = "identifier-int" if name == "userId" else spec["type"]
+        frame[name] = _as_declared(frame[name], kind, spec.get("missing", True), path)
     return frame
+
+
+def _as_declared(cells: pd.Series, kind: str, missing: bool, path: str) -> pd.Series:
+    try:
+        if kind in ("integer", "identifier-int"):
+            numbers = pd.to_numeric(cells, errors="raise")
+            return numbers.astype("int64" if not missing or kind != "integer" else "float64")
+        if kind == "numeric":
+            return pd.to_numeric(cells, errors="raise").astype("float64")
+        if kind == "datetime":
+            stamps = pd.to_datetime(cells, format="ISO8601", utc=True)
+            return stamps.dt.tz_convert(None).astype("datetime64[us]")
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(f"bundled file {path}: column {cells.name!r} is not "
+                                f"{kind} as its bundled schema declares ({exc})") from None
+    return cells.astype("str")
 
 
 def load_adult(drop_missing: bool = False) -> pd.DataFrame:
