@@ -83,3 +83,33 @@ def test_list_describes_every_dataset() -> None:
     assert {"adult", "geolife", "movielens", "digits", "classification", "census"} <= set(DATASETS)
     for row in rows:
         assert row["description"] and row["source"] and row["licence"]
+
+
+def test_bundled_files_are_read_as_their_schemas_declare(tmp_path, monkeypatch) -> None:
+    """Issue 29: the loaders read each cell by the bundled schema, never by pandas' guess from
+    the other rows. A copy of the geolife sample whose first time is written with a Z (the
+    same instant) and whose user ids are digits with leading zeros loads with the same times
+    and the ids as written (pandas took the time format from the first row and read the ids
+    as numbers); a cell outside the schema is refused in one line."""
+    import pandas as pd
+
+    import privlab.data.datasets as datasets
+
+    rows = ["lat,lng,datetime,uid", "39.98,116.31,2008-10-23T02:53:04Z,007",
+            "39.98,116.31,2008-10-23 02:53:10,007", "39.97,116.32,2008-10-23 02:53:15,010"]
+    path = tmp_path / "geolife.csv"
+    path.write_text("\n".join(rows) + "\n")
+    real = datasets.bundled_path
+    monkeypatch.setattr(datasets, "bundled_path",
+                        lambda *parts: path if parts[0] == "geolife" else real(*parts))
+    datasets._read_bundled.cache_clear()
+    frame = datasets.load_geolife()
+    assert frame["datetime"].tolist() == [pd.Timestamp("2008-10-23 02:53:04"),
+                                          pd.Timestamp("2008-10-23 02:53:10"),
+                                          pd.Timestamp("2008-10-23 02:53:15")]
+    assert frame["uid"].tolist() == ["007", "007", "010"]
+    path.write_text("\n".join([*rows, "39.97,116.32,23/10/2008 02:53,010"]) + "\n")
+    datasets._read_bundled.cache_clear()
+    with pytest.raises(InvalidInputError, match="column 'datetime' is not datetime"):
+        datasets.load_geolife()
+    datasets._read_bundled.cache_clear()

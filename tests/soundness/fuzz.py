@@ -101,6 +101,14 @@ def _ratings() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 @cache
+def _ratings_long_ids() -> pd.DataFrame:
+    """The ratings with 19-digit user ids (as text): pandas read them as integers, and as
+    floats (users merged) once one id is blank (issue 29)."""
+    ratings = _ratings()[0]
+    return ratings.assign(userId=[str(1234567890123456000 + int(u)) for u in ratings["userId"]])
+
+
+@cache
 def _trajectories() -> pd.DataFrame:
     gen = np.random.default_rng(0)
     rows = []
@@ -176,6 +184,9 @@ DATASETS = {
     "tiny": Dataset("tiny", lambda: _people(1).head(1), people_schema("row")),
     "ratings": Dataset("ratings", lambda: _ratings()[0], "movielens-ratings", unit="userId",
                        extra_files=lambda: {"movies.csv": _ratings()[1]}),
+    "ratings-longids": Dataset("ratings-longids", _ratings_long_ids, "movielens-ratings",
+                               unit="userId",
+                               extra_files=lambda: {"movies.csv": _ratings()[1]}),
     "trajectories": Dataset("trajectories", _trajectories, "geolife", unit="uid"),
     "codes": Dataset("codes", _codes, CODES_SCHEMA),
     "codes-person": Dataset("codes-person", lambda: _codes(2), CODES_PERSON_SCHEMA,
@@ -184,7 +195,8 @@ DATASETS = {
 
 #: Edits that keep the row count (a value replaced): neighbours under replace-one as well.
 REPLACE = {"rare_category", "new_category", "hostile_string", "missing_categorical",
-           "non_integer", "text_in_numeric", "extreme_value", "missing_numeric"}
+           "non_integer", "text_in_numeric", "extreme_value", "missing_numeric",
+           *REPRESENTATION}  # a cell written another way: one value replaced
 #: Edits that change all rows of one person (only neighbours under a person-level claim).
 PERSON = {"add_person", "remove_person", "change_person", "missing_unit"}
 #: Edits that change the row count by one.
@@ -195,7 +207,10 @@ def edits(ds: Dataset) -> dict[str, pd.DataFrame]:
     """The one-row edits of `one_row_edits` plus, with a person column, one-person edits."""
     frame = ds.frame().reset_index(drop=True)
     out = one_row_edits(frame, ds.declared())
-    if ds.name.startswith("codes"):  # cells written another way (issue 29)
+    # cells written another way (issue 29): digit codes, flags and 19-digit ids on the codes
+    # tables and 19-digit user ids on the ratings, a first timestamp with Z / an offset / day
+    # first on the codes and the trajectories
+    if ds.name.startswith("codes") or ds.name in ("ratings-longids", "trajectories"):
         out |= representation_edits(frame, ds.declared())
     if ds.unit is not None:
         ids = frame[ds.unit]
@@ -365,7 +380,8 @@ PLAN = Command(
 
 
 def _target(ds: str) -> list[str]:
-    return ["--target", "salary" if ds.startswith("adult") else "label"]
+    return ["--target", "salary" if ds.startswith("adult") else
+            "flag" if ds.startswith("codes") else "label"]
 
 
 @st.composite
@@ -393,7 +409,7 @@ def _train_options(draw: Any, ds: str) -> list[str]:
     return out + draw(_JSON)
 
 
-TRAIN = Command("train", ("adult", "people-row", "people-person", "people-noschema"),
+TRAIN = Command("train", ("adult", "people-row", "people-person", "people-noschema", "codes"),
                 _train_options,
                 lambda o: ["train", "data.csv", *o, "--seed", SEED])
 
@@ -414,7 +430,7 @@ def _audit_options(draw: Any, ds: str) -> list[str]:
     return out + ["--json"]
 
 
-AUDIT = Command("audit", ("adult", "people-row", "people-person"), _audit_options,
+AUDIT = Command("audit", ("adult", "people-row", "people-person", "codes"), _audit_options,
                 lambda o: ["audit", "data.csv", *o, "--seed", SEED],
                 # wall time of the audit
                 free=frozenset({"seconds"}))
@@ -479,7 +495,7 @@ def _federated_options(draw: Any, ds: str) -> list[str]:
     return out + draw(_JSON)
 
 
-FEDERATED = Command("federated", ("ratings",), _federated_options,
+FEDERATED = Command("federated", ("ratings", "ratings-longids"), _federated_options,
                     lambda o: ["federated", *o, "--seed", SEED])
 
 

@@ -217,7 +217,13 @@ def check_synth(method: str, policy: str, edit: str) -> None:
 @st.composite
 def federated_cases(draw: Any) -> tuple[int | None, str]:
     return (draw(st.sampled_from([None, 2, 4, 6])),
-            draw(st.sampled_from(["add_user", "add_user_last", "remove_user"])))
+            draw(st.sampled_from(["add_user", "add_user_last", "remove_user", *REPRESENTED])))
+
+
+#: Representation edits of the ratings file (issue 29): 19-digit user ids with one cell blank
+#: (pandas read the ids as floats, which merged users), and one blank id in user 1's rows.
+REPRESENTED = ("long_ids_missing_one", "missing_unit")
+LONG_ID = 1234567890123456000
 
 
 def _rows_by_user(data: Any) -> dict[int, tuple[frozenset, frozenset]]:
@@ -237,7 +243,9 @@ def check_max_users(tmp: Any, max_users: int | None, edit: str) -> None:
     """A ratings file and a one-user neighbour (with the public `--users 20`, and
     `--max-users N` when drawn): the users whose data is kept on D and on D' differ at most by
     the edited user, and every other user's training rows and test rows are the same on both
-    (the per-user split is keyed by the user's own id, issue 29)."""
+    (the per-user split is keyed by the user's own id, issue 29). The representation edits
+    blank one cell of user 1's id (its rows are dropped, not merged into another user), the
+    ids written with 19 digits or not."""
     from privlab.data.datasets import load_movielens
     from privlab.federated.data import load_ratings_files
 
@@ -249,8 +257,14 @@ def check_max_users(tmp: Any, max_users: int | None, edit: str) -> None:
     elif edit == "add_user_last":  # ... and one whose id sorts last
         edited, user = pd.concat([ratings, ratings[ratings["userId"] == 3].assign(userId=99)],
                                  ignore_index=True), 99
-    else:
+    elif edit == "remove_user":
         edited, user = ratings[ratings["userId"] != 1], 1
+    else:  # a cell of user 1's id written blank (19-digit ids: all of them long)
+        if edit == "long_ids_missing_one":
+            ratings = ratings.assign(userId=[str(LONG_ID + u) for u in ratings["userId"]])
+        user = LONG_ID + 1 if edit == "long_ids_missing_one" else 1
+        edited = ratings.astype({"userId": object})
+        edited.loc[edited.index[edited["userId"].astype(str) == str(user)][0], "userId"] = None
     kept, rows = [], []
     for name, frame in (("D.csv", ratings), ("D2.csv", edited)):
         path = tmp / name

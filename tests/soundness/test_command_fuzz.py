@@ -5,12 +5,13 @@ Hypothesis draws, per command, the options (mechanism, delta including exactly 1
 shares, --max-users, --save / --report / --out files, --json or text), a dataset and a
 one-row or one-person edit (on the "codes" tables also a cell written another way: digit
 codes, "true"/"True"/"1"/"yes", 19-digit ids, a first timestamp with Z / an offset / day first,
-a blank vs a whitespace cell); `check_case` runs D and D' and requires the same exit code,
-stderr, warnings, stdout apart from noised values, files (and their declared codes) and
-non-noised JSON fields, and for those representation edits a count or histogram that moves by
-its sensitivity only. The
-explicit examples are the leaks issue 21 found, so the fuzz always re-tries them. The long
-run is `experiments/neighbour_fuzz.py --examples N`.
+a blank vs a whitespace cell; on the trajectories a first timestamp written another way; on the
+ratings 19-digit user ids, one blank; train and audit draw the codes table too); `check_case`
+runs D and D' and requires the same exit code, stderr, warnings, stdout apart from noised
+values, files (and their declared codes) and non-noised JSON fields, and for those
+representation edits a count or histogram that moves by its sensitivity only. The explicit
+examples are the leaks issues 21 and 29 found, so the fuzz always re-tries them. The long run is
+`experiments/neighbour_fuzz.py --examples N`.
 """
 
 from __future__ import annotations
@@ -109,13 +110,22 @@ test_train = _fuzz(
     # issue 29 (4): rows without a person id, dropped before the bound
     _case("train", "people-person", "missing_unit", "--target label --model logreg --method "
           "dpsgd --epochs 1 --batch-size 32 --epsilon 1 --delta 1e-5 --sample-rate 0.25 "
-          "--max-rows-per-unit 1 --save model.pkl --json"))
+          "--max-rows-per-unit 1 --save model.pkl --json"),
+    # issue 29: representation edits
+    _case("train", "codes", "bool_yes", "--target flag --model logreg --method none --epochs 1 "
+          "--batch-size 32 --epsilon 1 --delta 0 --on-invalid coerce --json"),
+    _case("train", "codes", "text_code", "--target flag --model logreg --method objective "
+          "--epochs 1 --batch-size 32 --epsilon 1 --delta 0 --on-invalid coerce --save "
+          "model.pkl --json"))
 
 test_audit = _fuzz(
     "audit", 1, ("people-row", "people-person"),
     # issue 21 (3): the audit's target ignores the person unit
     _case("audit", "people-person", "remove_person", "--target label --members 20 --epochs 1 "
-          "--batch-size 8 --attacks loss --epsilon 2 --json"))
+          "--batch-size 8 --attacks loss --epsilon 2 --json"),
+    # issue 29: representation edits
+    _case("audit", "codes", "first_row_offset", "--target flag --members 20 --epochs 1 "
+          "--batch-size 8 --attacks loss --epsilon 2 --on-invalid coerce --json"))
 
 test_synth = _fuzz(
     "synth", 5, ("people-row", "people-person"),
@@ -140,5 +150,18 @@ test_release_plan = _fuzz(
           "--allow-weak --json"),
     _case("release plan", "people-row", "text_in_numeric", "quantile:age:1;sum:age:1|9| "
           "--on-invalid coerce --json"))
-test_federated = _fuzz("federated", 8, None)
-test_trajectory = _fuzz("trajectory", 5, None)
+test_federated = _fuzz(
+    "federated", 8, None,
+    # issue 29: representation edits (19-digit user ids, one blank: read as floats they merged)
+    _case("federated", "ratings-longids", "long_ids_missing_one", "train --ratings data.csv "
+          "--movies movies.csv --algorithm dpam --rounds 1 --epsilon 4 --on-invalid coerce "
+          "--json"))
+test_trajectory = _fuzz(
+    "trajectory", 5, None,
+    # issue 29: representation edits (the first timestamp decided every other one's format)
+    _case("trajectory", "trajectories", "first_row_z", "anonymize data.csv --out pub.csv "
+          "--window 3 --epsilon 1 --bbox 39.80,116.20,40.10,116.60 --mechanism planar "
+          "--radius 50 --on-invalid coerce --json"),
+    _case("trajectory", "trajectories", "first_row_dayfirst", "anonymize data.csv --out "
+          "pub.csv --window 3 --epsilon 1 --bbox 39.80,116.20,40.10,116.60 --mechanism laplace "
+          "--sensitivity bbox --on-invalid coerce --json"))

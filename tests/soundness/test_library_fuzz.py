@@ -59,6 +59,9 @@ def test_synthesizers_neighbours_fuzz(case) -> None:
 @example(case=(4, "add_user"))
 @example(case=(None, "add_user"))  # issue 29: one split stream moved every user's rows
 @example(case=(None, "remove_user"))
+# issue 29: representation edits (a blank id; 19-digit ids with one blank read as floats)
+@example(case=(None, "missing_unit"))
+@example(case=(4, "long_ids_missing_one"))
 def test_max_users_neighbours_fuzz(case) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         check_max_users(Path(tmp), *case)

@@ -183,3 +183,29 @@ def test_anonymize_with_filters_from_the_command_line(tmp_path, traj_csv, capsys
     assert main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
                  "--epsilon", "1", "--bbox", BOX_ARG, "--heading", "10"]) == 2
     assert "--heading" in capsys.readouterr().err
+
+
+def test_evaluate_reads_the_published_times_as_declared(tmp_path, traj_csv, capsys):
+    """Issue 29: the published file's cells are read by their declared types, each on its own.
+    A first time written with a Z (the same instant) or the ids written as digits must not
+    change how the other rows are read: the evaluation is the same (pandas took the time format
+    from the first row and read every other time as another or a missing one)."""
+    out = tmp_path / "pub.csv"
+    assert main(["trajectory", "anonymize", traj_csv, "--out", str(out), "--window", "2",
+                 "--epsilon", "1", "--bbox", BOX_ARG, "--radius", "50", "--seed", "1",
+                 "--json"]) == 0
+    capsys.readouterr()
+    argv = ["--k", "1", "--no-shapes", "--no-linkage", "--json"]
+    assert main(["trajectory", "evaluate", traj_csv, str(out), *argv]) == 0
+    base = _json(capsys)
+    text = pd.read_csv(out, dtype=str, keep_default_na=False)
+    first = pd.Timestamp(text.at[0, "time"])
+    text.at[0, "time"] = first.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    text.to_csv(out, index=False)  # the sidecar beside it is unchanged
+    assert main(["trajectory", "evaluate", traj_csv, str(out), *argv]) == 0
+    assert _json(capsys)["utility"] == base["utility"]
+    text.at[0, "time"] = "not a time"
+    text.to_csv(out, index=False)
+    assert main(["trajectory", "evaluate", traj_csv, str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "column 'time' row 1" in err and len(err.strip().splitlines()) == 1

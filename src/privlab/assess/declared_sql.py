@@ -96,7 +96,9 @@ def _number(x: str, kind: str, dialect: str = "duckdb") -> str:
 def _time(x: str, kind: str, fmt: str = ISO8601, dialect: str = "duckdb") -> str:
     """A datetime cell by the column's declared format (`privlab.schema.values.datetime_of`):
     ISO 8601 with an offset or Z converted to UTC (DuckDB reads through TIMESTAMPTZ on a UTC
-    session), or a strptime pattern; never a format taken from other rows."""
+    session; Spark through its instant type, shown in the session time zone, which
+    `SparkSource` holds at UTC while it counts), or a strptime pattern; never a format taken
+    from other rows."""
     if kind == "time":
         return f"CAST({x} AS TIMESTAMP)"
     t = f"trim(CAST({x} AS VARCHAR))"
@@ -105,7 +107,8 @@ def _time(x: str, kind: str, fmt: str = ISO8601, dialect: str = "duckdb") -> str
             raise InvalidInputError(f"a datetime format {fmt!r} is read on the pandas and "
                                     "DuckDB engines; on Spark store the column as a timestamp "
                                     "or as ISO 8601 text")
-        return f"TRY_CAST({t} AS TIMESTAMP)"
+        # (a plain TIMESTAMP is Spark's TIMESTAMP_NTZ after `to_spark_sql`: it drops offsets)
+        return f"CAST(TRY_CAST({t} AS TIMESTAMPTZ) AS TIMESTAMP)"
     if fmt != ISO8601:
         quoted = "'" + fmt.replace("'", "''") + "'"
         return f"TRY_STRPTIME({t}, {quoted})"

@@ -12,6 +12,8 @@ them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +150,29 @@ class SparkSource(CountSource):
 
         return to_spark_sql(read_from(text, q(self.view)))
 
+    @contextmanager
+    def _utc(self) -> Iterator[None]:
+        """Spark reads a datetime text cell with an offset or Z, and shows a timestamp, in the
+        session's time zone: the reading rule (offsets and Z to UTC; naive = UTC) holds only
+        in UTC, whatever zone the caller's session was opened with (restored afterwards)."""
+        key = "spark.sql.session.timeZone"
+        before = self.spark.conf.get(key)
+        if before == "UTC":
+            yield
+            return
+        self.spark.conf.set(key, "UTC")
+        try:
+            yield
+        finally:
+            self.spark.conf.set(key, before)
+
     def sql(self, text: str) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.spark.sql(self._text(text)).collect()]
+        with self._utc():
+            return [tuple(r) for r in self.spark.sql(self._text(text)).collect()]
 
     def frame(self, text: str) -> pd.DataFrame:
-        return self.spark.sql(self._text(text)).toArrow().to_pandas()
+        with self._utc():
+            return self.spark.sql(self._text(text)).toArrow().to_pandas()
 
 
 #: The relation every grouped query reads (`FROM __data`); a column may contain the same

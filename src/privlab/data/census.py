@@ -50,8 +50,29 @@ HOMETOWN_EXPONENT = 0.84
 MAX_ROWS = 1_000_000
 
 
+#: Each bundled table's column types, declared (README.txt): counts and bounds integers,
+#: shares floats, the rest text. Nothing is guessed from the cells.
+TABLE_TYPES: dict[str, dict[str, str]] = {
+    "ages": {"age_from": "int64", "age_to": "int64", "male_thousands": "int64",
+             "female_thousands": "int64"},
+    "marital": {"age_from": "int64", "age_to": "int64", "sex": "str", "Bekâr": "float64",
+                "Evli": "float64", "Dul": "float64"},
+    "first_names": {"sex": "str", "name": "str", "weight": "int64"},
+    "surnames": {"surname": "str", "weight": "int64"},
+    "provinces": {"plate": "int64", "province": "str", "population_thousands": "int64"},
+}
+
+
 def _table(name: str) -> pd.DataFrame:
-    return pd.read_csv(bundled_path("census", name), encoding="utf-8")
+    """A bundled table read as text and converted by `TABLE_TYPES` (a cell that is not of
+    its column's type fails loudly: the package's data is broken)."""
+    types = TABLE_TYPES[name.removesuffix(".csv")]
+    frame = pd.read_csv(bundled_path("census", name), encoding="utf-8", dtype=str,
+                        keep_default_na=False)
+    if list(frame.columns) != list(types):
+        raise InvalidInputError(f"bundled census table {name} has columns "
+                                f"{list(frame.columns)}, expected {list(types)}")
+    return frame.astype(types)
 
 
 @lru_cache(maxsize=1)

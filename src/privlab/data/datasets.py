@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
@@ -21,11 +22,54 @@ ADULT_COLUMNS = [
 ]
 
 
+def _bundled(path: Any, schema: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """A fresh copy of `_read_bundled` (read once per process)."""
+    return _read_bundled(str(path), schema, tuple(columns) if columns else None).copy()
+
+
+@lru_cache(maxsize=8)
+def _read_bundled(path: str, schema: str, columns: tuple[str, ...] | None) -> pd.DataFrame:
+    """A bundled file read as its bundled schema (bundled/schemas/<schema>.yaml) declares:
+    every cell as text (`read_table`), each column converted by its declared type with one
+    fixed rule (integers int64, numbers float64, ISO 8601 times to naive UTC, the rest text;
+    movielens' numeric user ids int64, the type the loader has always returned); no type is
+    guessed from the rows. A cell that does not fit fails in one line: the package is broken.
+    (The bundled files are public and trusted: the schema's bounds and categories are the
+    job of `privlab.schema.read_declared` on private rows; `privlab.schema` imports this
+    package, so this reads the YAML itself.)"""
+    import yaml
+
+    from privlab.data.io import read_table
+
+    frame = read_table(path)
+    if columns is not None:
+        frame.columns = list(columns)
+    declared = yaml.safe_load(bundled_path("schemas", f"{schema}.yaml").read_text())
+    for name, spec in declared["columns"].items():
+        kind = "identifier-int" if name == "userId" else spec["type"]
+        frame[name] = _as_declared(frame[name], kind, spec.get("missing", True), path)
+    return frame
+
+
+def _as_declared(cells: pd.Series, kind: str, missing: bool, path: str) -> pd.Series:
+    try:
+        if kind in ("integer", "identifier-int"):
+            numbers = pd.to_numeric(cells, errors="raise")
+            return numbers.astype("int64" if not missing or kind != "integer" else "float64")
+        if kind == "numeric":
+            return pd.to_numeric(cells, errors="raise").astype("float64")
+        if kind == "datetime":
+            stamps = pd.to_datetime(cells, format="ISO8601", utc=True)
+            return stamps.dt.tz_convert(None).astype("datetime64[us]")
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(f"bundled file {path}: column {cells.name!r} is not "
+                                f"{kind} as its bundled schema declares ({exc})") from None
+    return cells.astype("str")
+
+
 def load_adult(drop_missing: bool = False) -> pd.DataFrame:
     """UCI Adult (32,561 rows). `?` is missing; `drop_missing=True` keeps complete rows (30,162)."""
-    frame = pd.read_csv(bundled_path("adult", "adult.csv.gz"), skipinitialspace=True,
-                        na_values=["?"], header=0)
-    frame.columns = ADULT_COLUMNS
+    frame = _bundled(bundled_path("adult", "adult.csv.gz"), "adult", ADULT_COLUMNS)
     if drop_missing:
         frame = frame.dropna().reset_index(drop=True)
     return frame
@@ -33,16 +77,14 @@ def load_adult(drop_missing: bool = False) -> pd.DataFrame:
 
 def load_geolife() -> pd.DataFrame:
     """GeoLife GPS sample as shipped by scikit-mobility: lat, lng, datetime, uid (217,653 rows)."""
-    frame = pd.read_csv(bundled_path("geolife", "geolife_sample.txt.gz"),
-                        dtype={"uid": str}, parse_dates=["datetime"])
-    return frame
+    return _bundled(bundled_path("geolife", "geolife_sample.txt.gz"), "geolife")
 
 
 def load_movielens(table: str = "ratings") -> pd.DataFrame:
     """MovieLens ml-latest-small (GroupLens licence, see its README): ratings or movies."""
     if table not in ("ratings", "movies"):
         raise InvalidInputError("movielens table must be 'ratings' or 'movies'")
-    return pd.read_csv(bundled_path("movielens", f"{table}.csv.gz"))
+    return _bundled(bundled_path("movielens", f"{table}.csv.gz"), f"movielens-{table}")
 
 
 def load_digits() -> pd.DataFrame:

@@ -47,7 +47,7 @@ def align(averaged: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
             f"{len(averaged)} with the sidecar's parameters: wrong ORIGINAL file?")
     pub = published.copy()
     pub["id"] = pub["id"].astype("str")
-    pub["time"] = pd.to_datetime(pub["time"]).astype("datetime64[ns]")
+    pub["time"] = pub["time"].astype("datetime64[ns]")  # read by the declared rule
     key_a = pd.MultiIndex.from_arrays([averaged["id"].astype("str"), averaged["trip"],
                                        averaged["window"]])
     key_p = pd.MultiIndex.from_arrays([pub["id"], pub["trip"], pub["window"]])
@@ -126,18 +126,46 @@ def evaluate_files(original: str | Path, published: str | Path,
 
 
 def read_trajectories_table(path: str | Path) -> pd.DataFrame:
-    """Read a published file as written by `write_release` (ids kept as text)."""
+    """Read a published file as written by `write_release`, each cell by its column's declared
+    type (`PUBLISHED`, the rules of `privlab.schema.values`): ids as text, trip and window as
+    integers, time by the ISO 8601 rule (offsets and Z to UTC, naive = UTC), lat/lon as
+    numbers. No cell changes how another is read (pandas took the time format from the first
+    row); a cell that does not fit is refused in one line."""
     from privlab.data.io import read_table
 
-    path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        frame = read_table(path)
-    else:
-        read_table(path)  # validates the file and gives the one-line errors
-        frame = pd.read_csv(path, dtype={"id": str})
-    if "id" in frame.columns:
-        frame["id"] = frame["id"].astype("str")
+    frame = read_table(path)
+    for column, kind in PUBLISHED.items():
+        if column in frame.columns:
+            frame[column] = _declared(frame[column], kind, Path(path).name)
     return frame
+
+
+#: The published file's columns and their declared types (`_frame` in privlab.trajectory.publish).
+PUBLISHED = {"id": "text", "trip": "integer", "window": "integer", "time": "datetime",
+             "lat": "numeric", "lon": "numeric"}
+
+
+def _declared(cells: pd.Series, kind: str, where: str) -> pd.Series:
+    """One column of a published file read by `kind`, value by value."""
+    from privlab.schema.values import INVALID, code_of, datetime_of, number_of, parse_each
+
+    parse = {"text": code_of, "integer": lambda v: number_of(v, True),
+             "numeric": lambda v: number_of(v, False), "datetime": datetime_of}[kind]
+    values = parse_each(cells, parse)
+    bad = next((i for i, v in enumerate(values) if v is None or v is INVALID
+                or (kind == "integer" and not isinstance(v, int))), None)
+    if bad is not None:
+        raise InvalidInputError(
+            f"{where}: column {cells.name!r} row {bad + 1} is {cells.iloc[bad]!r}, not "
+            f"{'an' if kind == 'integer' else 'a'} {kind} value; pass the file written by "
+            "`privlab trajectory anonymize` unedited")
+    if kind == "text":
+        return pd.Series(values, index=cells.index, name=cells.name, dtype=object)
+    if kind == "datetime":
+        return pd.Series(pd.DatetimeIndex(values).astype("datetime64[ns]"), index=cells.index,
+                         name=cells.name)
+    return pd.Series(values, index=cells.index, name=cells.name,
+                     dtype="int64" if kind == "integer" else "float64")
 
 
 def summary_row(result: dict[str, Any]) -> dict[str, Any]:
