@@ -135,9 +135,14 @@ def private_file(path: Path) -> Path:
 
 
 def cookie_key(state_dir: Path) -> bytes:
-    """The workspace's cookie key (32 random bytes, hex, 0600), made once: exclusive create,
-    so two studios on one workspace agree on one key."""
-    path = state_dir / COOKIE_KEY
+    """The workspace's cookie key (32 random bytes, hex, 0600), made once."""
+    return workspace_key(state_dir / COOKIE_KEY, "not a studio cookie key; remove it (every "
+                         "browser then opens the printed URL again)")
+
+
+def workspace_key(path: Path, not_a_key: str) -> bytes:
+    """A workspace key file (32 random bytes, hex, 0600), made once: exclusive create, so two
+    studios on one workspace agree on one key. `not_a_key`: the error when it is damaged."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -147,8 +152,7 @@ def cookie_key(state_dir: Path) -> bytes:
             fh.write(secrets.token_hex(32))
     text = path.read_text(encoding="ascii").strip()
     if len(text) != 64:
-        raise InvalidInputError(f"{path}: not a studio cookie key; remove it (every browser "
-                                "then opens the printed URL again)")
+        raise InvalidInputError(f"{path}: {not_a_key}")
     return bytes.fromhex(text)
 
 

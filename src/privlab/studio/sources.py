@@ -108,23 +108,10 @@ def upload_content_id(path: Path, state_dir: Path) -> str:
 
 
 def _upload_key(state_dir: Path) -> bytes:
-    import os
-    import secrets
+    from privlab.studio.config import workspace_key
 
-    path = state_dir / "upload.key"
-    if not path.is_file():
-        try:  # exclusive create: two servers on one workspace agree on one key
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "w", encoding="ascii") as fh:
-                fh.write(secrets.token_hex(32))
-    key = path.read_text(encoding="ascii").strip()
-    if len(key) != 64:
-        raise InvalidInputError(f"{path}: not a studio upload key; remove it to make a new one "
-                                "(uploads then get new budgets)")
-    return bytes.fromhex(key)
+    return workspace_key(state_dir / "upload.key", "not a studio upload key; remove it to make "
+                         "a new one (uploads then get new budgets)")
 
 
 @functools.lru_cache(maxsize=8)
