@@ -40,7 +40,7 @@ epsilon 1 (`--repeats` fresh seeds; median and range).
 wall, CPU and peak RSS of a child per run, source trees alternated:
 
     nice python benchmarks/synth.py --scale --shapes 200000x20 \\
-        --sources old=/work/main/src,new=src --json benchmarks/results/synth_scale.json
+        --sources old=../privlab-old/src,new=src --json benchmarks/results/synth_scale.json
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the source tree under test, so an old and a new commit can be alternated on the 
 CPU seconds and peak RSS are read when the child
 exits: `os.wait4` returns that child's own rusage (ru_maxrss: its peak resident set, KiB).
 
-    python benchmarks/synth.py --scale --shapes 200000x20 --sources old=/work/main/src,new=src
+    python benchmarks/synth.py --scale --shapes 200000x20 --sources old=../privlab-old/src,new=src
 """
 
 from __future__ import annotations
