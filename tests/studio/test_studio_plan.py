@@ -1,0 +1,187 @@
+"""Issue 31: the studio's analysis-plan page over HTTP (no browser): the preview reads no row,
+only the plan's columns are reviewed, "Run and download" is `privlab release plan`'s package
+charged once, and on D and D' (one row changed, same seed) only the noisy values differ."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from studio_helpers import csrf_of, make_client
+
+from privlab.studio import StudioConfig
+
+PEOPLE_SCHEMA = """name: people
+columns:
+  age: {type: integer, bounds: [0, 100]}
+  sex: {type: categorical, categories: [F, M]}
+  city: {type: categorical, categories: [Ankara, Izmir, Kyiv]}
+  income: {type: numeric, bounds: [0, 5000]}
+"""
+#: count + mean of age + histogram of city, epsilon 1 in total (weights 1, 2, 1).
+PLAN = {"stat0": "count", "stat1": "mean", "col1": "age", "weight1": "2",
+        "stat2": "histogram", "col2": "city", "epsilon": "1"}
+
+
+def people_client(workspace: Path) -> tuple[Any, str]:
+    (workspace / "people.schema.yaml").write_text(PEOPLE_SCHEMA, encoding="utf-8")
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    r = client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
+                                          "path": "people.csv", "next": "plan"})
+    assert r.status_code == 200 and r.url.path == "/plan", r.text
+    return client, csrf
+
+
+def package_of(response: Any) -> dict[str, str]:
+    assert response.status_code == 200, response.text[:500]
+    assert response.headers["content-disposition"].startswith("attachment")
+    with zipfile.ZipFile(io.BytesIO(response.content)) as zf:
+        return {Path(n).name: zf.read(n).decode() for n in zf.namelist()}
+
+
+def test_the_preview_reads_no_row(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data file is gone and every row reader raises: the preview still states each
+    share, half-width and the total; the run is refused with nothing charged."""
+    from privlab.studio.sources import Source
+
+    client, csrf = people_client(workspace)
+    (workspace / "people.csv").unlink()
+
+    def no_rows(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the plan preview read rows")
+
+    monkeypatch.setattr(Source, "load", no_rows)
+    monkeypatch.setattr("privlab.data.io.read_table", no_rows)
+    monkeypatch.setattr("privlab.schema.read.read_declared", no_rows)
+    page = client.get("/plan", params=PLAN).text
+    assert "Total: (1)-DP" in page and "sequential composition" in page
+    # weights 1, 2, 1 of epsilon 1: 0.25, 0.5, 0.25; a count's half-width at 0.25 is
+    # ln(20)/0.25 rounded up on the geometric grid
+    shares = re.findall(r"<td>(0\.\d+)</td><td>geometric|<td>(0\.\d+)</td><td>laplace", page)
+    assert [a or b for a, b in shares] == ["0.25", "0.5", "0.25"], shares
+    assert "± 12" in page  # ceil(ln(20) / 0.25) = 12 for the count and each cell
+    assert "All 3 released values together are (1)-DP" in page
+    monkeypatch.undo()
+    refused = client.post("/plan/run", data={"csrf": csrf, **PLAN})
+    assert refused.url.path == "/plan" and "cannot be read" in refused.text
+    budget = refused.text
+    assert "ε = 10</strong> of 10" in budget  # nothing charged: the run could not read rows
+
+
+def test_run_and_download_is_the_cli_package_charged_once(workspace: Path) -> None:
+    from typer.testing import CliRunner
+
+    from privlab.cli.main import app as cli
+    from privlab.core.ledger import BudgetLedger
+
+    client, csrf = people_client(workspace)
+    files = package_of(client.post("/plan/run", data={"csrf": csrf, **PLAN}))
+    assert {"release.json", "plan.yaml", "schema.yaml", "reproduce.sh", "reproduce.py",
+            "README.txt"} <= set(files)
+    package = json.loads(files["release.json"])
+    assert [(r["statistic"], r["column"]) for r in package["releases"]] == [
+        ("count", None), ("mean", "age"), ("histogram", "city")]
+    assert [r["guarantee"]["epsilon"] for r in package["releases"]] == [0.25, 0.5, 0.25]
+    assert package["guarantee"]["epsilon"] == 1.0
+    assert len(package["releases"][2]["value"]) == 3  # the declared cities
+    with BudgetLedger(str(workspace / ".privlab-studio" / "ledger.db")) as book:
+        spent = [e.epsilon for e in book.history("workspace:people.csv")]
+    assert spent == [1.0]  # one charge for the whole plan
+    # the CLI reruns the downloaded plan into the same package (fresh noise)
+    folder = workspace / "pkg"
+    folder.mkdir()
+    for name in ("plan.yaml", "schema.yaml"):
+        (folder / name).write_text(files[name], encoding="utf-8")
+    out = CliRunner().invoke(cli, ["release", "plan", str(workspace / "people.csv"), "--plan",
+                                   str(folder / "plan.yaml"), "--schema",
+                                   str(folder / "schema.yaml"), "-o", str(folder / "rerun")])
+    assert out.exit_code == 0, out.output
+    rerun = json.loads((folder / "rerun" / "release.json").read_text())
+    assert rerun["plan"].pop("schema").endswith("schema.yaml")  # named as the CLI got it
+    assert package["plan"].pop("schema") == "people"  # the reviewed schema's name
+    assert strip_values(rerun) == strip_values({k: v for k, v in package.items()
+                                                if k != "ledger"})
+    # downloadable again from this session only
+    rid = re.search(r"/plans/([0-9a-f]+)/", client.get("/plan").text).group(1)
+    again = client.get(f"/plans/{rid}/release.json")
+    assert again.status_code == 200 and again.text == files["release.json"]
+    other = make_client(client.app)
+    assert other.get(f"/plans/{rid}/release.json").status_code == 404
+
+
+def test_only_the_plans_columns_are_reviewed(workspace: Path) -> None:
+    """With a draft schema the plan names its columns; the review then covers those two and
+    returns to the plan, whose preview needs nothing else."""
+    client = make_client(StudioConfig(workspace=workspace))
+    csrf = csrf_of(client)
+    client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "people.csv",
+                                      "next": "plan"})
+    client.post("/schema/draft", data={"csrf": csrf})
+    page = client.get("/plan", params=PLAN).text
+    assert "Review the 2 columns this plan uses" in page
+    r = client.post("/plan/review", data={"csrf": csrf, **PLAN})
+    assert r.url.path == "/schema"
+    schema_page = r.text
+    assert "Type of age" in schema_page and "Type of city" in schema_page
+    assert "Type of income" not in schema_page and "Type of sex" not in schema_page
+    assert "0 of 2 columns reviewed" in schema_page
+    form = {"csrf": csrf, "page": "1", "c0_type": "integer", "c0_lo": "0", "c0_hi": "100",
+            "c0_reviewed": "on", "c2_type": "categorical",
+            "c2_categories": "Ankara\nIzmir\nKyiv", "c2_reviewed": "on"}
+    done = client.post("/schema/save", data=form)
+    assert done.url.path == "/plan", done.text[:2000]
+    assert "Total: (1)-DP" in done.text
+
+
+def strip_values(package: dict[str, Any]) -> dict[str, Any]:
+    """A package without what the noise decides (the values, noisy sums and counts) and
+    without the seed's testing note."""
+    out = json.loads(json.dumps(package))
+    for r in out["releases"]:
+        r["value"] = "NOISY"
+        for key in ("noisy_sum", "noisy_count"):
+            if key in (r.get("details") or {}):
+                r["details"][key] = "NOISY"
+    return out
+
+
+def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same workspace path holding D, then D' (one person's row changed), the same seed:
+    every page and every file of the package is the same but for the noisy values."""
+    from studio_helpers import PEOPLE_CSV
+
+    from privlab.studio import plan as sp
+
+    monkeypatch.setattr(sp, "run", functools.partial(sp.run, rng=7))
+    lines = PEOPLE_CSV.splitlines(keepends=True)
+    neighbour = "".join(lines[:5] + ["99,F,Kyiv,4999\n"] + lines[6:])
+    seen, values = [], []
+    for n, text in enumerate((PEOPLE_CSV, neighbour)):
+        ws = tmp_path / "ws"
+        if n:
+            import shutil
+
+            shutil.rmtree(ws)
+        ws.mkdir()
+        (ws / "people.csv").write_text(text, encoding="utf-8")
+        client, csrf = people_client(ws)
+        pages = [client.get("/plan", params=PLAN).text]
+        files = package_of(client.post("/plan/run", data={"csrf": csrf, **PLAN}))
+        pages.append(client.get("/plan").text)
+        rid = re.search(r"/plans/([0-9a-f]+)/", pages[-1]).group(1)
+        package = json.loads(files["release.json"])
+        values.append([r["value"] for r in package["releases"]])
+        files["release.json"] = json.dumps(strip_values(package))
+        # the session's CSRF token and the package's id are random, not data
+        seen.append(json.loads(json.dumps([pages, files]).replace(csrf, "CSRF")
+                               .replace(rid, "RID")))
+    assert values[0] != values[1]  # the changed row moved the mean and a city's count
+    assert seen[0] == seen[1]
