@@ -4,6 +4,7 @@ charged once, and on D and D' (one row changed, same seed) only the noisy values
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
@@ -185,3 +186,43 @@ def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
                                .replace(rid, "RID")))
     assert values[0] != values[1]  # the changed row moved the mean and a city's count
     assert seen[0] == seen[1]
+
+
+VISITS = {"name": "visits", "privacy_unit": "pid", "max_rows_per_unit": 3, "columns": {
+    "pid": {"type": "identifier"}, "age": {"type": "integer", "bounds": [0, 99], "bins": 4},
+    "score": {"type": "numeric", "bounds": [-1, 1]},
+    "sex": {"type": "categorical", "categories": ["F", "M"], "other": True}}}
+
+
+def test_the_single_release_uses_the_measurements_domain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31, item 2: `protect.domain_of` is the measurement layer's domain and relation
+    (it re-derived them: the two could drift), for every released column and statistic."""
+    import importlib
+
+    from privlab.schema import bundled_schema, parse_schema
+    from privlab.studio import protect as prot
+
+    mm = importlib.import_module("privlab.measure.measurement")  # the module, not the function
+    for schema in (bundled_schema("adult"), parse_schema(VISITS)):
+        for col in schema.released_columns():
+            for stat in ("count", "mean", "histogram"):
+                plan = prot.Plan(stat, col.name, 2.0)
+                try:
+                    m = mm.measurement(schema, stat, col.name, epsilon=2.0)
+                except Exception as exc:  # refused by both, in the measurement's words
+                    with pytest.raises(type(exc), match=re.escape(str(exc))):
+                        prot.domain_of(schema, plan)
+                    continue
+                d = prot.domain_of(schema, plan)
+                cats = list(m.domain.categories) if m.domain.categories else None
+                assert (d.bounds, d.categories, d.bins, d.integer) == (
+                    m.domain.bounds, cats, m.domain.bins, m.domain.integer), (stat, col.name)
+                assert (d.unit, d.per_unit) == ((m.relation.unit, m.relation.steps)
+                                                if m.relation.unit else (None, 1))
+    # one definition: what the measurement layer states is what the studio uses
+    real = mm._domain
+    monkeypatch.setattr(mm, "_domain", lambda *a: dataclasses.replace(real(*a),
+                                                                     bounds=(3.0, 7.0)))
+    assert prot.domain_of(parse_schema(VISITS), prot.Plan("mean", "age", 1.0)).bounds == \
+        (3.0, 7.0)
