@@ -226,3 +226,63 @@ def test_the_single_release_uses_the_measurements_domain(
                                                                      bounds=(3.0, 7.0)))
     assert prot.domain_of(parse_schema(VISITS), prot.Plan("mean", "age", 1.0)).bounds == \
         (3.0, 7.0)
+
+
+def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
+    """Column, category, person and file names that are Python or shell: the plan's
+    reproduce.py and reproduce.sh run (this checkout's CLI through a shim), rerun the same
+    statistics, and no marker file appears."""
+    import os
+    import subprocess
+    import sys
+
+    from test_studio_generated_files import (
+        ODD,
+        PY,
+        SH,
+        SRC,
+        ZIP,
+        hostile_table,
+        no_marker,
+        schema,
+    )
+
+    from privlab.core.ledger import BudgetLedger
+    from privlab.studio import plan as sp
+    from privlab.studio.sources import Source
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    source = Source("workspace", "data.parquet", hostile_table(ws))
+    q = {"stat0": "count", "stat1": "mean", "col1": PY, "stat2": "histogram", "col2": ZIP,
+         "stat3": "sum", "col3": ODD, "stat4": "variance", "col4": SH, "epsilon": "2"}
+    analysis = sp.analysis_of(schema(per_person=True), q)
+    with BudgetLedger(str(tmp_path / "ledger.db")) as ledger:
+        ledger.set_budget(source.principal, 100.0, 0.0)
+        result = sp.run(analysis, source, bundled=False, ledger=ledger,
+                        principal=source.principal)
+    folder = tmp_path / "package"
+    folder.mkdir()
+    for name, text in result.files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    script = result.files["reproduce.py"]
+    code = "\n".join(line for line in script.splitlines() if not line.startswith("P = "))
+    for name in (PY, ZIP, SH, ODD, str(source.path)):
+        assert name not in code, name
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    run_cli = "import sys; from privlab.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    (bin_dir / "privlab").write_text(f"#!/bin/sh\nexec {sys.executable} -c '{run_cli}' "
+                                     "\"$@\"\n", encoding="utf-8")
+    (bin_dir / "privlab").chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": SRC, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    columns = [(s, c) for s, c, _ in result.summary]
+    for command in ([sys.executable, "reproduce.py"], ["sh", "reproduce.sh"]):
+        run = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                             timeout=180)
+        assert run.returncode == 0, run.stderr
+        again = json.loads((folder / "rerun" / "release.json").read_text(encoding="utf-8"))
+        assert [(r["statistic"], r["column"] or "rows") for r in again["releases"]] == columns
+        assert again["guarantee"]["epsilon"] == 2.0
+        no_marker(folder, ws, tmp_path)
+        (folder / "rerun" / "release.json").unlink()

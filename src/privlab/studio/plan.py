@@ -106,7 +106,8 @@ def preview(analysis: Analysis) -> dict[str, Any]:
         rows.append({"statistic": item.statistic, "column": item.column or "rows",
                      "weight": item.weight, "epsilon": m["epsilon"], "delta": m["delta"],
                      "half_width": hw, "noise": ", ".join(
-                         f"{n['mechanism']} scale {n['scale']:.4g}" for n in m["noise"]),
+                         f"{n['mechanism']} scale {n['scale']:.4g}" for n in m["noise"])
+                     or "exponential mechanism (no additive noise)",
                      "no_half_width": _why_no_half_width(item.statistic) if hw is None
                      else None})
     g = stated["guarantee"]
@@ -138,9 +139,10 @@ def _why_no_half_width(statistic: str) -> str:
 def plain_words(g: dict[str, Any], n: int) -> str:
     """The total guarantee as a sentence for someone who never read a DP paper."""
     delta = f" (and a chance of at most {g['delta']:.3g} that this fails)" if g["delta"] else ""
-    return (f"All {n} released values together are {g['headline']}: "
-            f"{g['neighbouring_meaning']} changes the probability of any package by at most "
-            f"a factor e^{g['epsilon']:.4g} \u2248 {math.exp(g['epsilon']):.3g}{delta}. "
+    return (f"All {n} released values together are {g['headline']}: for any two datasets "
+            f"that differ as stated ({g['neighbouring_meaning']}), the probability of any "
+            f"package changes by at most a factor e^{g['epsilon']:.4g} \u2248 "
+            f"{math.exp(g['epsilon']):.3g}{delta}. "
             f"One charge of \u03b5 = {g['epsilon']:.4g} covers the whole plan "
             f"({g['accountant']}).")
 
