@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html
 import io
 import json
 import re
@@ -124,7 +125,9 @@ def test_only_the_plans_columns_are_reviewed(workspace: Path) -> None:
     csrf = csrf_of(client)
     client.post("/data/select", data={"csrf": csrf, "kind": "workspace", "path": "people.csv",
                                       "next": "plan"})
-    client.post("/schema/draft", data={"csrf": csrf})
+    assert "Draft a schema for this plan" in client.get("/plan").text
+    drafted = client.post("/schema/draft", data={"csrf": csrf, "next": "plan"})
+    assert drafted.url.path == "/plan" and 'id="stat0"' in drafted.text
     page = client.get("/plan", params=PLAN).text
     assert "Review the 2 columns this plan uses" in page
     r = client.post("/plan/review", data={"csrf": csrf, **PLAN})
@@ -286,3 +289,19 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
         assert again["guarantee"]["epsilon"] == 2.0
         no_marker(folder, ws, tmp_path)
         (folder / "rerun" / "release.json").unlink()
+
+
+def test_a_plan_past_the_budget_is_refused_and_charges_nothing(workspace: Path) -> None:
+    from privlab.core.ledger import BudgetLedger
+
+    client, csrf = people_client(workspace)
+    refused = client.post("/plan/run", data={"csrf": csrf, **PLAN, "epsilon": "11"})
+    assert refused.url.path == "/plan" and "budget exceeded: nothing was released" in \
+        refused.text  # the studio's budget is 10
+    bad = client.post("/plan/run", data={"csrf": csrf, **PLAN, "col1": "sex"})
+    assert html.unescape(bad.text).count("statistic 2: column 'sex' is declared categorical")\
+        == 1  # said once, in the page's own words
+    no_token = client.post("/plan/run", data={**PLAN})
+    assert no_token.status_code == 403
+    with BudgetLedger(str(workspace / ".privlab-studio" / "ledger.db")) as book:
+        assert book.history("workspace:people.csv") == []

@@ -80,12 +80,15 @@ def analysis_of(schema: Any, q: Mapping[str, str]) -> Analysis:
         if col is None and stat != "count":
             raise InvalidInputError(f"statistic {i + 1} ({stat}): choose its column")
         weight = _number(q.get(f"weight{i}", ""), f"weight of statistic {i + 1}", 1.0)
-        try:
+        try:  # each statistic checked alone against the schema, so the error names its row
             analysis.add(stat, col, weight=weight)
+            Analysis(schema, epsilon=analysis.epsilon, delta=analysis.delta,
+                     items=analysis.items[-1:]).measurements()
         except InvalidInputError as exc:
             raise InvalidInputError(f"statistic {i + 1}: {exc}") from None
     if not analysis.items:
         raise InvalidInputError("statistics: choose at least one statistic")
+    analysis.measurements()  # the whole plan (its budget shares)
     return analysis
 
 

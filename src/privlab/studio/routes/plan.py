@@ -89,6 +89,9 @@ def plan_run(form: CheckedForm, session: SessionDep, config: ConfigDep,
         return back("/")
     try:
         analysis = sp.analysis_of(session.schema, q)
+    except PrivlabError:  # the plan page states why (its preview checks the same plan)
+        return back(again)
+    try:
         budget_for(ledger, config, session.source.principal)
         result = sp.run(analysis, session.source,
                         bundled=_is_bundled(session.schema, session.source),

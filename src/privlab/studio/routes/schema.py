@@ -98,7 +98,7 @@ def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
         session.review = Review.of(session.draft)
     except PrivlabError as exc:
         session.flash("error", str(exc))
-    return back("/schema")
+    return back("/plan" if form.get("next") == "plan" else "/schema")
 
 
 @router.post("/schema/columns")
