@@ -98,45 +98,31 @@ def _optional_int(raw: Any, field_name: str) -> int | None:
 
 
 def domain_of(schema: Schema, plan: Plan) -> Domain:
-    """The public domain the release will use (the same rules as `privlab release --schema`)."""
-    col = schema.column(plan.column)
-    if not col.is_released:
-        raise InvalidInputError(f"column {plan.column!r} is declared {col.type}: it is never "
-                                "released; choose another column")
-    numeric = col.is_numeric
-    if stats.get(plan.statistic).numeric and not numeric:
-        raise InvalidInputError(f"column {plan.column!r} is {col.type}; {plan.statistic} "
-                                "needs an integer or numeric column")
-    if plan.statistic == "histogram" and not numeric and col.type != "categorical":
-        raise InvalidInputError(f"column {plan.column!r} is {col.type}; a histogram needs "
-                                "categories or bounds")
-    bounds = (float(col.bounds[0]), float(col.bounds[1])) if numeric and col.bounds else None
-    cats = None
-    if plan.statistic == "histogram" and col.type == "categorical":
-        cats = list(col.categories) + ([OTHER] if col.other else [])
-        bounds = None
-    bins = plan.bins if plan.bins is not None else col.bins
-    if plan.statistic == "histogram" and cats is None:
-        bins = 10 if bins is None else bins
-    unit = None if schema.privacy_unit == "row" else schema.privacy_unit
-    per_unit = 1
-    if unit is not None:
-        per_unit = schema.max_rows_per_unit or 0
-        if per_unit < 1:
-            raise InvalidInputError(f"schema {schema.name!r}: privacy unit {unit!r} needs "
-                                    "max_rows_per_unit (rows kept per person); declare it")
-    groups = None
-    if plan.by is not None:
-        gcol = schema.column(plan.by)
-        if plan.statistic == "histogram":
-            raise InvalidInputError("by group: choose another statistic (a histogram is "
-                                    "already one count per cell)")
-        if gcol.type != "categorical" or plan.by == plan.column:
-            raise InvalidInputError(f"by: {plan.by!r} must be a categorical column other "
-                                    f"than {plan.column!r} (its groups come from the schema)")
-        groups = list(gcol.categories) + ([OTHER] if gcol.other else []) + \
-            ([MISSING] if gcol.missing else [])
-    return Domain(bounds, cats, bins, per_unit, unit, groups, col.type == "integer")
+    """The public domain the release will use: the measurement layer's
+    (`privlab.measure.measurement`, the one the CLI and analysis plans use), so bounds,
+    categories, bins and the contribution bound have one definition; the studio adds only
+    its by-group split (the declared groups of `plan.by`)."""
+    from privlab.measure.measurement import measurement
+
+    m = measurement(schema, plan.statistic, plan.column, epsilon=plan.epsilon, bins=plan.bins)
+    dom, rel = m.domain, m.relation
+    groups = None if plan.by is None else by_groups(schema, plan)
+    return Domain(dom.bounds, list(dom.categories) if dom.categories is not None else None,
+                  dom.bins, rel.steps if rel.unit is not None else 1, rel.unit, groups,
+                  dom.integer)
+
+
+def by_groups(schema: Schema, plan: Plan) -> list[str]:
+    """The declared groups of `plan.by` (public: categories, other, missing)."""
+    gcol = schema.column(str(plan.by))
+    if plan.statistic == "histogram":
+        raise InvalidInputError("by group: choose another statistic (a histogram is "
+                                "already one count per cell)")
+    if gcol.type != "categorical" or plan.by == plan.column:
+        raise InvalidInputError(f"by: {plan.by!r} must be a categorical column other "
+                                f"than {plan.column!r} (its groups come from the schema)")
+    return list(gcol.categories) + ([OTHER] if gcol.other else []) + \
+        ([MISSING] if gcol.missing else [])
 
 
 def _query(values: Any, plan: Plan, d: Domain, rng: Any) -> Any:

@@ -65,6 +65,8 @@ class Session:
     review: Any = None  # privlab.studio.review.Review of the draft, in progress
     show_help: bool = True
     releases: list[Any] = field(default_factory=list)  # privlab.studio.protect.Result
+    plans: list[Any] = field(default_factory=list)  # privlab.studio.plan.PlanResult
+    plan_fields: dict[str, str] = field(default_factory=dict)  # the plan awaiting review
     assessment: Any = None  # (sections, report file name)
     entry_ids: list[int] = field(default_factory=list)  # ledger entries this session made
     jobs: dict[str, Any] = field(default_factory=dict)  # id -> privlab.studio.jobs.CommandJob

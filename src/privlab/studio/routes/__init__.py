@@ -5,9 +5,20 @@ in (the order in which paths are matched)."""
 
 from __future__ import annotations
 
-from privlab.studio.routes import assess, choose, data, gateway, jobs, model, release, schema, synth
+from privlab.studio.routes import (
+           assess,
+           choose,
+           data,
+           gateway,
+           jobs,
+           model,
+           plan,
+           release,
+           schema,
+           synth,
+)
 
-ROUTERS = [data.router, schema.router, release.router, assess.router, synth.router,
+ROUTERS = [data.router, schema.router, release.router, plan.router, assess.router, synth.router,
            jobs.router, choose.router, model.router, gateway.router]
 
 __all__ = ["ROUTERS"]

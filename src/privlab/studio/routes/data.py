@@ -63,6 +63,8 @@ def select(form: CheckedForm, session: SessionDep, config: ConfigDep,
     adopt(session, source, config)
     budget_for(ledger, config, source.principal)
     session.flash("ok", f"data: {source.label}")
+    if form.get("next") == "plan":  # the plan page; with a draft, its columns say what to review
+        return back("/plan")
     return back("/protect" if session.schema is not None else "/schema")
 
 

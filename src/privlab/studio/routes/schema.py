@@ -98,7 +98,7 @@ def schema_draft(form: CheckedForm, session: SessionDep) -> Response:
         session.review = Review.of(session.draft)
     except PrivlabError as exc:
         session.flash("error", str(exc))
-    return back("/schema")
+    return back("/plan" if form.get("next") == "plan" else "/schema")
 
 
 @router.post("/schema/columns")
@@ -150,6 +150,11 @@ def schema_save(request: Request, form: CheckedForm, session: SessionDep) -> Res
     session.flash("ok", f"reviewed schema saved ({len(schema.columns)} columns, "
                         f"{len(review.used)} reviewed, fingerprint {schema.fingerprint()}); "
                         "it is now public")
+    if session.plan_fields:  # reviewed for a plan: back to it, as it was typed
+        from urllib.parse import urlencode
+
+        fields, session.plan_fields = session.plan_fields, {}
+        return back("/plan?" + urlencode(fields))
     return back("/protect")
 
 
