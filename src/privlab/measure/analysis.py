@@ -3,8 +3,9 @@
 Why: each `privlab release` is its own release with its own epsilon, so three statistics at
 epsilon 1 cost epsilon 3. A plan states every measurement before any row is read, splits one
 (epsilon, delta) across them by weight, composes them with the tightest valid accountant
-(the sum of epsilons for a pure plan; zCDP where a Gaussian draws, never looser than the
-sum of epsilons and deltas), charges the composed total once, and packages
+(privlab.measure.composition: the sum of epsilons for a pure plan; zCDP where a Gaussian
+draws, PLD for a mixed plan, never looser than the sum of epsilons and deltas), charges the
+composed total once, and packages
 every value with its guarantee and the plan itself, so the package can be rerun.
 An item may be released per declared group of a `by:` column (privlab.measure.groups):
 the groups are disjoint, so the item costs what one group costs (parallel composition).
@@ -13,16 +14,22 @@ the groups are disjoint, so the item costs what one group costs (parallel compos
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from privlab.core.accounting.pld import Draw
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import RngLike
 from privlab.errors import InvalidInputError
 from privlab.measure import stats
+from privlab.measure.composition import (
+    Composed,
+    compose,
+    plan_draws,
+    plan_rho,
+    pld_epsilon,
+    zcdp_epsilon,
+)
 from privlab.measure.groups import Groups, by_note, groups_of
 from privlab.measure.measurement import Measurement, measurement
 from privlab.utils.atomic import atomic_write_text
@@ -56,15 +63,6 @@ class Item:
         if self.by is not None:
             out["by"] = self.by
         return out
-
-
-@dataclass(frozen=True)
-class Composed:
-    """The plan's total guarantee and the accountant that gave it."""
-
-    epsilon: float
-    delta: float
-    accountant: str
 
 
 @dataclass
@@ -124,28 +122,10 @@ class Analysis:
         return out
 
     def composed(self, ms: list[Measurement] | None = None) -> Composed:
-        """The tightest valid total: the sum for a pure plan; with Gaussian noise the lower of
-        the basic sums and the zCDP composition converted at the plan's delta (a relation of
-        several add/remove steps: the basic sums)."""
-        ms = self.measurements() if ms is None else ms
-        eps = math.fsum(m.epsilon for m in ms)
-        delta = math.fsum(m.delta for m in ms)
-        if abs(eps - self.epsilon) <= 1e-12 * self.epsilon:
-            eps = float(self.epsilon)  # the shares sum to the budget (not one ulp above it)
-        if delta == 0:
-            return Composed(eps, 0.0, "sequential composition (sum of epsilons)")
-        if any(m.relation.steps != 1 for m in ms):
-            return Composed(eps, delta, "basic composition (sums of epsilon and delta)")
-        best = Composed(eps, delta, "basic composition (sums of epsilon and delta)")
-        zcdp = zcdp_epsilon(ms, delta)
-        if zcdp < best.epsilon:
-            best = Composed(zcdp, delta, "zCDP composition (rho summed, converted at delta)")
-        if any(n.mechanism != "gaussian" for m in ms for n in m.noise) or \
-                any(not m.noise for m in ms):  # a mixed plan: PLD where it is tighter
-            pld, label = pld_epsilon(ms, delta, best.epsilon)
-            if pld < best.epsilon:
-                best = Composed(pld, delta, label)
-        return best
+        """The tightest valid total (privlab.measure.composition): the sum for a pure plan;
+        with Gaussian noise the lowest of the basic sums, zCDP and, for a mixed plan, PLD
+        (a relation of several add/remove steps: the basic sums)."""
+        return compose(self.measurements() if ms is None else ms, self.epsilon)
 
     def guarantee(self, ms: list[Measurement] | None = None) -> PrivacyGuarantee:
         """The plan's total guarantee, covering every statistic."""
@@ -280,74 +260,6 @@ class Analysis:
                   mechanism=it.get("mechanism"), bins=it.get("bins"), q=it.get("q", 0.5),
                   by=it.get("by"))
         return a
-
-
-def plan_rho(ms: list[Measurement]) -> float:
-    """The plan's zCDP rho (row-level relation): a (discrete) Gaussian draw of L2
-    sensitivity D and scale s is (D/s)^2/2-zCDP (Canonne, Kamath, Steinke 2020, Thm 4); any
-    other draw, or a quantile, is pure epsilon-DP, hence epsilon^2/2-zCDP (Bun, Steinke 2016,
-    Prop. 1.4). zCDP composes by summing rho."""
-    rho = 0.0
-    for m in ms:
-        if not m.noise:
-            rho += m.row_epsilon ** 2 / 2
-        for n in m.noise:
-            rho += (n.sensitivity / n.scale) ** 2 / 2 if n.mechanism == "gaussian" else \
-                n.epsilon ** 2 / 2
-    return rho
-
-
-def plan_draws(ms: list[Measurement]) -> list[Draw]:
-    """The plan's noise draws for the PLD accountant (row-level relation), in grid steps as
-    the samplers draw them: a discrete Laplace (laplace, geometric) of parameter 1/scale
-    and its grid L1 sensitivity, a discrete Gaussian of sigma and its grid sensitivity
-    (core.mechanisms' own calibration, recomputed from the public inputs); a statistic
-    without additive noise (a quantile: the exponential mechanism) by its epsilon alone.
-    One draw per noise: a histogram's add/remove changes one of its counts."""
-    from privlab.core.mechanisms import _grid, gaussian_plan, laplace_plan
-
-    out: list[Draw] = []
-    for m in ms:
-        if not m.noise:
-            out.append(("pure", float(m.row_epsilon), 0))
-        for n in m.noise:
-            if n.mechanism == "gaussian":
-                g, _, sigma, _, _, _ = gaussian_plan(n.sensitivity, n.epsilon, n.delta, 1,
-                                                     n.coordinates, None, n.integer)
-                steps = _grid(n.sensitivity, 1, None, n.integer)[1]
-                out.append(("discrete_gaussian", float(sigma), int(steps)))
-            else:
-                g, steps, _, scale = laplace_plan(n.sensitivity, n.epsilon, 1, None, n.integer)
-                out.append(("discrete_laplace", 1.0 / float(scale), int(steps)))
-            if not math.isclose(g, n.granularity):
-                raise RuntimeError(f"{m.statistic}: planned grid {n.granularity} is not the "
-                                   f"calibration's {g}")
-    return out
-
-
-def pld_epsilon(ms: list[Measurement], delta: float, at_most: float) -> tuple[float, str]:
-    """The plan's epsilon at `delta` by PLD (dp-accounting, privlab.core.accounting.pld) and
-    the accountant's name. The discrete-Gaussian sampler's float64 slack and the PLD's noise
-    truncation (mass <= 1e-30 a draw) are charged inside `delta`, at `at_most` (the epsilon
-    of the other bounds: the slack grows with epsilon, and PLD is used only below it)."""
-    from privlab.core.accounting.pld import additive_pld_epsilon, pld_label
-    from privlab.core.samplers import sampler_delta
-
-    gauss = [n for m in ms for n in m.noise if n.mechanism == "gaussian"]
-    slack = sum(sampler_delta(at_most, n.coordinates) for n in gauss) + \
-        len(gauss) * (1 + math.exp(min(at_most, 700.0))) * 1e-30
-    if slack >= delta:
-        return math.inf, ""
-    est = additive_pld_epsilon(plan_draws(ms), delta - slack)
-    return est.value, pld_label(est.interval, est.converged) + \
-        " composing the discrete Laplace and Gaussian draws"
-
-
-def zcdp_epsilon(ms: list[Measurement], delta: float) -> float:
-    """The plan's epsilon at `delta` by zCDP (core.calibration's tight conversion)."""
-    from privlab.core.calibration import zcdp_to_approx_dp
-
-    return zcdp_to_approx_dp(plan_rho(ms), delta)
 
 
 def _read(data: Any, ms: list[Measurement], on_invalid: str, by: tuple[str, ...] = ()
