@@ -224,3 +224,18 @@ def test_pure_and_gaussian_only_plans_keep_their_accountants() -> None:
         "mean", "age").composed().accountant
     assert Analysis("adult", delta=1e-6).add("count").add(
         "mean", "age").composed().accountant.startswith("zCDP")
+
+
+def test_gaussian_sampler_slack_is_charged_inside_the_plans_delta() -> None:
+    """Each discrete-Gaussian draw's float64 slack (core.samplers.sampler_delta) is inside its
+    own item's delta, but zCDP and PLD compose the ideal samplers: the total is read at the
+    plan's delta less the draws' slack, so the claim with the real samplers stays within it."""
+    from privlab.measure.composition import sampler_slack
+
+    a = Analysis("adult", epsilon=1.0, delta=1e-6).add("count").add("histogram", "education")
+    ms = a.measurements()
+    total = a.composed(ms)
+    slack = sampler_slack(ms, sum(m.epsilon for m in ms))
+    assert 0 < slack < 1e-6 * total.delta  # 17 draws (a count, 16 bins) of at most 4e-14
+    assert total.epsilon == zcdp_epsilon(ms, total.delta - slack)
+    assert total.epsilon > zcdp_epsilon(ms, total.delta)

@@ -40,7 +40,8 @@ def compose(ms: list[Measurement], budget: float) -> Composed:
     if any(m.relation.steps != 1 for m in ms):
         return Composed(eps, delta, "basic composition (sums of epsilon and delta)")
     best = Composed(eps, delta, "basic composition (sums of epsilon and delta)")
-    zcdp = zcdp_epsilon(ms, delta)
+    slack = sampler_slack(ms, eps)
+    zcdp = zcdp_epsilon(ms, delta - slack) if slack < delta else math.inf
     if zcdp < best.epsilon:
         best = Composed(zcdp, delta, "zCDP composition (rho summed, converted at delta)")
     if any(n.mechanism != "gaussian" for m in ms for n in m.noise) or \
@@ -100,16 +101,25 @@ def pld_epsilon(ms: list[Measurement], delta: float, at_most: float) -> tuple[fl
     truncation (mass <= 1e-30 a draw) are charged inside `delta`, at `at_most` (the epsilon
     of the other bounds: the slack grows with epsilon, and PLD is used only below it)."""
     from privlab.core.accounting.pld import additive_pld_epsilon, pld_label
-    from privlab.core.samplers import sampler_delta
 
-    gauss = [n for m in ms for n in m.noise if n.mechanism == "gaussian"]
-    slack = sum(sampler_delta(at_most, n.coordinates) for n in gauss) + \
-        len(gauss) * (1 + math.exp(min(at_most, 700.0))) * 1e-30
+    gauss = sum(1 for m in ms for n in m.noise if n.mechanism == "gaussian")
+    slack = sampler_slack(ms, at_most) + gauss * (1 + math.exp(min(at_most, 700.0))) * 1e-30
     if slack >= delta:
         return math.inf, ""
     est = additive_pld_epsilon(plan_draws(ms), delta - slack)
     return est.value, pld_label(est.interval, est.converged) + \
         " composing the discrete Laplace and Gaussian draws"
+
+
+def sampler_slack(ms: list[Measurement], epsilon: float) -> float:
+    """The delta the discrete-Gaussian samplers' float64 acceptance step may add to a claim
+    at `epsilon` (core.samplers.sampler_delta, one term a draw): each measurement keeps its
+    own inside its delta, but a composed claim converts ideal samplers' rho or PLD, so it is
+    charged again inside the plan's delta (growing with epsilon: pass an upper bound)."""
+    from privlab.core.samplers import sampler_delta
+
+    return math.fsum(sampler_delta(epsilon, n.coordinates) for m in ms for n in m.noise
+                     if n.mechanism == "gaussian")
 
 
 def zcdp_epsilon(ms: list[Measurement], delta: float) -> float:
@@ -119,4 +129,5 @@ def zcdp_epsilon(ms: list[Measurement], delta: float) -> float:
     return zcdp_to_approx_dp(plan_rho(ms), delta)
 
 
-__all__ = ["Composed", "compose", "plan_draws", "plan_rho", "pld_epsilon", "zcdp_epsilon"]
+__all__ = ["Composed", "compose", "plan_draws", "plan_rho", "pld_epsilon", "sampler_slack",
+           "zcdp_epsilon"]
