@@ -239,3 +239,15 @@ def test_gaussian_sampler_slack_is_charged_inside_the_plans_delta() -> None:
     assert 0 < slack < 1e-6 * total.delta  # 17 draws (a count, 16 bins) of at most 4e-14
     assert total.epsilon == zcdp_epsilon(ms, total.delta - slack)
     assert total.epsilon > zcdp_epsilon(ms, total.delta)
+
+
+def test_replace_relation_by_group_costs_one_group(adult: pd.DataFrame) -> None:
+    """Replacing a row may move it between two groups: one removal and one addition, the
+    two add/remove steps the replace relation already charges; the claim is the item's."""
+    from privlab.measure.relation import Replace
+
+    a = Analysis("adult", epsilon=1.0, relation=Replace()).add("count", by="sex")
+    (g,) = a.item_guarantees()
+    assert g.neighbouring == "replace_record" and g.epsilon == pytest.approx(1.0)
+    assert "move between two groups" in g.notes[-1]
+    assert a.run(adult, rng=2)["guarantee"]["epsilon"] == pytest.approx(1.0)
