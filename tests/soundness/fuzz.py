@@ -332,22 +332,29 @@ RELEASE = Command(
 @st.composite
 def _plan_options(draw: Any, ds: str) -> list[str]:
     """`release plan`: the plan spelled as its first token (`_plan_files` writes it),
-    `stat:column:weight;...|epsilon|mechanism[|M]`, then the command's own options."""
+    `stat:column:weight[:by];...|epsilon|mechanism[|M]` (mechanism "", "gaussian", or
+    "mixed": Laplace and Gaussian items under one delta, composed by PLD; `by`: a declared
+    categorical or integer column, one release per declared group), then the command's own
+    options."""
     numeric, cat = ("age", "sex") if "people" in ds or ds == "tiny" else ("age", "education")
+    groups = ("label", "sex", "age") if "people" in ds or ds == "tiny" else ("sex", "age")
     from privlab.measure import stats
 
     names = draw(st.lists(st.sampled_from(list(stats.names())), min_size=1, max_size=3))
     items = []
     for stat in names:
         column = numeric if stats.get(stat).numeric else draw(st.sampled_from([numeric, cat]))
-        items.append(f"{stat}:{column}:{draw(st.sampled_from([1, 2]))}")
-    gaussian = draw(st.sampled_from([False, False, True])) and "quantile" not in names
-    spec = f"{';'.join(items)}|{draw(st.sampled_from(['1', '9']))}|" \
-           f"{'gaussian' if gaussian else ''}"
+        by = draw(st.sampled_from([None, None, *(g for g in groups if g != column)]))
+        items.append(f"{stat}:{column}:{draw(st.sampled_from([1, 2]))}" +
+                     (f":{by}" if by else ""))
+    mech = draw(st.sampled_from(["", "", "gaussian", "mixed"]))
+    if mech == "gaussian" and "quantile" in names:
+        mech = ""
+    spec = f"{';'.join(items)}|{draw(st.sampled_from(['1', '9']))}|{mech}"
     if DATASETS[ds].unit is not None:  # the contribution bound M, in the plan
         spec += f"|{draw(st.sampled_from([1, 2]))}"
     out = [spec]
-    if gaussian:
+    if mech:
         out += draw(_flag("--allow-weak"))
     out += draw(_ON_INVALID)
     out += draw(_flag("--preview"))
@@ -357,14 +364,17 @@ def _plan_options(draw: Any, ds: str) -> list[str]:
 
 
 def _plan_files(opts: list[str]) -> dict[str, str]:
-    """The plan file of `_plan_options`' first token (YAML is a superset of JSON)."""
+    """The plan file of `_plan_options`' first token (YAML is a superset of JSON); "mixed"
+    gives the items Laplace and Gaussian in turn (a quantile keeps its own mechanism)."""
     items, epsilon, mech, *bound = opts[0].split("|")
     stats_ = []
-    for item in items.split(";"):
-        stat, column, weight = item.split(":")
+    for n, item in enumerate(items.split(";")):
+        stat, column, weight, *by = item.split(":")
         entry: dict[str, Any] = {"statistic": stat, "column": column, "weight": int(weight)}
-        if mech:
-            entry["mechanism"] = mech
+        if by:
+            entry["by"] = by[0]
+        if mech == "gaussian" or (mech == "mixed" and stat != "quantile"):
+            entry["mechanism"] = mech if mech == "gaussian" else ("laplace", "gaussian")[n % 2]
         stats_.append(entry)
     plan = {"epsilon": float(epsilon), "delta": 1e-6 if mech else 0.0, "statistics": stats_}
     if bound:

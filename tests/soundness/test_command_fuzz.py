@@ -149,7 +149,17 @@ test_release_plan = _fuzz(
     _case("release plan", "tiny", "remove", "count:age:1;histogram:sex:1|1|gaussian "
           "--allow-weak --json"),
     _case("release plan", "people-row", "text_in_numeric", "quantile:age:1;sum:age:1|9| "
-          "--on-invalid coerce --json"))
+          "--on-invalid coerce --json"),
+    # issue 31: by-group items (every declared group released, the person bound before the
+    # split) and a mixed Laplace/Gaussian plan composed by PLD
+    _case("release plan", "adult", "remove", "mean:hours-per-week:2:sex;histogram:education:1;"
+          "count:education:1:age|1| -o . --json"),
+    _case("release plan", "people-person", "remove_person", "count:sex:1:label;sum:age:1:sex|1|"
+          "mixed|2 --allow-weak -o . --json"),
+    _case("release plan", "people-row", "new_category", "histogram:age:1:sex;mean:age:1:label|9|"
+          "mixed --allow-weak --on-invalid coerce --json"),
+    _case("release plan", "tiny", "remove", "count:age:1:sex;mean:age:1;quantile:age:1|1|mixed "
+          "--allow-weak --json"))
 test_federated = _fuzz(
     "federated", 8, None,
     # issue 29: representation edits (19-digit user ids, one blank: read as floats they merged)

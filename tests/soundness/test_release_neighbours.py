@@ -16,6 +16,7 @@ import pytest
 from neighbours import assert_same_structure, one_row_edits, register_front_end
 
 from privlab.cli.main import main
+from privlab.measure.analysis import Analysis
 from privlab.schema import bundled_schema
 
 #: *_half_width_95_approx: computed from the noisy count (post-processing of a noised value)
@@ -158,3 +159,46 @@ def test_gaussian_delta_check_uses_the_schema_size_not_the_rows(tmp_path, capsys
             results.append((n, tuple(extra), code, capsys.readouterr().err))
     assert results[0][2:] == results[2][2:] and results[1][2:] == results[3][2:]
     assert all("999" not in r[3] and "1000 rows" not in r[3] for r in results)
+
+
+#: issue 31: the library's analysis plans, a by-group plan (every declared group released,
+#: an integer `by` binned by the schema) and a mixed Laplace/Gaussian plan composed by PLD
+PLANS = {
+    "by-group": lambda: Analysis("adult", epsilon=1.0).add(
+        "mean", "hours-per-week", weight=2, by="sex").add(
+        "histogram", "education", by="race").add("count", by="age"),
+    "mixed": lambda: Analysis("adult", epsilon=1.0, delta=1e-6).add(
+        "count", mechanism="laplace", by="workclass").add(
+        "mean", "age", mechanism="gaussian", weight=2).add("quantile", "hours-per-week"),
+}
+
+
+@pytest.mark.parametrize("policy", ["refuse", "coerce"])
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_analysis_plan_one_row_edits_change_only_the_noise(adult, name, policy) -> None:
+    """`Analysis.run` on D and each D' (same seed): same keys (the declared groups), same
+    guarantee and accountant; refuse mode may refuse a D' with one line naming a column."""
+    from privlab.errors import InvalidInputError
+
+    base, edits = adult
+    plan = PLANS[name]()
+
+    def run(path: Path) -> dict | str:
+        try:
+            return plan.run(path, rng=9, on_invalid=policy)
+        except InvalidInputError as exc:
+            return str(exc)
+
+    def refused(out: dict | str) -> bool:
+        if isinstance(out, dict):
+            return False
+        assert policy == "refuse" and out.startswith("column '") and "\n" not in out, out
+        return True
+
+    front = register_front_end("analysis plan", run, noised=NOISED, refused=refused)
+    ref = front.run(base)
+    assert isinstance(ref, dict), ref
+    assert ref["guarantee"]["accountant"].startswith(
+        "PLD" if name == "mixed" else "sequential composition")
+    outcome = front.check(base, edits)
+    assert set(outcome) == set(edits) and "same" in outcome.values()

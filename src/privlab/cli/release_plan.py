@@ -3,7 +3,8 @@
 Several statistics over several columns with one budget split by weights: previewed before
 any row is read (`--preview` reads none), charged once (`--ledger/--principal`, one entry of
 the composed total, before any value), packaged once (`-o DIR`: one release.json with every
-value, its guarantee, the total and the plan, so the package reruns).
+value, its guarantee, the total and the plan, so the package reruns). An item with `by:`
+is released per declared group of that column (privlab.measure.groups).
 
 `release` keeps its one-statistic grammar (`privlab release STATISTIC FILE ...`); the word
 `plan` in the statistic's place hands the rest of the line to this command
@@ -31,7 +32,8 @@ def plan_cmd(
     data: Path = typer.Argument(..., help="CSV / TSV / Parquet file (not read with --preview)."),
     plan: Path = typer.Option(..., "--plan", help="The analysis plan (YAML/JSON): "
                               "schema, epsilon, delta, statistics with weights "
-                              "(examples/analysis.yaml)."),
+                              "and optional by: COLUMN (examples/analysis.yaml, "
+                              "examples/analysis_by_group.yaml)."),
     schema: Annotated[str, option("declared schema",
                                   "Declared public schema: a bundled name or a YAML/JSON file "
                                   "(default: the plan's schema).")] = None,
@@ -101,6 +103,13 @@ def _show_package(package: dict[str, Any], out: Path | None) -> None:
     for r in package["releases"]:
         hw = r.get("half_width_95")
         words = f"  (95% half-width \u00b1{hw:.4g})" if hw is not None else ""
+        if "by" in r:  # one value per declared group
+            words = (f"  (95% half-width \u00b1{hw:.4g} in each group)" if hw is not None
+                     else "")
+            values = ", ".join(f"{k}: {v}" for k, v in r["value"].items())
+            console.print(f"  {r['statistic']} of {r['column'] or 'rows'} by {r['by']}: "
+                          f"{values}{words}", highlight=False, markup=False)
+            continue
         console.print(f"  {r['statistic']} of {r['column'] or 'rows'}: {r['value']}{words}",
                       highlight=False, markup=False)
     if "ledger" in package:

@@ -3,17 +3,18 @@
 Why: each `privlab release` is its own release with its own epsilon, so three statistics at
 epsilon 1 cost epsilon 3. A plan states every measurement before any row is read, splits one
 (epsilon, delta) across them by weight, composes them with the tightest valid accountant
-(the sum of epsilons for a pure plan; zCDP where a Gaussian draws, never looser than the
-sum of epsilons and deltas), charges the composed total once, and packages
+(privlab.measure.composition: the sum of epsilons for a pure plan; zCDP where a Gaussian
+draws, PLD for a mixed plan, never looser than the sum of epsilons and deltas), charges the
+composed total once, and packages
 every value with its guarantee and the plan itself, so the package can be rerun.
-Group-by statistics are not offered: the registry has no by-group statistic yet.
+An item may be released per declared group of a `by:` column (privlab.measure.groups):
+the groups are disjoint, so the item costs what one group costs (parallel composition).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,20 @@ from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.rng import RngLike
 from privlab.errors import InvalidInputError
 from privlab.measure import stats
+from privlab.measure.composition import (
+    Composed,
+    compose,
+    plan_draws,
+    plan_rho,
+    pld_epsilon,
+    zcdp_epsilon,
+)
+from privlab.measure.groups import Groups, by_note, groups_of
 from privlab.measure.measurement import Measurement, measurement
 from privlab.utils.atomic import atomic_write_text
 
 #: Keys a plan's item may carry (anything else is refused, naming it).
-ITEM_KEYS = frozenset({"statistic", "column", "weight", "mechanism", "bins", "q"})
+ITEM_KEYS = frozenset({"statistic", "column", "weight", "mechanism", "bins", "q", "by"})
 PLAN_KEYS = frozenset({"schema", "epsilon", "delta", "max_rows_per_unit", "statistics"})
 
 
@@ -39,6 +49,7 @@ class Item:
     mechanism: str | None = None
     bins: int | None = None
     q: float = 0.5
+    by: str | None = None  # released per declared group of this column
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"statistic": self.statistic, "weight": self.weight}
@@ -49,16 +60,9 @@ class Item:
                 out[key] = getattr(self, key)
         if self.statistic == "quantile":
             out["q"] = self.q
+        if self.by is not None:
+            out["by"] = self.by
         return out
-
-
-@dataclass(frozen=True)
-class Composed:
-    """The plan's total guarantee and the accountant that gave it."""
-
-    epsilon: float
-    delta: float
-    accountant: str
 
 
 @dataclass
@@ -73,15 +77,28 @@ class Analysis:
     items: list[Item] = field(default_factory=list)
 
     def add(self, statistic: str, column: str | None = None, *, weight: float = 1.0,
-            mechanism: str | None = None, bins: int | None = None, q: float = 0.5
-            ) -> Analysis:
-        """Add one statistic (refused at once if the registry has no such statistic)."""
+            mechanism: str | None = None, bins: int | None = None, q: float = 0.5,
+            by: str | None = None) -> Analysis:
+        """Add one statistic (refused at once if the registry has no such statistic, or if
+        `by` is not a column with declared groups)."""
         stats.get(statistic)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or \
                 not weight > 0 or weight == float("inf"):
             raise InvalidInputError(f"weight of {statistic} must be a number > 0, got {weight!r}")
-        self.items.append(Item(statistic, column, float(weight), mechanism, bins, float(q)))
+        if by is not None:
+            from privlab.schema import load_schema
+
+            groups_of(load_schema(self.schema), str(by), column)
+        self.items.append(Item(statistic, column, float(weight), mechanism, bins, float(q),
+                               None if by is None else str(by)))
         return self
+
+    def groups(self) -> list[Groups | None]:
+        """Each item's declared groups (None: released once over all rows)."""
+        from privlab.schema import load_schema
+
+        sch = load_schema(self.schema)
+        return [None if i.by is None else groups_of(sch, i.by, i.column) for i in self.items]
 
     # ------------------------------------------------------------------ before any row
     def measurements(self) -> list[Measurement]:
@@ -105,39 +122,56 @@ class Analysis:
         return out
 
     def composed(self, ms: list[Measurement] | None = None) -> Composed:
-        """The tightest valid total: the sum for a pure plan; with Gaussian noise the lower of
-        the basic sums and the zCDP composition converted at the plan's delta (a relation of
-        several add/remove steps: the basic sums)."""
-        ms = self.measurements() if ms is None else ms
-        eps = math.fsum(m.epsilon for m in ms)
-        delta = math.fsum(m.delta for m in ms)
-        if abs(eps - self.epsilon) <= 1e-12 * self.epsilon:
-            eps = float(self.epsilon)  # the shares sum to the budget (not one ulp above it)
-        if delta == 0:
-            return Composed(eps, 0.0, "sequential composition (sum of epsilons)")
-        if any(m.relation.steps != 1 for m in ms):
-            return Composed(eps, delta, "basic composition (sums of epsilon and delta)")
-        zcdp = zcdp_epsilon(ms, delta)
-        if zcdp < eps:
-            return Composed(zcdp, delta, "zCDP composition (rho summed, converted at delta)")
-        return Composed(eps, delta, "basic composition (sums of epsilon and delta)")
+        """The tightest valid total (privlab.measure.composition): the sum for a pure plan;
+        with Gaussian noise the lowest of the basic sums, zCDP and, for a mixed plan, PLD
+        (a relation of several add/remove steps: the basic sums)."""
+        return compose(self.measurements() if ms is None else ms, self.epsilon)
 
     def guarantee(self, ms: list[Measurement] | None = None) -> PrivacyGuarantee:
         """The plan's total guarantee, covering every statistic."""
         ms = self.measurements() if ms is None else ms
         total = self.composed(ms)
         first = ms[0].guarantee
+        items = self.item_guarantees(ms)
+        by = tuple(n for g in items for n in g.notes if n.startswith("by "))
         return PrivacyGuarantee(
             epsilon=total.epsilon, delta=total.delta, neighbouring=first.neighbouring,
             mechanism="; ".join(sorted({m.guarantee.mechanism for m in ms})),
-            accountant=total.accountant, notes=first.notes,
-            covers=tuple(c for m in ms for c in m.guarantee.covers))
+            accountant=total.accountant, notes=first.notes + by,
+            covers=tuple(c for g in items for c in g.covers))
+
+    def item_guarantees(self, ms: list[Measurement] | None = None) -> list[PrivacyGuarantee]:
+        """Each item's claim: its measurement's, and for a by-group item the same claim over
+        all its groups (they compose in parallel), with a note saying why."""
+        ms = self.measurements() if ms is None else ms
+        out = []
+        for item, m, groups in zip(self.items, ms, self.groups(), strict=True):
+            g = m.guarantee
+            if groups is not None:
+                g = replace(g.with_notes(by_note(groups, m.epsilon, m.relation)), covers=(
+                    f"{item.statistic} of column {m.domain.column!r} per declared group of "
+                    f"{groups.column!r} (each noisy value and its details)",))
+            out.append(g)
+        return out
 
     def preview(self) -> dict[str, Any]:
-        """Everything stated before the data: measurements, noise, half-widths, the total."""
+        """Everything stated before the data: measurements, noise, half-widths (per group
+        for a by-group item), the total."""
         ms = self.measurements()
-        return {"plan": self.to_plan(), "measurements": [m.to_dict() for m in ms],
-                "describe": [m.describe() for m in ms],
+        stated, words = [], []
+        for m, groups, g in zip(ms, self.groups(), self.item_guarantees(ms), strict=True):
+            d = m.to_dict()
+            if groups is None:
+                stated.append(d)
+                words.append(m.describe())
+                continue
+            each = _per_group(m)
+            d.update(by=groups.column, groups=list(groups.labels),
+                     half_width_95=each.half_width(), guarantee=g.to_dict(),
+                     noise_half_widths_95=[n.half_width() for n in m.noise])
+            stated.append(d)
+            words.append(_describe_by(m, groups))
+        return {"plan": self.to_plan(), "measurements": stated, "describe": words,
                 "guarantee": self.guarantee(ms).to_dict()}
 
     def to_plan(self) -> dict[str, Any]:
@@ -161,7 +195,8 @@ class Analysis:
             raise InvalidInputError("ledger and principal go together")
         ms = self.measurements()
         total = self.guarantee(ms)
-        frame = _read(data, ms, on_invalid)  # a row the schema refuses: refused before the charge
+        # a row the schema refuses: refused before the charge
+        frame = _read(data, ms, on_invalid, tuple(i.by for i in self.items if i.by))
         charge = None
         if ledger is not None:
             from privlab.core.ledger import BudgetLedger
@@ -171,11 +206,18 @@ class Analysis:
                                      description=description, guarantee=total)
         gen = _generator(rng)
         releases = []
-        for item, m in zip(self.items, ms, strict=True):
-            r = m(frame, rng=gen, on_invalid=on_invalid)
+        for item, m, groups, g in zip(self.items, ms, self.groups(), self.item_guarantees(ms),
+                                      strict=True):
+            if groups is None:
+                r = m(frame, rng=gen, on_invalid=on_invalid)
+                releases.append({"statistic": item.statistic, "column": item.column,
+                                 "weight": item.weight, "half_width_95": m.half_width(),
+                                 **r.to_dict()})
+                continue
             releases.append({"statistic": item.statistic, "column": item.column,
-                             "weight": item.weight, "half_width_95": m.half_width(),
-                             **r.to_dict()})
+                             "weight": item.weight, "by": groups.column,
+                             **_release_by(m, groups, frame, gen, on_invalid),
+                             "guarantee": g.to_dict()})
         package = {"plan": self.to_plan(), "releases": releases, "guarantee": total.to_dict()}
         if charge is not None:
             package["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
@@ -215,40 +257,59 @@ class Analysis:
                 raise InvalidInputError(f"statistics item {n}: unknown key {bad[0]!r}; "
                                         f"allowed: {', '.join(sorted(ITEM_KEYS))}")
             a.add(str(it["statistic"]), it.get("column"), weight=it.get("weight", 1.0),
-                  mechanism=it.get("mechanism"), bins=it.get("bins"), q=it.get("q", 0.5))
+                  mechanism=it.get("mechanism"), bins=it.get("bins"), q=it.get("q", 0.5),
+                  by=it.get("by"))
         return a
 
 
-def plan_rho(ms: list[Measurement]) -> float:
-    """The plan's zCDP rho (row-level relation): a (discrete) Gaussian draw of L2
-    sensitivity D and scale s is (D/s)^2/2-zCDP (Canonne, Kamath, Steinke 2020, Thm 4); any
-    other draw, or a quantile, is pure epsilon-DP, hence epsilon^2/2-zCDP (Bun, Steinke 2016,
-    Prop. 1.4). zCDP composes by summing rho."""
-    rho = 0.0
-    for m in ms:
-        if not m.noise:
-            rho += m.row_epsilon ** 2 / 2
-        for n in m.noise:
-            rho += (n.sensitivity / n.scale) ** 2 / 2 if n.mechanism == "gaussian" else \
-                n.epsilon ** 2 / 2
-    return rho
-
-
-def zcdp_epsilon(ms: list[Measurement], delta: float) -> float:
-    """The plan's epsilon at `delta` by zCDP (core.calibration's tight conversion)."""
-    from privlab.core.calibration import zcdp_to_approx_dp
-
-    return zcdp_to_approx_dp(plan_rho(ms), delta)
-
-
-def _read(data: Any, ms: list[Measurement], on_invalid: str) -> Any:
+def _read(data: Any, ms: list[Measurement], on_invalid: str, by: tuple[str, ...] = ()
+          ) -> Any:
     """The columns the plan reads (and the person column), read once as the schema
     declares, so every refusal comes before the ledger is charged."""
     from privlab.schema.read import read_declared
 
     wanted = list(dict.fromkeys(
-        [m.domain.column for m in ms] + [m.relation.unit for m in ms if m.relation.unit]))
+        [m.domain.column for m in ms] + [m.relation.unit for m in ms if m.relation.unit] +
+        list(by)))
     return read_declared(data, ms[0].schema, on_invalid, columns=wanted, allow_empty=True)
+
+
+def _per_group(m: Measurement) -> Measurement:
+    """The measurement as stated for one group: the schema's public size is the table's,
+    not a group's, so a ratio's (mean, variance) half-width has no per-group closed form."""
+    return replace(m, public_size=None)
+
+
+def _describe_by(m: Measurement, groups: Groups) -> str:
+    """A by-group item in plain words: the claim, and the noise of each group."""
+    each = _per_group(m)
+    hw = each.half_width()
+    labels = ", ".join(groups.labels[:6]) + (", ..." if len(groups.labels) > 6 else "")
+    acc = (f"95% of the time within \u00b1{hw:.4g} in each group" if hw is not None else
+           "in each group a noisy sum and a noisy count (" + ", ".join(
+               f"\u00b1{n.half_width():.4g}" for n in m.noise if n.half_width() is not None) +
+           " at 95%), their ratio has no closed-form half-width")
+    return (f"{m.statistic} of {m.domain.column} by {groups.column} "
+            f"({len(groups.labels)} declared groups: {labels}): {each._mechanism_text()}; "
+            f"{acc}; {m.guarantee.claim} per {m.relation.name.replace('_', ' ')} "
+            "(the groups compose in parallel)")
+
+
+def _release_by(m: Measurement, groups: Groups, frame: Any, gen: Any,
+                on_invalid: str) -> dict[str, Any]:
+    """One release per declared group. Each person's first M rows are kept before the
+    split (so a person has at most M rows over all groups, not M in each)."""
+    from privlab.schema.units import bound_per_unit
+
+    unit = m.relation.unit
+    rows = bound_per_unit(frame, unit, m.relation.steps) if unit is not None else frame
+    per_group = []
+    for label, part in zip(groups.labels, groups.split(rows), strict=True):
+        r = m(part, rng=gen, on_invalid=on_invalid).to_dict()
+        r.pop("guarantee", None)
+        per_group.append({"group": label, **r})
+    return {"groups": list(groups.labels), "half_width_95": _per_group(m).half_width(),
+            "value": {p["group"]: p["value"] for p in per_group}, "per_group": per_group}
 
 
 def _number(plan: dict[str, Any], key: str, default: float) -> float:
@@ -294,4 +355,5 @@ def load_plan(path: str | Path) -> dict[str, Any]:
         raise InvalidInputError(f"--plan {p}: not valid YAML/JSON ({exc})") from exc
 
 
-__all__ = ["Analysis", "Composed", "Item", "load_plan", "plan_rho", "zcdp_epsilon"]
+__all__ = ["Analysis", "Composed", "Item", "load_plan", "pld_epsilon", "plan_draws", "plan_rho",
+           "zcdp_epsilon"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 from dp_accounting import DpEvent
 from dp_accounting import NeighboringRelation as _NeighborRel
@@ -71,7 +72,13 @@ def _start_rung(event: DpEvent) -> int:
 
 def _adaptive_pld(key: _EventKey, relation: _NeighborRel, what: str, x: float,
                   rel_accuracy: float) -> _Estimate:
-    """Halve the grid until the estimated discretisation error is below rel_accuracy.
+    """Halve the grid until the estimated discretisation error is below rel_accuracy."""
+    return _refine(lambda interval: _pld_value(key, relation, interval, what, x),
+                   _start_rung(key.event), rel_accuracy)
+
+
+def _refine(value_at: Callable[[float], float], start: int, rel_accuracy: float) -> _Estimate:
+    """Walk down the grid ladder from rung `start` until two estimates agree.
 
     Every rung gives a valid (pessimistic) bound; the error of the last one is estimated
     from the differences between rungs: the difference itself after two rungs (as if the
@@ -81,9 +88,8 @@ def _adaptive_pld(key: _EventKey, relation: _NeighborRel, what: str, x: float,
     value = math.inf
     previous = previous_diff = None
     interval = _RUNGS[0]
-    start = _start_rung(key.event)
     for interval in _RUNGS[start:start + _MAX_REFINEMENTS + 1]:
-        value = _pld_value(key, relation, interval, what, x)
+        value = value_at(interval)
         if not math.isfinite(value):
             return _Estimate(value, interval, True)
         if previous is not None:
@@ -97,6 +103,51 @@ def _adaptive_pld(key: _EventKey, relation: _NeighborRel, what: str, x: float,
             previous_diff = diff
         previous = value
     return _Estimate(value, interval, False)
+
+
+#: One additive draw for `additive_pld_epsilon`: ("discrete_laplace", parameter, integer
+#: sensitivity), ("discrete_gaussian", sigma, integer sensitivity) (both in grid steps) or
+#: ("pure", epsilon, 0) for any other epsilon-DP mechanism (its dominating pair).
+Draw = tuple[str, float, int]
+
+
+@functools.lru_cache(maxsize=128)
+def _composed_draws_epsilon(draws: tuple[Draw, ...], delta: float, interval: float) -> float:
+    """epsilon at `delta` of the composition of `draws` (add/remove one row) on one grid,
+    by dp-accounting's public PLD constructors (pessimistic estimates: an upper bound)."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pldlib
+
+    total = None
+    for kind, param, sensitivity in draws:
+        if kind == "discrete_laplace":
+            pld = pldlib.from_discrete_laplace_mechanism(
+                param, sensitivity=sensitivity, value_discretization_interval=interval,
+                use_connect_dots=True)
+        elif kind == "discrete_gaussian":
+            pld = pldlib.from_discrete_gaussian_mechanism(
+                param, sensitivity=sensitivity, truncation_bound=None,
+                value_discretization_interval=interval, use_connect_dots=True)
+        elif kind == "pure":
+            pld = pldlib.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(param, 0.0),
+                value_discretization_interval=interval)
+        else:
+            raise ValueError(f"unknown draw {kind!r}")
+        total = pld if total is None else total.compose(pld)
+    if total is None:
+        return 0.0
+    return float(total.get_epsilon_for_delta(delta))
+
+
+def additive_pld_epsilon(draws: list[Draw], delta: float,
+                         rel_accuracy: float = 1e-3) -> _Estimate:
+    """The PLD epsilon at `delta` of several independent draws under add/remove one row
+    (discrete Laplace and discrete Gaussian draws exactly, any other pure-epsilon mechanism
+    by its dominating pair), on the grid ladder refined until two grids agree."""
+    key = tuple(sorted(draws))
+    return _refine(lambda interval: _composed_draws_epsilon(key, float(delta), interval), 0,
+                   rel_accuracy)
 
 
 def pld_label(interval: float | None, converged: bool = True) -> str:
