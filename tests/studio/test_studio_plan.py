@@ -29,6 +29,9 @@ columns:
 #: count + mean of age + histogram of city, epsilon 1 in total (weights 1, 2, 1).
 PLAN = {"stat0": "count", "stat1": "mean", "col1": "age", "weight1": "2",
         "stat2": "histogram", "col2": "city", "epsilon": "1"}
+#: The same plus the mean of income per declared sex, and a count per declared city.
+PLAN_BY = {**PLAN, "stat3": "mean", "col3": "income", "by3": "sex", "stat4": "count",
+           "by4": "city"}
 
 
 def people_client(workspace: Path) -> tuple[Any, str]:
@@ -107,7 +110,7 @@ def test_run_and_download_is_the_cli_package_charged_once(workspace: Path) -> No
     assert out.exit_code == 0, out.output
     rerun = json.loads((folder / "rerun" / "release.json").read_text())
     assert rerun["plan"].pop("schema").endswith("schema.yaml")  # named as the CLI got it
-    assert package["plan"].pop("schema") == "people"  # the reviewed schema's name
+    assert package["plan"].pop("schema") == "schema.yaml"  # as the package ships it
     assert strip_values(rerun) == strip_values({k: v for k, v in package.items()
                                                 if k != "ledger"})
     # downloadable again from this session only
@@ -156,10 +159,12 @@ def strip_values(package: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.parametrize("plan", [PLAN, PLAN_BY], ids=["plan", "by-group plan"])
 def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, str]) -> None:
     """The same workspace path holding D, then D' (one person's row changed), the same seed:
-    every page and every file of the package is the same but for the noisy values."""
+    every page and every file of the package is the same but for the noisy values (the
+    results page included; a by-group plan's groups are the declared ones)."""
     from studio_helpers import PEOPLE_CSV
 
     from privlab.studio import plan as sp
@@ -177,12 +182,18 @@ def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
         ws.mkdir()
         (ws / "people.csv").write_text(text, encoding="utf-8")
         client, csrf = people_client(ws)
-        pages = [client.get("/plan", params=PLAN).text]
-        files = package_of(client.post("/plan/run", data={"csrf": csrf, **PLAN}))
-        pages.append(client.get("/plan").text)
-        rid = re.search(r"/plans/([0-9a-f]+)/", pages[-1]).group(1)
+        pages = [client.get("/plan", params=plan).text]
+        files = package_of(client.post("/plan/run", data={"csrf": csrf, **plan}))
+        pages += [client.get("/plan").text, client.get("/results").text]
+        rid = re.search(r"/plans/([0-9a-f]+)/", pages[1]).group(1)
         package = json.loads(files["release.json"])
         values.append([r["value"] for r in package["releases"]])
+        for r in package["releases"]:  # a by-group release's per-group values are noisy too
+            for g in r.get("per_group", []):
+                g["value"] = "NOISY"
+                for key in ("noisy_sum", "noisy_count"):
+                    if key in (g.get("details") or {}):
+                        g["details"][key] = "NOISY"
         files["release.json"] = json.dumps(strip_values(package))
         # the session's CSRF token and the package's id are random, not data
         seen.append(json.loads(json.dumps([pages, files]).replace(csrf, "CSRF")
