@@ -222,7 +222,8 @@ class Analysis:
                              "weight": item.weight, "by": groups.column,
                              **_release_by(m, groups, frame, gen, on_invalid),
                              "guarantee": g.to_dict()})
-        package = {"plan": self.to_plan(plan_schema), "releases": releases, "guarantee": total.to_dict()}
+        package = {"plan": self.to_plan(plan_schema), "releases": releases,
+                   "guarantee": total.to_dict()}
         if charge is not None:
             package["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
                                  "remaining_epsilon": charge.remaining_epsilon,
