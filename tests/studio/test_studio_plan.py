@@ -148,14 +148,15 @@ def test_only_the_plans_columns_are_reviewed(workspace: Path) -> None:
 
 
 def strip_values(package: dict[str, Any]) -> dict[str, Any]:
-    """A package without what the noise decides (the values, noisy sums and counts) and
-    without the seed's testing note."""
+    """A package without what the noise decides (the values, noisy sums and counts, a
+    by-group release's per group too) and without the seed's testing note."""
     out = json.loads(json.dumps(package))
     for r in out["releases"]:
-        r["value"] = "NOISY"
-        for key in ("noisy_sum", "noisy_count"):
-            if key in (r.get("details") or {}):
-                r["details"][key] = "NOISY"
+        for part in [r, *r.get("per_group", [])]:
+            part["value"] = "NOISY"
+            for key in ("noisy_sum", "noisy_count"):
+                if key in (part.get("details") or {}):
+                    part["details"][key] = "NOISY"
     return out
 
 
@@ -188,12 +189,6 @@ def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
         rid = re.search(r"/plans/([0-9a-f]+)/", pages[1]).group(1)
         package = json.loads(files["release.json"])
         values.append([r["value"] for r in package["releases"]])
-        for r in package["releases"]:  # a by-group release's per-group values are noisy too
-            for g in r.get("per_group", []):
-                g["value"] = "NOISY"
-                for key in ("noisy_sum", "noisy_count"):
-                    if key in (g.get("details") or {}):
-                        g["details"][key] = "NOISY"
         files["release.json"] = json.dumps(strip_values(package))
         # the session's CSRF token and the package's id are random, not data
         seen.append(json.loads(json.dumps([pages, files]).replace(csrf, "CSRF")
@@ -251,6 +246,7 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
     import sys
 
     from test_studio_generated_files import (
+        CATEGORIES,
         ODD,
         PY,
         SH,
@@ -268,7 +264,8 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     source = Source("workspace", "data.parquet", hostile_table(ws))
-    q = {"stat0": "count", "stat1": "mean", "col1": PY, "stat2": "histogram", "col2": ZIP,
+    q = {"stat0": "count", "stat1": "mean", "col1": PY, "by1": ZIP, "stat2": "histogram",
+         "col2": ZIP,
          "stat3": "sum", "col3": ODD, "stat4": "variance", "col4": SH, "epsilon": "2"}
     analysis = sp.analysis_of(schema(per_person=True), q)
     with BudgetLedger(str(tmp_path / "ledger.db")) as ledger:
@@ -296,7 +293,10 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
                              timeout=180)
         assert run.returncode == 0, run.stderr
         again = json.loads((folder / "rerun" / "release.json").read_text(encoding="utf-8"))
-        assert [(r["statistic"], r["column"] or "rows") for r in again["releases"]] == columns
+        assert [(r["statistic"], (r["column"] or "rows") + (f" by {r['by']}" if r.get("by")
+                                                            else "")) for r in
+                again["releases"]] == columns
+        assert again["releases"][1]["groups"][:len(CATEGORIES)] == CATEGORIES  # by ZIP
         assert again["guarantee"]["epsilon"] == 2.0
         no_marker(folder, ws, tmp_path)
         (folder / "rerun" / "release.json").unlink()

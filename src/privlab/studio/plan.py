@@ -220,7 +220,7 @@ def run(analysis: Analysis, source: Source, *, bundled: bool, ledger: Any,
     if not bundled:
         files["schema.yaml"] = analysis.schema.to_yaml()
     return PlanResult(secrets.token_hex(6), files,
-                      [(r["statistic"], r["column"] or "rows"
+                      [(r["statistic"], (r["column"] or "rows")
                         + (f" by {r['by']}" if r.get("by") else ""), r["value"])
                        for r in package["releases"]],
                       float(package["guarantee"]["epsilon"]), source.label,
