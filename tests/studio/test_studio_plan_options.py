@@ -15,6 +15,8 @@ import pytest
 from studio_helpers import make_client
 from test_studio_plan import PLAN, PLAN_BY, package_of, people_client, strip_values
 
+from privlab.studio import plan as sp
+
 #: A mixed plan: a Laplace count, a (default, with a delta: Gaussian) mean, a Laplace
 #: histogram.
 MIXED = {"stat0": "count", "mech0": "laplace", "stat1": "mean", "col1": "age",
@@ -64,6 +66,8 @@ def test_a_by_group_row_states_its_groups_and_is_in_the_package(workspace: Path)
     assert "by: sex" in files["plan.yaml"] and "by: city" in files["plan.yaml"]
     listed = client.get("/plan").text
     assert "mean of income by sex" in listed and "count of rows by city" in listed
+    # a by column is read too: a draft's review covers it
+    assert sp.columns_used(PLAN_BY) == ["age", "city", "income", "sex"]
 
 
 def test_the_package_reruns_from_release_jsons_plan(workspace: Path,
