@@ -251,3 +251,40 @@ def test_replace_relation_by_group_costs_one_group(adult: pd.DataFrame) -> None:
     assert g.neighbouring == "replace_record" and g.epsilon == pytest.approx(1.0)
     assert "move between two groups" in g.notes[-1]
     assert a.run(adult, rng=2)["guarantee"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_group_columns_are_the_columns_groups_of_accepts() -> None:
+    """The one rule, asked per column (the studio offers these): declared categories or an
+    integer with declared bounds; never a numeric, text, identifier or undeclared one."""
+    from privlab.measure.groups import group_columns
+    from privlab.schema import parse_schema
+
+    schema = parse_schema({"name": "mixed", "columns": {
+        "pid": {"type": "identifier"}, "note": {"type": "text"},
+        "age": {"type": "integer", "bounds": [0, 99], "bins": 4},
+        "n": {"type": "integer", "bounds": [0, 9]},
+        "score": {"type": "numeric", "bounds": [-1, 1]},
+        "sex": {"type": "categorical", "categories": ["F", "M"], "other": True}}})
+    assert group_columns(schema) == ["age", "n", "sex"]
+    for name in schema.names:
+        if name in group_columns(schema):
+            assert groups_of(schema, name, None).column == name
+        else:
+            with pytest.raises(InvalidInputError, match="by:"):
+                groups_of(schema, name, None)
+
+
+def test_the_package_plan_can_name_the_schema_it_ships(tmp_path: Path,
+                                                      adult: pd.DataFrame) -> None:
+    """`to_plan(schema)` / `run(plan_schema=...)`: release.json's plan names the schema as the
+    package ships it (default: the schema's name, as before), and reruns from it."""
+    from privlab.schema import bundled_schema
+
+    plan = Analysis(bundled_schema("adult"), epsilon=1).add("count", by="sex")
+    assert plan.to_plan()["schema"] == "adult"
+    assert plan.to_plan("schema.yaml")["schema"] == "schema.yaml"
+    (tmp_path / "schema.yaml").write_text(bundled_schema("adult").to_yaml(), encoding="utf-8")
+    package = plan.run(adult, rng=3, plan_schema=str(tmp_path / "schema.yaml"))
+    assert package["plan"]["schema"] == str(tmp_path / "schema.yaml")
+    again = Analysis.from_plan(package["plan"]).run(adult, rng=3)
+    assert again["releases"] == package["releases"]

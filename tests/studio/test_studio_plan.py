@@ -29,6 +29,9 @@ columns:
 #: count + mean of age + histogram of city, epsilon 1 in total (weights 1, 2, 1).
 PLAN = {"stat0": "count", "stat1": "mean", "col1": "age", "weight1": "2",
         "stat2": "histogram", "col2": "city", "epsilon": "1"}
+#: The same plus the mean of income per declared sex, and a count per declared city.
+PLAN_BY = {**PLAN, "stat3": "mean", "col3": "income", "by3": "sex", "stat4": "count",
+           "by4": "city"}
 
 
 def people_client(workspace: Path) -> tuple[Any, str]:
@@ -107,7 +110,7 @@ def test_run_and_download_is_the_cli_package_charged_once(workspace: Path) -> No
     assert out.exit_code == 0, out.output
     rerun = json.loads((folder / "rerun" / "release.json").read_text())
     assert rerun["plan"].pop("schema").endswith("schema.yaml")  # named as the CLI got it
-    assert package["plan"].pop("schema") == "people"  # the reviewed schema's name
+    assert package["plan"].pop("schema") == "schema.yaml"  # as the package ships it
     assert strip_values(rerun) == strip_values({k: v for k, v in package.items()
                                                 if k != "ledger"})
     # downloadable again from this session only
@@ -145,21 +148,24 @@ def test_only_the_plans_columns_are_reviewed(workspace: Path) -> None:
 
 
 def strip_values(package: dict[str, Any]) -> dict[str, Any]:
-    """A package without what the noise decides (the values, noisy sums and counts) and
-    without the seed's testing note."""
+    """A package without what the noise decides (the values, noisy sums and counts, a
+    by-group release's per group too) and without the seed's testing note."""
     out = json.loads(json.dumps(package))
     for r in out["releases"]:
-        r["value"] = "NOISY"
-        for key in ("noisy_sum", "noisy_count"):
-            if key in (r.get("details") or {}):
-                r["details"][key] = "NOISY"
+        for part in [r, *r.get("per_group", [])]:
+            part["value"] = "NOISY"
+            for key in ("noisy_sum", "noisy_count"):
+                if key in (part.get("details") or {}):
+                    part["details"][key] = "NOISY"
     return out
 
 
+@pytest.mark.parametrize("plan", [PLAN, PLAN_BY], ids=["plan", "by-group plan"])
 def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, str]) -> None:
     """The same workspace path holding D, then D' (one person's row changed), the same seed:
-    every page and every file of the package is the same but for the noisy values."""
+    every page and every file of the package is the same but for the noisy values (the
+    results page included; a by-group plan's groups are the declared ones)."""
     from studio_helpers import PEOPLE_CSV
 
     from privlab.studio import plan as sp
@@ -177,10 +183,10 @@ def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
         ws.mkdir()
         (ws / "people.csv").write_text(text, encoding="utf-8")
         client, csrf = people_client(ws)
-        pages = [client.get("/plan", params=PLAN).text]
-        files = package_of(client.post("/plan/run", data={"csrf": csrf, **PLAN}))
-        pages.append(client.get("/plan").text)
-        rid = re.search(r"/plans/([0-9a-f]+)/", pages[-1]).group(1)
+        pages = [client.get("/plan", params=plan).text]
+        files = package_of(client.post("/plan/run", data={"csrf": csrf, **plan}))
+        pages += [client.get("/plan").text, client.get("/results").text]
+        rid = re.search(r"/plans/([0-9a-f]+)/", pages[1]).group(1)
         package = json.loads(files["release.json"])
         values.append([r["value"] for r in package["releases"]])
         files["release.json"] = json.dumps(strip_values(package))
@@ -240,6 +246,7 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
     import sys
 
     from test_studio_generated_files import (
+        CATEGORIES,
         ODD,
         PY,
         SH,
@@ -257,7 +264,8 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     source = Source("workspace", "data.parquet", hostile_table(ws))
-    q = {"stat0": "count", "stat1": "mean", "col1": PY, "stat2": "histogram", "col2": ZIP,
+    q = {"stat0": "count", "stat1": "mean", "col1": PY, "by1": ZIP, "stat2": "histogram",
+         "col2": ZIP,
          "stat3": "sum", "col3": ODD, "stat4": "variance", "col4": SH, "epsilon": "2"}
     analysis = sp.analysis_of(schema(per_person=True), q)
     with BudgetLedger(str(tmp_path / "ledger.db")) as ledger:
@@ -285,7 +293,10 @@ def test_a_plan_package_keeps_hostile_names_out_of_code(tmp_path: Path) -> None:
                              timeout=180)
         assert run.returncode == 0, run.stderr
         again = json.loads((folder / "rerun" / "release.json").read_text(encoding="utf-8"))
-        assert [(r["statistic"], r["column"] or "rows") for r in again["releases"]] == columns
+        assert [(r["statistic"], (r["column"] or "rows") + (f" by {r['by']}" if r.get("by")
+                                                            else "")) for r in
+                again["releases"]] == columns
+        assert again["releases"][1]["groups"][:len(CATEGORIES)] == CATEGORIES  # by ZIP
         assert again["guarantee"]["epsilon"] == 2.0
         no_marker(folder, ws, tmp_path)
         (folder / "rerun" / "release.json").unlink()

@@ -124,3 +124,44 @@ def test_a_plan_of_three_statistics_in_at_most_ten_actions(
     assert charges == [(1.0, 0.0)]  # charged once, with epsilon 1
     page.goto(url + "/plan")
     assert "ε = 9" in page.inner_text("#budget-left")
+
+
+def test_a_mixed_by_group_plan_in_the_browser(studio_page: tuple[Any, str, Path],
+                                              tmp_path: Path) -> None:
+    """The optional choices: a Laplace count by sex beside a (default, with a delta:
+    Gaussian) mean of age; the preview states the declared groups and the accountant (PLD),
+    the package holds one count per declared sex."""
+    page, url, workspace = studio_page
+    act = Actions(page)
+    act.click("#plan-adult")
+    act.select("#stat0", "count")
+    act.select("#by0", "sex")
+    act.select("#mech0", "laplace")
+    act.select("#stat1", "mean")
+    act.select("#col1", "age")
+    act.fill("#epsilon", "1")
+    act.fill("#delta", "1e-6")
+    act.click("#preview")
+    preview = page.inner_text("#plan-preview")
+    assert "by sex: 2 declared groups (Female, Male)" in preview, preview
+    assert "in each group" in preview
+    assert "accountant: PLD (dp-accounting" in page.inner_text("#plan-total")
+    shots = os.environ.get("PRIVLAB_STUDIO_SCREENSHOTS")
+    if shots:
+        page.evaluate("document.getElementById('h-preview').scrollIntoView()")
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / "plan-preview-by-group.png"))
+    with page.expect_download() as download:
+        act.click("#run-plan")
+    archive = tmp_path / "plan.zip"
+    download.value.save_as(archive)
+    assert act.n <= MAX_ACTIONS
+    with zipfile.ZipFile(archive) as zf:
+        name = next(n for n in zf.namelist() if n.endswith("/release.json"))
+        package = json.loads(zf.read(name))
+    count, mean = package["releases"]
+    assert count["by"] == "sex" and list(count["value"]) == ["Female", "Male"]
+    assert "by" not in mean and "gaussian" in mean["guarantee"]["mechanism"]
+    assert package["guarantee"]["accountant"].startswith("PLD (dp-accounting")
+    page.goto(url + "/results")
+    assert "total ε = " in page.inner_text("#plan-packages")

@@ -174,9 +174,11 @@ class Analysis:
         return {"plan": self.to_plan(), "measurements": stated, "describe": words,
                 "guarantee": self.guarantee(ms).to_dict()}
 
-    def to_plan(self) -> dict[str, Any]:
-        """The plan as data (what `from_plan` reads back: the package reruns from it)."""
-        sch = self.schema
+    def to_plan(self, schema: str | None = None) -> dict[str, Any]:
+        """The plan as data (what `from_plan` reads back: the package reruns from it).
+        `schema` names the schema as the package ships it (e.g. "schema.yaml" beside the
+        plan) instead of the schema's own name, so the package reruns from itself."""
+        sch = self.schema if schema is None else schema
         plan: dict[str, Any] = {"schema": sch if isinstance(sch, str) else
                                 getattr(sch, "name", str(sch)),
                                 "epsilon": self.epsilon, "delta": self.delta,
@@ -188,9 +190,11 @@ class Analysis:
     # ------------------------------------------------------------------ on data
     def run(self, data: Any, *, ledger: str | None = None, principal: str | None = None,
             rng: RngLike = None, out: str | Path | None = None, on_invalid: str = "refuse",
-            description: str = "analysis plan") -> dict[str, Any]:
+            description: str = "analysis plan", plan_schema: str | None = None
+            ) -> dict[str, Any]:
         """Charge the composed total once (before any value is computed), release every
-        statistic, and (with `out`) write one release.json atomically."""
+        statistic, and (with `out`) write one release.json atomically. `plan_schema`: how
+        release.json's plan names the schema (`to_plan`; default: the schema's name)."""
         if (ledger is None) != (principal is None):
             raise InvalidInputError("ledger and principal go together")
         ms = self.measurements()
@@ -218,7 +222,8 @@ class Analysis:
                              "weight": item.weight, "by": groups.column,
                              **_release_by(m, groups, frame, gen, on_invalid),
                              "guarantee": g.to_dict()})
-        package = {"plan": self.to_plan(), "releases": releases, "guarantee": total.to_dict()}
+        package = {"plan": self.to_plan(plan_schema), "releases": releases,
+                   "guarantee": total.to_dict()}
         if charge is not None:
             package["ledger"] = {"principal": principal, "entry_id": charge.entry_id,
                                  "remaining_epsilon": charge.remaining_epsilon,

@@ -84,6 +84,19 @@ def groups_of(schema: Any, by: str, column: str | None) -> Groups:
                             "integer column with declared bounds (and bins)")
 
 
+def group_columns(schema: Any) -> list[str]:
+    """The columns a plan item may be grouped by: those whose groups `groups_of` finds
+    declared (the one rule, asked of each column; nothing read from rows)."""
+    out = []
+    for name in schema.names:
+        try:
+            groups_of(schema, name, None)
+        except InvalidInputError:
+            continue
+        out.append(name)
+    return out
+
+
 def by_note(groups: Groups, epsilon: float, relation: Any) -> str:
     """The guarantee's note on a by-group item: what composes in parallel and why."""
     m = relation.steps
@@ -97,4 +110,4 @@ def by_note(groups: Groups, epsilon: float, relation: Any) -> str:
             f"parallel at epsilon {epsilon:.4g}{person}")
 
 
-__all__ = ["MISSING", "Groups", "by_note", "groups_of"]
+__all__ = ["MISSING", "Groups", "by_note", "group_columns", "groups_of"]

@@ -24,6 +24,7 @@ from typing import Any
 from privlab.errors import InvalidInputError
 from privlab.measure import stats
 from privlab.measure.analysis import Analysis
+from privlab.measure.groups import group_columns
 from privlab.studio.sources import BUNDLED, Source, quote
 
 #: Statistic rows the form can hold; it shows the filled ones plus `SPARE` empty ones.
@@ -31,9 +32,11 @@ MAX_ROWS = 20
 SPARE = 2
 #: The statistics the page offers: the registry's (a new one appears without an edit).
 STATISTICS = tuple(stats.names())
+#: The noise a row may choose ("" in the form: the library's default, Gaussian with a delta).
+MECHANISMS = ("laplace", "gaussian")
 #: The form's fields (and the Run form's hidden copies).
 TOP_FIELDS = ("epsilon", "delta")
-ROW_FIELDS = ("stat", "col", "weight")
+ROW_FIELDS = ("stat", "col", "by", "mech", "weight")
 
 
 def row_fields() -> list[str]:
@@ -65,23 +68,38 @@ def _number(raw: str, name: str, default: float) -> float:
     return value
 
 
+def by_columns(schema: Any) -> list[str]:
+    """The columns a row may be grouped by: the library's rule (declared groups)."""
+    return group_columns(schema) if schema is not None else []
+
+
+def _row(q: Mapping[str, str], i: int) -> tuple[str, str | None, dict[str, Any]]:
+    """Row `i` of the form as (statistic, column, `Analysis.add`'s keywords)."""
+    stat = q[f"stat{i}"]
+    if stat not in STATISTICS:
+        raise InvalidInputError(f"statistic {i + 1}: choose one of {', '.join(STATISTICS)}")
+    col = q.get(f"col{i}") or None
+    if col is None and stat != "count":
+        raise InvalidInputError(f"statistic {i + 1} ({stat}): choose its column")
+    mech = q.get(f"mech{i}") or None
+    if mech is not None and mech not in MECHANISMS:
+        raise InvalidInputError(f"noise of statistic {i + 1}: choose {' or '.join(MECHANISMS)}"
+                                " (or the default)")
+    weight = _number(q.get(f"weight{i}", ""), f"weight of statistic {i + 1}", 1.0)
+    return stat, col, {"weight": weight, "mechanism": mech, "by": q.get(f"by{i}") or None}
+
+
 def analysis_of(schema: Any, q: Mapping[str, str]) -> Analysis:
     """The plan the form states, checked against the declared schema (one-line errors
     naming the row and field); refused before any row is read."""
     analysis = Analysis(schema, epsilon=_number(q.get("epsilon", ""), "total epsilon", 1.0),
                         delta=_number(q.get("delta", ""), "total delta", 0.0))
     for i in range(MAX_ROWS):
-        stat = q.get(f"stat{i}", "")
-        if not stat:
+        if not q.get(f"stat{i}"):
             continue
-        if stat not in STATISTICS:
-            raise InvalidInputError(f"statistic {i + 1}: choose one of {', '.join(STATISTICS)}")
-        col = q.get(f"col{i}") or None
-        if col is None and stat != "count":
-            raise InvalidInputError(f"statistic {i + 1} ({stat}): choose its column")
-        weight = _number(q.get(f"weight{i}", ""), f"weight of statistic {i + 1}", 1.0)
+        stat, col, options = _row(q, i)
         try:  # each statistic checked alone against the schema, so the error names its row
-            analysis.add(stat, col, weight=weight)
+            analysis.add(stat, col, **options)
             Analysis(schema, epsilon=analysis.epsilon, delta=analysis.delta,
                      items=analysis.items[-1:]).measurements()
         except InvalidInputError as exc:
@@ -93,26 +111,29 @@ def analysis_of(schema: Any, q: Mapping[str, str]) -> Analysis:
 
 
 def columns_used(q: Mapping[str, str]) -> list[str]:
-    """The columns the plan reads (in order, once each): the only ones to review."""
-    return list(dict.fromkeys(q[f"col{i}"] for i in range(MAX_ROWS)
-                              if q.get(f"stat{i}") and q.get(f"col{i}")))
+    """The columns the plan reads, groups included (in order, once each): the only ones to
+    review."""
+    return list(dict.fromkeys(q[f"{f}{i}"] for i in range(MAX_ROWS) for f in ("col", "by")
+                              if q.get(f"stat{i}") and q.get(f"{f}{i}")))
 
 
 def preview(analysis: Analysis) -> dict[str, Any]:
     """Everything stated before the data (the library's `Analysis.preview`, which reads no
     row) in the page's terms: each statistic's share, noise and 95% half-width, the total and
-    the guarantee in plain words."""
+    the guarantee in plain words. A by-group row states its declared groups and the
+    half-width of each group's value."""
     stated = analysis.preview()
     rows = []
     for item, m in zip(analysis.items, stated["measurements"], strict=True):
         hw = m["half_width_95"]
         rows.append({"statistic": item.statistic, "column": item.column or "rows",
+                     "by": item.by, "groups": m.get("groups") or [],
                      "weight": item.weight, "epsilon": m["epsilon"], "delta": m["delta"],
                      "half_width": hw, "noise": ", ".join(
                          f"{n['mechanism']} scale {n['scale']:.4g}" for n in m["noise"])
                      or "exponential mechanism (no additive noise)",
-                     "no_half_width": _why_no_half_width(item.statistic) if hw is None
-                     else None})
+                     "no_half_width": _why_no_half_width(item.statistic, item.by is not None)
+                     if hw is None else None})
     g = stated["guarantee"]
     return {"rows": rows, "guarantee": g, "plain": plain_words(g, len(rows)),
             "code": library_code(analysis)}
@@ -122,7 +143,9 @@ def library_code(analysis: Analysis) -> str:
     """The same plan with the library and the CLI (shown as text, autoescaped; names as
     Python literals)."""
     adds = "".join(f"\n    .add({i.statistic!r}" + (f", {i.column!r}" if i.column else "")
-                   + f", weight={i.weight:g})" for i in analysis.items)
+                   + f", weight={i.weight:g}" + (f", by={i.by!r}" if i.by else "")
+                   + (f", mechanism={i.mechanism!r}" if i.mechanism else "") + ")"
+                   for i in analysis.items)
     delta = f", delta={analysis.delta:g}" if analysis.delta else ""
     return ("from privlab.measure.analysis import Analysis\n"
             f"plan = (Analysis(SCHEMA, epsilon={analysis.epsilon:g}{delta}){adds})\n"
@@ -132,9 +155,12 @@ def library_code(analysis: Analysis) -> str:
             "--principal NAME -o package")
 
 
-def _why_no_half_width(statistic: str) -> str:
+def _why_no_half_width(statistic: str, by_group: bool = False) -> str:
     if statistic == "quantile":
         return "none in closed form (the exponential mechanism picks a value)"
+    if by_group:
+        return ("none per group in closed form: a ratio of noisy sums, its error depends on "
+                "the group's row count (private)")
     return ("approximate only: a ratio of noisy sums, its error depends on the row count "
             "(declare public_size in the schema to see it)")
 
@@ -179,14 +205,14 @@ def run(analysis: Analysis, source: Source, *, bundled: bool, ledger: Any,
         principal: str, rng: Any = None) -> PlanResult:
     """`Analysis.run` on the source's rows: the composed total charged once to `ledger`
     (a `BudgetLedger`) before any value, release.json written by the library itself."""
+    schema_arg = source.bundled_schema if bundled else "schema.yaml"
     with tempfile.TemporaryDirectory(prefix="privlab-plan-") as tmp:
         package = analysis.run(source.load(), ledger=str(ledger.location), principal=principal,
-                               rng=rng, out=tmp, on_invalid="coerce",
+                               rng=rng, out=tmp, on_invalid="coerce", plan_schema=schema_arg,
                                description=f"studio: analysis plan of {len(analysis.items)} "
                                            f"statistics (epsilon {analysis.epsilon:g})")
         release_json = (Path(tmp) / "release.json").read_text(encoding="utf-8")
-    schema_arg = source.bundled_schema if bundled else "schema.yaml"
-    plan = {**analysis.to_plan(), "schema": schema_arg}
+    plan = analysis.to_plan(schema_arg)  # release.json's plan: the package reruns from it
     files = {"release.json": release_json, "plan.yaml": _yaml(plan),
              "reproduce.sh": reproduce_sh(source, schema_arg, str(ledger.location), principal),
              "reproduce.py": reproduce_py(source, plan, str(ledger.location), principal),
@@ -194,7 +220,8 @@ def run(analysis: Analysis, source: Source, *, bundled: bool, ledger: Any,
     if not bundled:
         files["schema.yaml"] = analysis.schema.to_yaml()
     return PlanResult(secrets.token_hex(6), files,
-                      [(r["statistic"], r["column"] or "rows", r["value"])
+                      [(r["statistic"], (r["column"] or "rows")
+                        + (f" by {r['by']}" if r.get("by") else ""), r["value"])
                        for r in package["releases"]],
                       float(package["guarantee"]["epsilon"]), source.label,
                       package.get("ledger", {}).get("entry_id"))
@@ -235,6 +262,7 @@ import json
 from pathlib import Path
 
 from privlab.measure.analysis import Analysis
+from privlab.measure.groups import group_columns
 
 P = json.loads(PARAMS_LITERAL)
 HERE = Path(__file__).resolve().parent
@@ -265,5 +293,5 @@ def _readme(package: dict[str, Any], source: Source) -> str:
             "Rerunning draws fresh noise and is charged to the same ledger again.\n")
 
 
-__all__ = ["MAX_ROWS", "STATISTICS", "PlanResult", "analysis_of", "columns_used",
-           "form_values", "preview", "run", "shown_rows"]
+__all__ = ["MAX_ROWS", "MECHANISMS", "STATISTICS", "PlanResult", "analysis_of", "by_columns",
+           "columns_used", "form_values", "preview", "run", "shown_rows"]

@@ -56,6 +56,7 @@ def plan_page(request: Request, session: SessionDep) -> Response:
     preview, error = stated(session, q)
     return page(request, "plan.html.j2", q=q, rows=sp.shown_rows(q), preview=preview,
                 error=error, statistics=sp.STATISTICS, columns=plan_columns(session),
+                by_columns=sp.by_columns(session.schema), mechanisms=sp.MECHANISMS,
                 used=sp.columns_used(q), plans=session.plans)
 
 
