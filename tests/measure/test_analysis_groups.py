@@ -288,3 +288,13 @@ def test_the_package_plan_can_name_the_schema_it_ships(tmp_path: Path,
     assert package["plan"]["schema"] == str(tmp_path / "schema.yaml")
     again = Analysis.from_plan(package["plan"]).run(adult, rng=3)
     assert again["releases"] == package["releases"]
+
+
+def test_a_mixed_plans_delta_goes_to_its_gaussian_items_only() -> None:
+    """delta is spent by Gaussian items alone, so it is split by weight among them: a mixed
+    plan's items add up to the whole delta asked for (before, the Laplace count's share of
+    1e-6 was left unused: 0.75e-6 in all), in proportion to the Gaussian items' weights."""
+    ms = _mixed(delta=1e-6).measurements()
+    assert [m.delta for m in ms][0] == 0.0
+    assert sum(m.delta for m in ms) == pytest.approx(1e-6, rel=1e-12)
+    assert ms[1].delta == pytest.approx(2 * ms[2].delta, rel=1e-12)  # weights 2 and 1

@@ -107,19 +107,30 @@ class Analysis:
             raise InvalidInputError("the plan has no statistics: add at least one")
         eps, delta = check_epsilon(self.epsilon), check_delta(self.delta)
         total = sum(i.weight for i in self.items)
+        mechs = [self._mechanism(item, delta) for item in self.items]
+        # delta is spent only by Gaussian items: it is split by weight among them alone, so
+        # a Laplace item's share of delta is not left unused
+        gaussian_weight = sum(i.weight for i, m in zip(self.items, mechs, strict=True)
+                              if m == "gaussian")
         out = []
-        for item in self.items:
+        for item, mech in zip(self.items, mechs, strict=True):
             share = item.weight / total
-            mech = item.mechanism
-            if mech is None and delta > 0 and "gaussian" in stats.get(item.statistic).mechanisms:
-                mech = "gaussian"
             column = item.column if item.column is not None else _any_column(self.schema)
             out.append(measurement(
                 self.schema, item.statistic, column, epsilon=eps * share,
-                delta=delta * share if mech == "gaussian" else 0.0, mechanism=mech,
+                delta=delta * item.weight / gaussian_weight if mech == "gaussian" else 0.0,
+                mechanism=mech,
                 relation=self.relation, max_rows_per_unit=self.max_rows_per_unit,
                 bins=item.bins, q=item.q))
         return out
+
+    @staticmethod
+    def _mechanism(item: Item, delta: float) -> str | None:
+        """The item's mechanism: as asked, else Gaussian where delta > 0 and it can be."""
+        if item.mechanism is None and delta > 0 and \
+                "gaussian" in stats.get(item.statistic).mechanisms:
+            return "gaussian"
+        return item.mechanism
 
     def composed(self, ms: list[Measurement] | None = None) -> Composed:
         """The tightest valid total (privlab.measure.composition): the sum for a pure plan;
