@@ -4,7 +4,8 @@ Spark), without HTTP, API keys or an audit log.
 Same steps and order as `Gateway.query`: plan (sqlglot whitelist, clamping, contribution
 bounding), split the budget and calibrate every noise parameter (`QueryMeasurement`, cached
 per normalised plan), charge the ledger (when one is given) *before* the engine runs, then
-add noise on the caller's side with the grid-valued samplers. The returned `Answer` carries the same `PrivacyGuarantee` the gateway would.
+add noise on the caller's side with the grid-valued samplers. The returned `Answer` carries
+the same `PrivacyGuarantee` the gateway would.
 
     from privlab.engines.spark import SparkEngine
     q = DPQuery({"people": {"columns": {...}}}, SparkEngine({"people": "people.parquet"}))
