@@ -130,6 +130,7 @@ class AdditiveNoise:
     granularity: float
     steps: float  # the scale (Laplace) or sigma (Gaussian) in grid steps
     exact: bool  # integer data on the unit grid, charged D rather than floor(D) + 1
+    _half_widths: dict[float, float | None] = field(init=False, repr=False, compare=False)
 
     @property
     def scale(self) -> float:
@@ -137,10 +138,20 @@ class AdditiveNoise:
         return self.steps * self.granularity
 
     def half_width(self, level: float) -> float | None:
-        """Half-width w with P[|noise| <= w] >= level (`privlab.core.release.half_width`)."""
+        """Half-width w with P[|noise| <= w] >= level (`privlab.core.release.half_width`);
+        the two levels the answer states (0.95, and 0.975 for a union bound) are computed
+        once, with the measurement."""
+        cached = self._half_widths.get(level)
+        if cached is not None or level in self._half_widths:
+            return cached
         distribution = "discrete_gaussian" if self.gaussian else "discrete_laplace"
         return half_width({"distribution": distribution, "scale": self.scale},
                           self.granularity, level)
+
+    def __post_init__(self) -> None:
+        widths: dict[float, float | None] = {}
+        object.__setattr__(self, "_half_widths", widths)
+        widths.update({level: self.half_width(level) for level in (0.95, 0.975)})
 
     def draw(self, values: np.ndarray, rng: RngLike, scalar: bool) -> np.ndarray:
         """The noisy values of every cell (float64, one per cell); `scalar`: one value

@@ -278,7 +278,7 @@ def _centred_column(o: Output, noisy: _Noisy) -> _Column:
     values, intervals = [], []
     for i in noisy.released:
         count = max(float(counts[i]), 1.0)
-        mean = float(np.clip(centre + centred[i] / count, lo, hi))
+        mean = float(min(max(centre + float(centred[i]) / count, lo), hi))  # np.clip, unboxed
         values.append(round(mean / grid) * grid)
         denominator = counts[i] - count_ci
         half = ((centred_ci + abs(mean - centre) * count_ci) / denominator
