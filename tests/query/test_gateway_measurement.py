@@ -52,7 +52,7 @@ def _tables() -> dict[str, Any]:
     return tables
 
 
-def _gateway(tmp_path: Path, seed: int = 2026) -> Gateway:
+def _gateway(tmp_path: Path, seed: int = 2026, min_epsilon: float | None = None) -> Gateway:
     path = tmp_path / "seeded.duckdb"
     if not path.exists():
         con = duckdb.connect(str(path))
@@ -64,8 +64,12 @@ def _gateway(tmp_path: Path, seed: int = 2026) -> Gateway:
         con.executemany("INSERT INTO residents VALUES (?, ?, ?)",
                         [(i, age, "big" if i % 4 else "small") for i, age, _ in PEOPLE])
         con.close()
+    tables = _tables()
+    if min_epsilon is not None:  # an operator who allows tiny epsilons
+        for spec in tables.values():
+            spec["min_epsilon_per_query"] = min_epsilon
     config = parse_config({"database": {"url": str(path)}, "ledger": str(tmp_path / "l.db"),
-                           "tables": _tables(), "joins": SMALL_JOINS,
+                           "tables": tables, "joins": SMALL_JOINS,
                            "analysts": analysts(100.0, 1e-3)})
     return Gateway(config, rng=seed)
 
@@ -155,3 +159,20 @@ def test_the_cache_is_a_bounded_lru() -> None:
     cache.get(plan, budgets[2])  # evicts budgets[1], the least recently used
     assert len(cache) == 2 and cache.get(plan, budgets[0]) is first
     assert measurement_key(plan, budgets[1]) not in cache._items
+
+
+def test_a_noise_the_sampler_cannot_draw_is_refused_before_the_charge(tmp_path: Path) -> None:
+    """SUM(age) at epsilon 1e-15: the Laplace scale (80 / 1e-15 grid steps) calibrates, but
+    the sampler refuses more than 2^52 steps. The measurement's throwaway draw refuses it
+    when the measurement is built (as the dry run did), not after the charge when the real
+    draw fails (which would leave a charge and an HTTP 500)."""
+    from privlab.query.planner import QueryRefused
+
+    with _gateway(tmp_path, min_epsilon=1e-300) as g:
+        alice = g.config.analysts["alice"]
+        with pytest.raises(QueryRefused, match=r"exceeds 2\^52") as info:
+            g.query(alice, "SELECT SUM(age) FROM people", 1e-15)
+        assert "\n" not in str(info.value)
+        assert g.ledger.history(alice.principal) == []
+        assert [r.decision for r in g.audit.all()] == ["refused"]
+        assert len(g.measurements) == 0  # a refusal is not cached: it is raised every time

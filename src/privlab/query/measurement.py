@@ -138,20 +138,17 @@ class AdditiveNoise:
         return self.steps * self.granularity
 
     def half_width(self, level: float) -> float | None:
-        """Half-width w with P[|noise| <= w] >= level (`privlab.core.release.half_width`);
-        the two levels the answer states (0.95, and 0.975 for a union bound) are computed
-        once, with the measurement."""
-        cached = self._half_widths.get(level)
-        if cached is not None or level in self._half_widths:
-            return cached
-        distribution = "discrete_gaussian" if self.gaussian else "discrete_laplace"
-        return half_width({"distribution": distribution, "scale": self.scale},
-                          self.granularity, level)
+        """Half-width w with P[|noise| <= w] >= level (`privlab.core.release.half_width`),
+        memoised: the two levels an answer states (0.95, and 0.975 for a union bound) are
+        computed when the measurement is built."""
+        if level not in self._half_widths:
+            distribution = "discrete_gaussian" if self.gaussian else "discrete_laplace"
+            self._half_widths[level] = half_width(
+                {"distribution": distribution, "scale": self.scale}, self.granularity, level)
+        return self._half_widths[level]
 
     def __post_init__(self) -> None:
-        widths: dict[float, float | None] = {}
-        object.__setattr__(self, "_half_widths", widths)
-        widths.update({level: self.half_width(level) for level in (0.95, 0.975)})
+        object.__setattr__(self, "_half_widths", {})
 
     def draw(self, values: np.ndarray, rng: RngLike, scalar: bool) -> np.ndarray:
         """The noisy values of every cell (float64, one per cell); `scalar`: one value
@@ -253,6 +250,7 @@ def _build(plan: QueryPlan, budget: Budget) -> QueryMeasurement:
         # a throwaway draw: the sampler refuses a scale it cannot draw from (too large for
         # the grid, not finite) here, before any charge, rather than after it
         noise.draw(np.zeros(1), np.random.default_rng(0), scalar=True)
+        noise.half_width(0.95), noise.half_width(0.975)
         noises[p] = noise
     quantile_epsilon = budget.per_primitive_epsilon / plan.max_rows
     if any(p.kind == "quantile" for p in plan.primitives):
