@@ -52,7 +52,7 @@ def _tables() -> dict[str, Any]:
     return tables
 
 
-def _gateway(tmp_path: Path, seed: int = 2026, min_epsilon: float | None = None) -> Gateway:
+def _database(tmp_path: Path) -> Path:
     path = tmp_path / "seeded.duckdb"
     if not path.exists():
         con = duckdb.connect(str(path))
@@ -64,6 +64,11 @@ def _gateway(tmp_path: Path, seed: int = 2026, min_epsilon: float | None = None)
         con.executemany("INSERT INTO residents VALUES (?, ?, ?)",
                         [(i, age, "big" if i % 4 else "small") for i, age, _ in PEOPLE])
         con.close()
+    return path
+
+
+def _gateway(tmp_path: Path, seed: int = 2026, min_epsilon: float | None = None) -> Gateway:
+    path = _database(tmp_path)
     tables = _tables()
     if min_epsilon is not None:  # an operator who allows tiny epsilons
         for spec in tables.values():
@@ -176,3 +181,32 @@ def test_a_noise_the_sampler_cannot_draw_is_refused_before_the_charge(tmp_path: 
         assert g.ledger.history(alice.principal) == []
         assert [r.decision for r in g.audit.all()] == ["refused"]
         assert len(g.measurements) == 0  # a refusal is not cached: it is raised every time
+
+
+def test_dpquery_builds_one_measurement_per_shape_and_charges_its_guarantee(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library path caches the measurement like the gateway, and the guarantee it stores
+    with the charge is the measurement's: it no longer says the noise came from a seeded
+    generator (the dry run's guarantee, drawn with seed 0, did) when the caller's noise is
+    drawn from the CSPRNG."""
+    from privlab.core.ledger import BudgetLedger
+    from privlab.core.rng import SEEDED_NOTE
+    from privlab.engines.duckdb import DuckDBEngine
+    from privlab.query.runner import DPQuery
+
+    builds = []
+    real_build = measurement_module._build
+    monkeypatch.setattr(measurement_module, "_build",
+                        lambda *a: builds.append(1) or real_build(*a))
+    with BudgetLedger(tmp_path / "lib.db") as ledger:
+        ledger.set_budget("lib", 10.0, 0.0)
+        with DPQuery(_tables(), DuckDBEngine(str(_database(tmp_path))), joins=SMALL_JOINS,
+                     ledger=ledger, principal="lib") as q:
+            for literal in (30, 40, 50):
+                q.query(f"SELECT COUNT(*) FROM people WHERE age > {literal}", 0.5)
+            assert len(builds) == 1 and len(q.measurements) == 1
+        charged = ledger.history("lib")
+        assert len(charged) == 3
+        for entry in charged:
+            assert entry.guarantee["epsilon"] == 0.5
+            assert SEEDED_NOTE not in entry.guarantee["notes"]
