@@ -405,7 +405,7 @@ def test_uncalibratable_noise_is_refused_on_the_library_path(small_duckdb: str, 
     Gaussian calibration's root finder failing for extreme parameters reached a library
     caller as a raw ValueError ("f(a) and f(b) must have different signs") or RuntimeError
     ("Failed to converge"); the gateway did not catch the RuntimeError either (HTTP 500).
-    Both now share `noise.dry_run`: a one-line QueryRefused, nothing charged."""
+    Both now build `measurement.measure_query`: a one-line QueryRefused, nothing charged."""
     # DPQuery's planner parses SQL with sqlglot (the server extra): a core-only install skips
     pytest.importorskip("sqlglot", reason="needs the server extra: pip install -e '.[server]'")
     from privlab.engines.duckdb import DuckDBEngine

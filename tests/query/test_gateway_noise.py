@@ -11,6 +11,7 @@ from gw_fixtures import SMALL_JOINS, SMALL_TABLES, analysts
 from privlab.core.rng import SEEDED_NOTE
 from privlab.query.config import parse_config
 from privlab.query.demo import adult_config
+from privlab.query.measurement import measure_query
 from privlab.query.noise import answer, plan_budget, selection_threshold
 from privlab.query.planner import Planner, QueryRefused
 
@@ -31,8 +32,8 @@ def discrete_laplace_var(t: float) -> float:
 def test_count_noise_has_the_calibrated_variance(planner: Planner) -> None:
     plan = planner.plan("SELECT COUNT(*) FROM adult")
     budget = plan_budget(plan, 0.5, 0.0, None)
-    rng = np.random.default_rng(11)
-    draws = np.array([answer(plan, [(1000,)], [], budget, rng=rng).rows[0][0]
+    rng, measurement = np.random.default_rng(11), measure_query(plan, budget)
+    draws = np.array([answer(plan, [(1000,)], [], measurement, rng=rng).rows[0][0]
                       for _ in range(4000)], dtype=float)
     # scale t = k / eps = 2; the variance estimate of 4000 Laplace draws has ~4% relative sd
     expected = discrete_laplace_var(2.0)
@@ -44,8 +45,9 @@ def test_count_noise_has_the_calibrated_variance(planner: Planner) -> None:
 def test_user_level_scales_noise_by_the_contribution_bound(planner: Planner) -> None:
     row = planner.plan("SELECT COUNT(*) FROM people")  # max_rows 1
     user = planner.plan("SELECT COUNT(*) FROM visits")  # max_rows 3
-    a = answer(row, [(10,)], [], plan_budget(row, 1.0, 0, None), rng=1)
-    b = answer(user, [(10,)], [], plan_budget(user, 1.0, 0, None), rng=1)
+    a = answer(row, [(10,)], [], measure_query(row, plan_budget(row, 1.0, 0, None)), rng=1)
+    b = answer(user, [(10,)], [], measure_query(user, plan_budget(user, 1.0, 0, None)),
+               rng=1)
     assert b.guarantee.neighbouring == "user"
     ci_a, ci_b = a.info[0].confidence_interval_95, b.info[0].confidence_interval_95
     assert 2.5 * ci_a <= ci_b <= 3.5 * ci_a
@@ -56,7 +58,7 @@ def test_budget_split_and_guarantee(planner: Planner) -> None:
                         "GROUP BY sex")
     budget = plan_budget(plan, 0.9, 0.0, None)
     assert len(plan.primitives) == 3 and budget.per_primitive_epsilon == pytest.approx(0.3)
-    ans = answer(plan, [], [], budget, rng=3)
+    ans = answer(plan, [], [], measure_query(plan, budget), rng=3)
     assert ans.guarantee.epsilon == 0.9 and ans.guarantee.delta == 0.0
     assert ans.guarantee.neighbouring == "add_remove_record"
     assert SEEDED_NOTE in ans.guarantee.notes
@@ -75,7 +77,7 @@ def test_mechanism_and_delta_checks(planner: Planner) -> None:
     with pytest.raises(QueryRefused, match="partition selection"):
         plan_budget(ps, 1.0, 0.0, None)
     gauss = plan_budget(plan, 1.0, 1e-6, "gaussian")
-    ans = answer(plan, [(500,)], [], gauss, rng=4)
+    ans = answer(plan, [(500,)], [], measure_query(plan, gauss), rng=4)
     assert ans.guarantee.delta == 1e-6 and "gaussian" in ans.guarantee.mechanism
     # Laplace does not spend the delta it was offered
     assert plan_budget(plan, 1.0, 1e-6, None).delta == 0.0
@@ -94,9 +96,9 @@ def test_partition_selection_drops_rare_keys(planner: Planner) -> None:
     plan = planner.plan('SELECT "native-country", COUNT(*) FROM adult GROUP BY "native-country"')
     budget = plan_budget(plan, 1.0, 1e-6, None)
     rows = [("Common", 5000)] + [(f"Unique-{i}", 1) for i in range(500)]
-    rng = np.random.default_rng(5)
+    rng, measurement = np.random.default_rng(5), measure_query(plan, budget)
     for _ in range(20):
-        ans = answer(plan, rows, [], budget, rng=rng)
+        ans = answer(plan, rows, [], measurement, rng=rng)
         assert [r[0] for r in ans.rows] == ["Common"]
 
 
@@ -111,8 +113,8 @@ def test_partition_selection_without_candidates_is_shaped_like_with_one(
     assert plan.result_columns[:2] == ("__g0", "__n")
     width = len(plan.result_columns)
     one = [("Atlantis",) + (1,) * (width - 1)]
-    empty = answer(plan, [], [], budget, rng=3)
-    single = answer(plan, one, [], budget, rng=3)
+    empty = answer(plan, [], [], measure_query(plan, budget), rng=3)
+    single = answer(plan, one, [], measure_query(plan, budget), rng=3)
     assert empty.rows == single.rows == []
     assert [c.to_dict() for c in empty.info] == [c.to_dict() for c in single.info]
     assert empty.guarantee == single.guarantee
@@ -125,9 +127,9 @@ def test_avg_is_clamped_and_close(planner: Planner) -> None:
     # 10,000 people of mean age 40 (count, count of age, sum of age)
     assert plan.result_columns == ("__n", "__c0", "__s0")
     values = []
-    rng = np.random.default_rng(8)
+    rng, measurement = np.random.default_rng(8), measure_query(plan, budget)
     for _ in range(200):
-        ans = answer(plan, [(10_000, 10_000, 400_000)], [], budget, rng=rng)
+        ans = answer(plan, [(10_000, 10_000, 400_000)], [], measurement, rng=rng)
         values.append(ans.rows[0][0])
         assert 17 <= ans.rows[0][0] <= 90
     # centred sum noise scale (90-17)/2 / 0.5 = 73 -> sd of the mean ~ 73*sqrt2/1e4 ~ 0.01
@@ -140,7 +142,7 @@ def test_order_limit_offset_are_post_processing(planner: Planner) -> None:
                         "LIMIT 2 OFFSET 1")
     rows = [("White", 20_000), ("Black", 3000), ("Asian-Pac-Islander", 900), ("Other", 250),
             ("Amer-Indian-Eskimo", 280)]
-    ans = answer(plan, rows, [], plan_budget(plan, 2.0, 0, None), rng=6)
+    ans = answer(plan, rows, [], measure_query(plan, plan_budget(plan, 2.0, 0, None)), rng=6)
     assert [r[0] for r in ans.rows] == ["Black", "Asian-Pac-Islander"]
 
 

@@ -16,6 +16,7 @@ from privlab.measure.stats.variance import square_bound
 from privlab.query.config import parse_config
 from privlab.query.demo import adult_config, adult_frame
 from privlab.query.gateway import Gateway
+from privlab.query.measurement import measure_query
 from privlab.query.noise import answer, plan_budget
 from privlab.query.planner import Planner, Primitive, QueryRefused
 
@@ -61,7 +62,7 @@ def test_values_are_the_registry_post_processing_of_the_noisy_sums(planner: Plan
     y = ages - 53.5
     row = (len(ages), len(ages), float(ages.sum()), float((y * y).sum()))
     budget = plan_budget(plan, 3.0, 0.0, None)
-    ans = answer(plan, [row], [], budget, rng=5)
+    ans = answer(plan, [row], [], measure_query(plan, budget), rng=5)
     var, sd = ans.rows[0]
     hw_var, hw_sd = (c.confidence_interval_95[0] for c in ans.info)
     assert abs(var - ages.var()) <= hw_var and abs(sd - ages.std()) <= hw_sd

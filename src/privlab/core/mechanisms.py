@@ -100,6 +100,21 @@ def _cached(plan: Callable[..., _T]) -> Callable[..., _T]:
     return calibrate
 
 
+def draw_on_grid(arr: np.ndarray, granularity: float, steps: float, *, gaussian: bool,
+                 exact: bool, integer_valued: bool, rng: RngLike) -> np.ndarray:
+    """The draw of a calibrated discrete Laplace (`steps` = its scale in grid steps) or
+    discrete Gaussian (`steps` = sigma in grid steps): `arr` rounded onto the grid plus the
+    noise, in the value's units (int64 for integer data on the unit grid). The mechanisms
+    below and the gateway's `QueryMeasurement` (calibrated once per query shape) share it,
+    so a calibration made ahead of the data draws exactly what the mechanism would."""
+    _check_integral(arr, exact)
+    gen = make_rng(rng)
+    sampler = discrete_gaussian if gaussian else discrete_laplace
+    noisy = round_to_grid(arr, granularity) + sampler(steps, size=arr.shape or None, rng=gen)
+    out = np.asarray(noisy, dtype=np.float64) * granularity
+    return out.astype(np.int64) if (integer_valued and granularity == 1.0) else out
+
+
 @_cached
 def laplace_plan(sensitivity: float, epsilon: float, changed: int = 1,
                  granularity: float | None = None, integer_valued: bool = False
@@ -140,11 +155,8 @@ def laplace_mechanism(
     m = _changed(changed_coordinates, arr.size, scalar)
     g, l1_grid, exact, scale_steps = laplace_plan(sensitivity, epsilon, m, granularity,
                                                   integer_valued)
-    _check_integral(arr, exact)
-    gen = make_rng(rng)
-    steps = round_to_grid(arr, g) + discrete_laplace(scale_steps, size=arr.shape or None, rng=gen)
-    out = np.asarray(steps, dtype=np.float64) * g
-    out = out.astype(np.int64) if (integer_valued and g == 1.0) else out
+    out = draw_on_grid(arr, g, scale_steps, gaussian=False, exact=exact,
+                       integer_valued=integer_valued, rng=rng)
     guarantee = PrivacyGuarantee(
         epsilon=epsilon, delta=0.0, neighbouring=neighbouring, model=model,
         mechanism=f"{mechanism_name} (discrete Laplace on grid {g:g})", accountant="exact",
@@ -247,11 +259,8 @@ def gaussian_mechanism(
     m = _changed(changed_coordinates, arr.size, scalar)
     g, exact, sigma_steps, slack, eps_cal, how = gaussian_plan(
         sensitivity, epsilon, delta, m, max(arr.size, 1), granularity, integer_valued)
-    _check_integral(arr, exact)
-    gen = make_rng(rng)
-    steps = round_to_grid(arr, g) + discrete_gaussian(sigma_steps, size=arr.shape or None, rng=gen)
-    out = np.asarray(steps, dtype=np.float64) * g
-    out = out.astype(np.int64) if (integer_valued and g == 1.0) else out
+    out = draw_on_grid(arr, g, sigma_steps, gaussian=True, exact=exact,
+                       integer_valued=integer_valued, rng=rng)
     guarantee = PrivacyGuarantee(
         epsilon=epsilon, delta=delta, neighbouring=neighbouring, model=model,
         mechanism=f"gaussian (discrete Gaussian on grid {g:g})", accountant=how,

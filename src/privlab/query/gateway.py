@@ -3,8 +3,9 @@
 Order of operations is the privacy argument:
 
 1. The SQL is validated and rewritten (`Planner`); the budget split and every noise
-   parameter are checked on a dry run *before* any charge, so a refusal costs nothing and
-   depends on nothing but the query text and the public config.
+   parameter are calibrated (`QueryMeasurement`, once per normalised plan and budget)
+   *before* any charge, so a refusal costs nothing and depends on nothing but the query
+   text and the public config.
 2. The ledger charge commits (`BudgetLedger.charge_many` through `GroupCommitter`: one
    serialized transaction that refuses past the budget, shared with the charges of other
    queries arriving at the same time) BEFORE the engine runs. A crash after this point leaves
@@ -41,7 +42,6 @@ import logging
 import os
 import threading
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -49,13 +49,14 @@ import numpy as np
 from privlab.core.group_commit import GroupCommitter
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.ledger import BudgetLedger, ChargeRequest
-from privlab.core.rng import SEEDED_NOTE, secure_generator
+from privlab.core.rng import secure_generator
 from privlab.engines import Engine, open_engine
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, AuditLogBroken
 from privlab.query.commit import BudgetView, ChargeAndAudit, Commit, shared_database
 from privlab.query.config import AnalystSpec, GatewayConfig
-from privlab.query.noise import Answer, Budget, answer, dry_run, plan_budget
+from privlab.query.measurement import MeasurementCache, QueryMeasurement
+from privlab.query.noise import Answer, Budget, answer, plan_budget
 from privlab.query.planner import Planner, QueryPlan, QueryRefused
 from privlab.utils.closing import Closing
 
@@ -138,8 +139,8 @@ class Gateway(Closing):
             self.joint: ChargeAndAudit | None = None
             self._seeded_rng = np.random.default_rng(rng) if rng is not None else None
             self._local = threading.local()
-            self._dry: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-            self._dry_lock = threading.Lock()
+            # one calibrated measurement per normalised plan and budget (issue 31)
+            self.measurements = MeasurementCache(1024)
             self._seed_lock = threading.Lock()
             if not check_only:
                 # concurrent queries' charges share one transaction and one disk flush
@@ -208,7 +209,7 @@ class Gateway(Closing):
     # -- the query path ---------------------------------------------------------------------
 
     def _validate(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any,
-                  mechanism: str | None) -> tuple[QueryPlan, Budget, dict[str, Any]]:
+                  mechanism: str | None) -> tuple[QueryPlan, QueryMeasurement]:
         plan = self.planner.plan(sql, analyst.tables)
         eps = check_epsilon(epsilon)
         dlt = check_delta(delta)
@@ -231,24 +232,9 @@ class Gateway(Closing):
             if dlt > 0 and n is not None and not t.spec.public and dlt >= 1.0 / n:
                 raise QueryRefused(f"delta={dlt:g} must be below 1/n = {1.0 / n:g} for table "
                                    f"{t.spec.name!r} (tables.{t.spec.name}.public_size = {n})")
-        budget = plan_budget(plan, eps, dlt, mechanism)
-        # The noise parameters depend on the plan's structure, not on its literals (those
-        # are parameters of plan.sql): queries differing only in literals share a dry run.
-        key = (plan.sql, plan.quantile_sql, plan.primitives,
-               tuple((o.kind, o.measure, o.q) for o in plan.outputs), budget)
-        with self._dry_lock:
-            guarantee = self._dry.get(key)
-        if guarantee is None:
-            # validates every noise parameter before the charge; refuses what it cannot
-            # calibrate (it reads no row, so the refusal depends on nothing private)
-            dry = dry_run(plan, budget)
-            guarantee = dry.guarantee.to_dict()
-            guarantee["notes"] = [n for n in guarantee["notes"] if n != SEEDED_NOTE]
-            with self._dry_lock:
-                self._dry[key] = guarantee
-                while len(self._dry) > 1024:
-                    self._dry.popitem(last=False)
-        return plan, budget, guarantee
+        # every noise parameter, calibrated before the charge from the plan's structure (a
+        # refusal reads no row); cached: queries differing only in literals share it
+        return plan, self.measurements.get(plan, plan_budget(plan, eps, dlt, mechanism))
 
     def query(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
               mechanism: str | None = None) -> dict[str, Any]:
@@ -263,11 +249,12 @@ class Gateway(Closing):
                       epsilon=epsilon if isinstance(epsilon, (int, float)) else None,
                       delta=delta if isinstance(delta, (int, float)) else None)
         try:
-            plan, budget, guarantee = self._validate(analyst, sql, epsilon, delta, mechanism)
+            plan, measurement = self._validate(analyst, sql, epsilon, delta, mechanism)
         except InvalidInputError as exc:
             self.audit.record(qid, "refused", reason=str(exc)[:300],
                               **{**common, "sql": compact_sql(sql)})
             raise QueryRefused(str(exc)) from None
+        budget, guarantee = measurement.budget, measurement.guarantee_dict
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
         if self.joint is not None:
             request = ChargeRequest(analyst.principal, budget.epsilon, budget.delta,
@@ -275,7 +262,7 @@ class Gateway(Closing):
             token = self._view.reserve(request)
             if token is not None:
                 try:
-                    return self._query_joint(qid, plan, budget, request, common)
+                    return self._query_joint(qid, plan, measurement, request, common)
                 finally:
                     self._view.release(token)
         try:
@@ -297,7 +284,8 @@ class Gateway(Closing):
             self._view.learn(entry)
         decision, reason = "released", None
         try:
-            response, body = self._respond(qid, self._compute(plan, budget), budget, entry)
+            response, body = self._respond(qid, self._compute(plan, measurement), budget,
+                                           entry)
         except Exception as exc:
             # Same status, charge, keys and text as a success (module docstring): the
             # mechanism on the empty result, a fixed input that depends on no row.
@@ -307,9 +295,9 @@ class Gateway(Closing):
             reason = (f"{type(exc).__name__} after the charge; answered with the mechanism on "
                       "the empty result")
             try:
-                response, body = self._respond(qid, self._fallback(plan, budget), budget,
+                response, body = self._respond(qid, self._fallback(plan, measurement), budget,
                                                entry)
-            except Exception as exc2:  # data-independent: the dry run did the same
+            except Exception as exc2:  # data-independent: the measurement was built
                 self._audit_failure(qid, entry, budget, exc2, common)
                 raise QueryFailed(f"the query could not be computed (query id {qid}); "
                                   "the charge stands") from None
@@ -328,14 +316,15 @@ class Gateway(Closing):
         self._local.last_body = body
         return response
 
-    def _query_joint(self, qid: str, plan: QueryPlan, budget: Budget,
+    def _query_joint(self, qid: str, plan: QueryPlan, measurement: QueryMeasurement,
                      request: ChargeRequest, common: dict[str, Any]) -> dict[str, Any]:
         """The one-commit path (`privlab.query.commit`): compute, then charge and audit in
         one transaction, then answer. The answer exists only in this thread until the
         commit returned; if the charge is refused or the commit fails it is dropped."""
         decision, reason = "released", None
+        budget = measurement.budget
         try:
-            result = self._compute(plan, budget)
+            result = self._compute(plan, measurement)
             head = self._head(qid, result, budget)
         except Exception as exc:
             # as on the charge-first path: the mechanism on the empty result, same charge
@@ -345,9 +334,9 @@ class Gateway(Closing):
             reason = (f"{type(exc).__name__} after the charge; answered with the mechanism on "
                       "the empty result")
             try:
-                result = self._fallback(plan, budget)
+                result = self._fallback(plan, measurement)
                 head = self._head(qid, result, budget)
-            except Exception as exc2:  # data-independent: the dry run did the same
+            except Exception as exc2:  # data-independent: the measurement was built
                 head = None
                 decision, reason = "error", f"{type(exc2).__name__} after the charge"
         released: dict[str, Any] = {"decision": decision, "reason": reason,
@@ -414,22 +403,22 @@ class Gateway(Closing):
         body = json.dumps(response, allow_nan=False, separators=(",", ":")).encode("utf-8")
         return response, body
 
-    def _fallback(self, plan: QueryPlan, budget: Budget) -> Answer:
+    def _fallback(self, plan: QueryPlan, measurement: QueryMeasurement) -> Answer:
         """The mechanism applied to the empty result: what is released when the engine
         failed after the charge. It reads no row, so it is DP for any data."""
         if self._seeded_rng is not None:
             with self._seed_lock:
-                return answer(plan, [], [], budget, rng=self._seeded_rng)
-        return answer(plan, [], [], budget, rng=self._rng(), seeded=False)
+                return answer(plan, [], [], measurement, rng=self._seeded_rng)
+        return answer(plan, [], [], measurement, rng=self._rng(), seeded=False)
 
-    def _compute(self, plan: QueryPlan, budget: Budget) -> Answer:
+    def _compute(self, plan: QueryPlan, measurement: QueryMeasurement) -> Answer:
         rows = self.engine.run(plan.sql, plan.params)
         values = self.engine.run(plan.quantile_sql, plan.quantile_params) \
             if plan.quantile_sql else []
         if self._seeded_rng is not None:
             with self._seed_lock:
-                return answer(plan, rows, values, budget, rng=self._seeded_rng)
-        return answer(plan, rows, values, budget, rng=self._rng(), seeded=False)
+                return answer(plan, rows, values, measurement, rng=self._seeded_rng)
+        return answer(plan, rows, values, measurement, rng=self._rng(), seeded=False)
 
     def _audit_failure(self, qid: str, entry: Any, budget: Budget, exc: Exception,
                        common: dict[str, Any]) -> None:

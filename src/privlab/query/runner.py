@@ -2,9 +2,10 @@
 Spark), without HTTP, API keys or an audit log.
 
 Same steps and order as `Gateway.query`: plan (sqlglot whitelist, clamping, contribution
-bounding), split the budget and dry-run every noise parameter, charge the ledger (when one is
-given) *before* the engine runs, then add noise on the caller's side with the grid-valued
-samplers. The returned `Answer` carries the same `PrivacyGuarantee` the gateway would.
+bounding), split the budget and calibrate every noise parameter (`QueryMeasurement`, cached
+per normalised plan), charge the ledger (when one is given) *before* the engine runs, then
+add noise on the caller's side with the grid-valued samplers. The returned `Answer` carries
+the same `PrivacyGuarantee` the gateway would.
 
     from privlab.engines.spark import SparkEngine
     q = DPQuery({"people": {"columns": {...}}}, SparkEngine({"people": "people.parquet"}))
@@ -21,7 +22,8 @@ from privlab.core.rng import RngLike
 from privlab.engines import Engine
 from privlab.errors import InvalidInputError
 from privlab.query.config import GatewayConfig, _join, _limits, _table
-from privlab.query.noise import Answer, answer, dry_run, plan_budget
+from privlab.query.measurement import MeasurementCache
+from privlab.query.noise import Answer, answer, plan_budget
 from privlab.query.planner import Planner, QueryPlan
 from privlab.utils.closing import Closing
 
@@ -63,6 +65,7 @@ class DPQuery(Closing):
             engine.check_tables(self.config)
         self.planner = Planner(self.config, dialect=engine.dialect,
                                placeholder=engine.placeholder)
+        self.measurements = MeasurementCache(256)
 
     def plan(self, sql: str) -> QueryPlan:
         return self.planner.plan(sql)
@@ -80,13 +83,15 @@ class DPQuery(Closing):
         plan = self.planner.plan(sql)
         eps, dlt = check_epsilon(epsilon), check_delta(delta)
         budget = plan_budget(plan, eps, dlt, mechanism)
-        dry = dry_run(plan, budget)  # validates every noise parameter first (QueryRefused)
+        # every noise parameter, calibrated before the charge (QueryRefused), once per
+        # normalised plan and budget
+        measurement = self.measurements.get(plan, budget)
         if self.ledger is not None:
             self.ledger.charge(self.principal, budget.epsilon, budget.delta,
                                description=f"privlab DPQuery: {sql}",
-                               guarantee=dry.guarantee.to_dict())
+                               guarantee=measurement.guarantee_dict)
         rows, values = self.exact(plan)
-        return answer(plan, rows, values, budget, rng=rng)
+        return answer(plan, rows, values, measurement, rng=rng)
 
     def close(self) -> None:
         self.engine.close()

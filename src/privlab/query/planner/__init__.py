@@ -25,8 +25,9 @@ the data. The rewrite clamps every aggregated value into its public bounds and k
 so the sensitivity of every aggregate is known before the engine runs.
 
 One module per job: `limits` (text limits, tokenizing, parsing), `cache` (the plan cache and
-its lock), `validate` (the tree walk that accepts or refuses and builds the plan), `sqlgen`
-(the generated SQL), `plan` (the plan objects); `Planner` composes them.
+its lock), `validate` (the tree walk that accepts or refuses and builds the plan), `filters`
+(WHERE and JOIN ... ON, translated as they are checked), `outputs` (the select list),
+`sqlgen` (the generated SQL), `plan` (the plan objects); `Planner` composes them.
 """
 
 from __future__ import annotations
