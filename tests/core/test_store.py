@@ -2,14 +2,12 @@
 
 Both stores read their location the same way, open SQLite with the same settings (but their
 own `synchronous`), and let the database refuse edits of their append-only tables. The
-PostgreSQL variant runs only when PRIVLAB_TEST_POSTGRES_URL is set (its own schema, dropped
-afterwards).
+PostgreSQL variant runs only when PRIVLAB_TEST_POSTGRES_URL is set (`ledger_url`,
+tests/core/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,31 +18,6 @@ from privlab.core.ledger import BudgetLedger
 from privlab.core.store import SqlStore, database_url, remove_sqlite_files, same_database
 from privlab.errors import InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog
-
-PG_ENV = "PRIVLAB_TEST_POSTGRES_URL"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
-    """One fresh database on each backend (the ledger and the audit log share it)."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    pytest.importorskip("psycopg", reason="PostgreSQL store test: needs the postgres extra: "
-                        "pip install -e '.[postgres]'")
-    base = os.environ.get(PG_ENV)
-    if not base:
-        pytest.skip(f"PostgreSQL store test: set {PG_ENV}=postgresql+psycopg://USER@HOST/DB "
-                    "to run it (CI provides one)")
-    schema = "privlab_test_" + uuid.uuid4().hex[:12]
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
 
 
 def test_a_path_is_an_absolute_sqlite_url_and_a_bad_one_names_the_setting(tmp_path, monkeypatch):
@@ -94,10 +67,10 @@ def _sqlite_pragma(store: SqlStore, name: str) -> int:
         return int(conn.exec_driver_sql(f"PRAGMA {name}").scalar_one())
 
 
-def test_ledger_and_audit_log_share_one_store_in_one_database(db_url):
+def test_ledger_and_audit_log_share_one_store_in_one_database(ledger_url):
     """One database holds both; each keeps its durability; the database itself refuses an
     edit of either's append-only rows."""
-    with BudgetLedger(db_url) as book, AuditLog(db_url) as audit:
+    with BudgetLedger(ledger_url) as book, AuditLog(ledger_url) as audit:
         assert isinstance(book, SqlStore) and isinstance(audit, SqlStore)
         assert same_database(book.url, audit.url)
         book.set_budget("alice", 1.0)
