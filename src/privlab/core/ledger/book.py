@@ -322,7 +322,7 @@ class BudgetLedger(SqlStore):
     def _charge_in(self, cur: Any, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
                    dlt: Decimal, description: str, guarantee_text: str | None) -> LedgerEntry:
         """One charge inside an open write transaction (`cur`: a DBAPI cursor, see
-        `privlab.core.dbapi`); raises before writing if refused."""
+        `privlab.core.store.dbapi`); raises before writing if refused."""
         cur.execute(sql.select, {"name": name})
         found = cur.fetchall()
         if not found:

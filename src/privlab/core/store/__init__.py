@@ -9,8 +9,8 @@ protect a database the same way:
   stores are one database, SQLite's journal files beside a database;
 * `engine`: `SqlStore`, the base of `BudgetLedger` and `AuditLog`: the engine and its
   connect-time settings (WAL, `synchronous`, busy timeout), `BEGIN IMMEDIATE` for writers, the
-  writer lock (`privlab.core.writer_lock`), fork handling, transactions whose database errors
-  become one line, the hot-path driver cursor (`privlab.core.dbapi`), and `close()` / the
+  writer lock (`privlab.core.store.writer_lock`), fork handling, transactions whose database errors
+  become one line, the hot-path driver cursor (`privlab.core.store.dbapi`), and `close()` / the
   dropped-open warning (`privlab.utils.closing`);
 * `schema`: append-only triggers (UPDATE / DELETE / TRUNCATE refused by the database), the
   advisory lock that serializes PostgreSQL's first-time creation, a meta table's value.

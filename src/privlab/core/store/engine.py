@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from privlab.core.dbapi import write_transaction
-from privlab.core.writer_lock import WriterLock, sqlite_file
+from privlab.core.store.dbapi import write_transaction
+from privlab.core.store.writer_lock import WriterLock, sqlite_file
 from privlab.errors import PrivlabError
 from privlab.utils.closing import Closing
 
@@ -166,7 +166,7 @@ class SqlStore(Closing):
 
     @contextmanager
     def _write_cursor(self, setup: tuple[str, ...] = (), who: str = "") -> Iterator[Any]:
-        """A DBAPI cursor in one write transaction (`privlab.core.dbapi`), committed when the
+        """A DBAPI cursor in one write transaction (`privlab.core.store.dbapi`), committed when the
         body returns; `setup` runs after the store's own; driver errors become
         `_driver_error(exc, who)` and nothing is committed."""
         engine = self._engine_now()

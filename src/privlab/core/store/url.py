@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from privlab.core.writer_lock import LOCK_SUFFIX, sqlite_file
+from privlab.core.store.writer_lock import LOCK_SUFFIX, sqlite_file
 from privlab.errors import InvalidInputError
 
 __all__ = ["SQLITE_SIDECARS", "database_url", "remove_sqlite_files", "same_database"]
