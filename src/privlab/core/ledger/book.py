@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -283,15 +283,13 @@ class BudgetLedger(SqlStore):
         prepared.sort(key=lambda item: item[1][0])
         return prepared, results
 
-    @contextmanager
-    def write_transaction(self, names: str = "") -> Iterator[Any]:
+    def write_transaction(self, names: str = "") -> AbstractContextManager[Any]:
         """A DBAPI cursor in one write transaction on the ledger's database (its writer lock,
         its `synchronous = FULL`, PostgreSQL's lock timeout), committed when the body
         returns; driver errors become one-line `PrivlabError`s and nothing is committed.
         For `charge_in`, alone or with other rows in the same commit (the gateway's audit
         row: `privlab.query.commit`)."""
-        with self._write_cursor(who=names) as cur:
-            yield cur
+        return self._write_cursor(who=names)
 
     def charge_in(self, cur: Any, requests: list[ChargeRequest]
                   ) -> list[LedgerEntry | BudgetExceededError | InvalidInputError]:

@@ -11,7 +11,7 @@ fork handling are the ones every other path uses. Everything else stays on SQLAl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -23,28 +23,34 @@ __all__ = ["write_transaction"]
 
 @contextlib.contextmanager
 def write_transaction(engine: Engine, *, writer: WriterLock | None = None,
-                      setup: tuple[str, ...] = ()) -> Iterator[Any]:
+                      setup: tuple[str, ...] = (),
+                      errors: Callable[[Exception], Exception] | None = None) -> Iterator[Any]:
     """Yield a DBAPI cursor inside a write transaction, committed if the body returns and
     rolled back if it raises. SQLite: `BEGIN IMMEDIATE` (the write lock now, after `writer`
     if given; the connection runs in the driver's autocommit mode, so nothing else begins
     for us); PostgreSQL: the driver's implicit transaction. `setup`: statements run first
-    (e.g. `SET LOCAL lock_timeout`). Driver exceptions propagate unchanged: callers
-    translate them (`engine.dialect.dbapi.Error`)."""
-    holding = writer.held() if writer is not None else contextlib.nullcontext()
-    with holding:
-        raw = engine.raw_connection()
-        try:
-            cur = raw.cursor()
+    (e.g. `SET LOCAL lock_timeout`). A driver exception (`engine.dialect.dbapi.Error`, from
+    the body or the COMMIT) is raised as `errors(exc)`, or unchanged without `errors`."""
+    try:
+        holding = writer.held() if writer is not None else contextlib.nullcontext()
+        with holding:
+            raw = engine.raw_connection()
             try:
-                if engine.dialect.name == "sqlite":
-                    cur.execute("BEGIN IMMEDIATE")
-                for statement in setup:
-                    cur.execute(statement)
-                yield cur
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    raw.rollback()
-                raise
-            raw.commit()
-        finally:
-            raw.close()  # back to the pool (which rolls back anything left open)
+                cur = raw.cursor()
+                try:
+                    if engine.dialect.name == "sqlite":
+                        cur.execute("BEGIN IMMEDIATE")
+                    for statement in setup:
+                        cur.execute(statement)
+                    yield cur
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        raw.rollback()
+                    raise
+                raw.commit()
+            finally:
+                raw.close()  # back to the pool (which rolls back anything left open)
+    except engine.dialect.dbapi.Error as exc:
+        if errors is None:
+            raise
+        raise errors(exc) from exc

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,7 @@ class SqlStore(Closing):
     _raised_as_is: tuple[type[BaseException], ...] = ()
 
     url: URL
+    dialect: str
     _engine: Engine
     _writer_lock: WriterLock | None
     _options: StoreOptions
@@ -108,6 +109,8 @@ class SqlStore(Closing):
     def _open_store(self, url: URL, options: StoreOptions, what: str) -> None:
         """Create the engine and writer lock of `url`; `what` names the store in warnings."""
         self.url = url
+        #: "sqlite" or "postgresql" (an attribute: read on every append and charge)
+        self.dialect = url.get_backend_name()
         self._options = options
         self._what = what
         self._pid = os.getpid()
@@ -118,10 +121,6 @@ class SqlStore(Closing):
         self._engine = _sqlite_engine(url, options) if self.dialect == "sqlite" else \
             sa.create_engine(url, pool_pre_ping=True, **options.postgresql_pool)
         self._arm()
-
-    @property
-    def dialect(self) -> str:
-        return self.url.get_backend_name()
 
     def _arm(self) -> None:
         """Connections may be open from now until `close()` (or a warning if dropped)."""
@@ -164,19 +163,15 @@ class SqlStore(Closing):
                 raise
             raise self._store_error(exc) from exc
 
-    @contextmanager
-    def _write_cursor(self, setup: tuple[str, ...] = (), who: str = "") -> Iterator[Any]:
-        """A DBAPI cursor in one write transaction (`privlab.core.store.dbapi`), committed when the
-        body returns; `setup` runs after the store's own; driver errors become
-        `_driver_error(exc, who)` and nothing is committed."""
-        engine = self._engine_now()
-        dbapi = engine.dialect.dbapi
-        try:
-            with write_transaction(engine, writer=self._writer_lock,
-                                   setup=self._write_setup() + setup) as cur:
-                yield cur
-        except dbapi.Error as exc:
-            raise self._driver_error(exc, who) from exc
+    def _write_cursor(self, setup: tuple[str, ...] = (),
+                      who: str = "") -> AbstractContextManager[Any]:
+        """A DBAPI cursor in one write transaction (`privlab.core.store.dbapi`), committed
+        when the body returns; `setup` runs after the store's own; driver errors become
+        `_driver_error(exc, who)` and nothing is committed. (No wrapper of its own: this is
+        on the hot path of every query.)"""
+        return write_transaction(self._engine_now(), writer=self._writer_lock,
+                                 setup=self._write_setup() + setup,
+                                 errors=lambda exc: self._driver_error(exc, who))
 
     def _store_error(self, exc: Exception) -> PrivlabError:
         """One line for a failed SQLAlchemy transaction."""
