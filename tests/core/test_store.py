@@ -101,3 +101,23 @@ def test_a_store_used_after_close_reconnects_and_is_closed_again(tmp_path: Path)
     assert not book.closed
     book.close()  # ... which close() lets go again (no ResourceWarning at collection)
     assert book.closed
+
+
+def test_a_failed_driver_write_is_one_line_and_commits_nothing(tmp_path: Path):
+    """The hot-path cursor (`_write_cursor`): a driver error, raised by a statement or the
+    COMMIT, becomes the store's own one-line error, and the transaction is rolled back."""
+    with BudgetLedger(tmp_path / "s.db") as book, AuditLog(str(tmp_path / "s.db")) as audit:
+        book.set_budget("alice", 1.0)
+        with pytest.raises(PrivlabError, match=r"^ledger .*: concurrent charge of 'alice' "
+                           "detected; nothing was charged, try again$"), \
+                book.write_transaction("'alice'") as cur:
+            cur.execute("UPDATE privlab_principals SET spent_epsilon = '0.5'")
+            cur.execute("INSERT INTO privlab_principals (name) VALUES ('alice')")  # unique
+        with pytest.raises(PrivlabError, match=r"^audit log: database error "
+                           r"\(OperationalError\)$"), audit._write_cursor() as cur:
+            cur.execute("INSERT INTO privlab_gateway_audit_meta (name, value) VALUES ('x', 'y')")
+            cur.execute("SELECT * FROM no_such_table")
+        assert book.spent("alice") == (0.0, 0.0)
+        with audit._transaction(read_only=True) as conn:
+            assert conn.exec_driver_sql("SELECT name FROM privlab_gateway_audit_meta"
+                                        ).scalars().all() == ["format"]
