@@ -1,7 +1,7 @@
 """BudgetLedger: exact charging, refusal past the budget, contention and crash safety.
 
 The PostgreSQL variants run only when PRIVLAB_TEST_POSTGRES_URL is set (each test then gets
-its own schema, dropped afterwards).
+its own schema, dropped afterwards: the `ledger_url` fixture of tests/core/conftest.py).
 """
 
 from __future__ import annotations
@@ -11,43 +11,16 @@ import os
 import signal
 import sqlite3
 import time
-import uuid
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from privlab.core.guarantee import PrivacyGuarantee
 from privlab.core.ledger import BudgetLedger, ChargeRequest
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 
-PG_ENV = "PRIVLAB_TEST_POSTGRES_URL"
 CTX = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_url(request, tmp_path):
-    """A fresh, empty ledger location on each backend."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "ledger.db")
-        return
-    pytest.importorskip("psycopg", reason="PostgreSQL ledger test: needs the postgres extra: "
-                        "pip install -e '.[postgres]'")
-    base = os.environ.get(PG_ENV)
-    if not base:
-        pytest.skip(f"PostgreSQL ledger test: set {PG_ENV}=postgresql+psycopg://USER@HOST/DB "
-                    "to run it (CI provides one)")
-    schema = "privlab_test_" + uuid.uuid4().hex[:12]
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
 
 
 # --------------------------------------------------------------------------- basics

@@ -230,7 +230,7 @@ def test_hostile_bodies_are_json_4xx_and_audited(make_live: Any,
     """An integer literal of 401 digits, a lone surrogate in the SQL (whose refusal's audit
     insert used to raise), invalid JSON, a duplicate key, a wrong type: each a JSON 400,
     nothing charged, each refusal audited (the body-level ones capped per client)."""
-    import privlab.service.app as app_module
+    import privlab.service.front_door as front_door  # the refusals' audit cap lives there
 
     app, host, port = make_live()
     auth = {"Authorization": f"Bearer {KEY_A}", "Content-Type": "application/json"}
@@ -250,7 +250,7 @@ def test_hostile_bodies_are_json_4xx_and_audited(make_live: Any,
     assert any(r.sql is not None and "\\ud800" in r.sql for r in refused)  # recorded, escaped
     body_rows = [r for r in refused if r.sql is None]
     assert len(body_rows) == 1 and "epsilon" in body_rows[0].reason  # capped: 1 per 10 s
-    monkeypatch.setattr(app_module, "AUDIT_EVERY_S", 0.0)
+    monkeypatch.setattr(front_door, "AUDIT_EVERY_S", 0.0)
     for name in ("invalid", "duplicate", "wrong_type"):
         request(host, port, "POST", "/v1/queries", auth, bodies[name])
     reasons = [r.reason for r in app.gateway.audit.all() if r.decision == "refused"

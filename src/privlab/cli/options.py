@@ -24,6 +24,7 @@ import typer
 
 from privlab.cli.common import ALLOW_WEAK_HELP
 from privlab.cli.grammar import DEPRECATED, SPELLINGS
+from privlab.errors import InvalidInputError
 
 
 def flags(concept: str) -> tuple[str, ...]:
@@ -50,6 +51,8 @@ TESTING_SEED = "Reproducible noise: for testing ONLY (default: fresh randomness)
 TESTING_RUN_SEED = "Reproducible run (seeded noise): testing ONLY (default: fresh randomness)."
 ON_INVALID = "With --schema: refuse (one-line error) or coerce values outside it."
 REPORT = "Write an HTML report here (default: none)."
+CHARGE_LEDGER = "Budget ledger (SQLite file or DB URL; default: none, nothing is charged)."
+CHARGE_PRINCIPAL = "Whose budget to charge (with --ledger; default: none)."
 
 #: `--json`: one JSON document on stdout (`cli.common.emit_json`).
 Json = Annotated[bool, option("machine output", MACHINE_OUTPUT)]
@@ -63,9 +66,20 @@ TestingRunSeed = Annotated[int, option("seed", TESTING_RUN_SEED)]
 OnInvalid = Annotated[str, option("invalid rows", ON_INVALID)]
 #: `--report`: an HTML report, none by default.
 Report = Annotated[Path, option("report", REPORT)]
+#: `--ledger` / `--principal` of a command that charges its release (both or neither:
+#: `check_charge_options`).
+ChargeLedger = Annotated[str, option("ledger", CHARGE_LEDGER)]
+ChargePrincipal = Annotated[str, option("principal", CHARGE_PRINCIPAL)]
 #: `--drop`: the old spelling of `--exclude`.
 DropAlias = Annotated[str, deprecated_option("--drop")]
 
-__all__ = ["ON_INVALID", "REPORT", "TESTING_RUN_SEED", "TESTING_SEED", "AllowWeak",
-           "DropAlias", "Json", "MACHINE_OUTPUT", "OnInvalid", "Report", "TestingRunSeed",
-           "TestingSeed", "deprecated_option", "flags", "option"]
+__all__ = ["CHARGE_LEDGER", "CHARGE_PRINCIPAL", "ON_INVALID", "REPORT", "TESTING_RUN_SEED",
+           "TESTING_SEED", "AllowWeak", "ChargeLedger", "ChargePrincipal", "DropAlias", "Json",
+           "MACHINE_OUTPUT", "OnInvalid", "Report", "TestingRunSeed", "TestingSeed",
+           "check_charge_options", "deprecated_option", "flags", "option"]
+
+
+def check_charge_options(ledger: str | None, principal: str | None) -> None:
+    """`--ledger` and `--principal` come together or not at all (a charge needs both)."""
+    if (ledger is None) != (principal is None):
+        raise InvalidInputError("--ledger and --principal go together")

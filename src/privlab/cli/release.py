@@ -37,7 +37,15 @@ from privlab.cli.common import (
     parse_range,
     warn_weak_epsilon,
 )
-from privlab.cli.options import Json, OnInvalid, TestingSeed, option
+from privlab.cli.options import (
+    ChargeLedger,
+    ChargePrincipal,
+    Json,
+    OnInvalid,
+    TestingSeed,
+    check_charge_options,
+    option,
+)
 from privlab.core import queries
 from privlab.core.guarantee import check_delta, check_epsilon
 from privlab.core.release import half_width_text
@@ -79,12 +87,8 @@ def release_cmd(
                              "(default: the schema's bins hint, else 10)."),
     q: float = typer.Option(0.5, "--q", help="quantile: which quantile, in [0, 1]."),
     delimiter: str = typer.Option(None, "--delimiter", help="Field delimiter (sniffed if unset)."),
-    ledger: Annotated[str, option("ledger",
-                                  "Budget ledger (SQLite file or DB URL; default: none, nothing is "
-                                  "charged).")] = None,
-    principal: Annotated[str, option("principal",
-                                     "Whose budget to charge (with --ledger; default: "
-                                     "none).")] = None,
+    ledger: ChargeLedger = None,
+    principal: ChargePrincipal = None,
     seed: TestingSeed = None,
     schema: Annotated[str, option("declared schema",
                                   "Declared public schema: a bundled name (privlab schema list) or "
@@ -156,8 +160,7 @@ def _check_options(epsilon: float, delta: float, bounds: str | None,
         raise InvalidInputError("--mechanism gaussian needs --delta > 0 (e.g. 1e-6)")
     if mech != "gaussian" and delta > 0 and mech is not None:
         raise InvalidInputError(f"--delta is only used by the gaussian mechanism, not {mech}")
-    if (ledger is None) != (principal is None):
-        raise InvalidInputError("--ledger and --principal go together")
+    check_charge_options(ledger, principal)
     if public_size is not None and (isinstance(public_size, bool) or public_size < 1):
         raise InvalidInputError(f"--public-size must be a whole number >= 1, got {public_size}")
     return epsilon, delta, pair, mech

@@ -21,8 +21,15 @@ import typer
 from typer.core import TyperCommand
 
 from privlab.cli.common import check_delta_strength, console, emit_json, warn_weak_epsilon
-from privlab.cli.options import Json, OnInvalid, TestingSeed, option
-from privlab.errors import InvalidInputError
+from privlab.cli.options import (
+    ChargeLedger,
+    ChargePrincipal,
+    Json,
+    OnInvalid,
+    TestingSeed,
+    check_charge_options,
+    option,
+)
 from privlab.measure.analysis import Analysis, load_plan
 from privlab.schema import load_schema
 from privlab.schema.release import public_size_of
@@ -42,12 +49,8 @@ def plan_cmd(
                                           help="With a person-level schema: keep each person's "
                                                "first M rows (default: the plan's "
                                                "max_rows_per_unit, else the schema's)."),
-    ledger: Annotated[str, option("ledger",
-                                  "Budget ledger (SQLite file or DB URL; default: none, nothing is "
-                                  "charged).")] = None,
-    principal: Annotated[str, option("principal",
-                                     "Whose budget to charge (with --ledger; default: "
-                                     "none).")] = None,
+    ledger: ChargeLedger = None,
+    principal: ChargePrincipal = None,
     out: Annotated[Path, option("output file",
                                 "Folder for the package (release.json; default: none, the "
                                 "package is only printed).")] = None,
@@ -62,8 +65,7 @@ def plan_cmd(
 ) -> None:
     """Release an analysis plan: several statistics, one budget split by weights, one charge,
     one package."""
-    if (ledger is None) != (principal is None):
-        raise InvalidInputError("--ledger and --principal go together")
+    check_charge_options(ledger, principal)
     analysis = Analysis.from_plan(load_plan(plan), schema)
     if max_rows_per_unit is not None:
         analysis.max_rows_per_unit = max_rows_per_unit

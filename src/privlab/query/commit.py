@@ -16,15 +16,14 @@ leaves neither row (and nothing was shown); a charge the budget refuses writes i
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from privlab.core.group_commit import GroupCommit
 from privlab.core.ledger import BudgetLedger, ChargeRequest, LedgerEntry, _add, _sub
+from privlab.core.store import same_database
 from privlab.errors import BudgetExceededError, PrivlabError
 from privlab.query.audit import AuditLog, row_values
 
@@ -34,18 +33,7 @@ __all__ = ["BudgetView", "ChargeAndAudit", "Commit", "shared_database"]
 def shared_database(ledger: Any, audit: AuditLog) -> bool:
     """Whether the ledger and the audit log are one database (one transaction can hold
     both rows): the same SQLite file, or the same PostgreSQL URL."""
-    if not isinstance(ledger, BudgetLedger) or ledger.dialect != audit.dialect:
-        return False
-    if ledger.dialect == "sqlite":
-        a, b = ledger.url.database, audit.url.database
-        if not a or not b or a == ":memory:" or a.startswith("file:") or \
-                b.startswith("file:"):
-            return False
-        return bool(os.path.realpath(Path(a)) == os.path.realpath(Path(b)))
-    if ledger.dialect == "postgresql":
-        return bool(ledger.url.render_as_string(hide_password=False)
-                    == audit.url.render_as_string(hide_password=False))
-    return False
+    return isinstance(ledger, BudgetLedger) and same_database(ledger.url, audit.url)
 
 
 @dataclass

@@ -8,7 +8,7 @@ forever (no timer runs until a first response), and errors the server answers it
 
 - the request line and headers limited to `limits.max_header_bytes` (431, JSON, closed);
 - the head must arrive within `limits.body_timeout_s` (408, JSON, closed); the body's
-  deadline is the front door's (`privlab.service.app.FrontDoor`);
+  deadline is the front door's (`privlab.service.front_door.FrontDoor`);
 - at most `limits.max_connections` open connections per process (503, JSON, closed);
 - a malformed request is answered 400 with the JSON error body.
 

@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dp_accounting import DpEvent, GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from dp_accounting.privacy_accountant import UnsupportedEventError
@@ -35,6 +36,14 @@ from privlab.core.accounting.pld import _RUNGS, _adaptive_pld, _pld_value, _star
 from privlab.core.accounting.rdp import _rdp_value
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.errors import InvalidInputError
+
+
+def _gaussian_delta(delta: float) -> float:
+    """A DP-SGD delta: checked, and > 0 (the Gaussian mechanism is never (eps, 0)-DP)."""
+    delta = check_delta(delta)
+    if delta == 0:
+        raise InvalidInputError("delta must be > 0: the Gaussian mechanism is never (eps, 0)-DP")
+    return delta
 
 
 def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> DpEvent:
@@ -212,9 +221,7 @@ def calibrate_dpsgd(
     """
     started = time.perf_counter()
     target = check_epsilon(target_epsilon, "target_epsilon")
-    delta = check_delta(delta)
-    if delta == 0:
-        raise InvalidInputError("delta must be > 0: the Gaussian mechanism is never (eps, 0)-DP")
+    delta = _gaussian_delta(delta)
     q = _check_sample_rate(sample_rate)
     steps = _check_count(steps, "steps")
     accountant = _check_accountant(accountant)
@@ -291,19 +298,12 @@ def calibrate_dpsgd(
     )
 
 
-def calibrate_noise_multiplier(
-    target_epsilon: float,
-    delta: float,
-    sample_rate: float,
-    steps: int,
-    accountant: str = "pld",
-    *,
-    neighbouring: str = "add_remove_record",
-    rel_tol: float = DEFAULT_SIGMA_TOL,
-) -> float:
-    """Smallest DP-SGD noise multiplier (to rel_tol, default 0.1%) with epsilon <= target."""
+def calibrate_noise_multiplier(target_epsilon: float, delta: float, sample_rate: float,
+                               steps: int, accountant: str = "pld", **options: Any) -> float:
+    """Smallest DP-SGD noise multiplier (to rel_tol, default 0.1%) with epsilon <= target;
+    `options`: `calibrate_dpsgd`'s (neighbouring, rel_tol, ...), declared there once."""
     return calibrate_dpsgd(target_epsilon, delta, sample_rate, steps, accountant,
-                           neighbouring=neighbouring, rel_tol=rel_tol).noise_multiplier
+                           **options).noise_multiplier
 
 
 def guarantee_for_dpsgd(
@@ -318,9 +318,7 @@ def guarantee_for_dpsgd(
     rel_accuracy: float = DEFAULT_REL_ACCURACY,
 ) -> PrivacyGuarantee:
     """The PrivacyGuarantee of a DP-SGD run, naming the accountant and its resolution."""
-    delta = check_delta(delta)
-    if delta == 0:
-        raise InvalidInputError("delta must be > 0: the Gaussian mechanism is never (eps, 0)-DP")
+    delta = _gaussian_delta(delta)
     event = dpsgd_event(noise_multiplier, sample_rate, steps)
     est = _estimate(event, "epsilon", delta, accountant, neighbouring, None, rel_accuracy)
     if not math.isfinite(est.value):
