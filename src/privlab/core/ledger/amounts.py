@@ -119,6 +119,18 @@ def _now() -> str:
 
 
 def _check_principal(name: Any, field: str = "principal") -> str:
+    if type(name) is str:  # a pure function of the name: the gateway charges a few names
+        return _checked_name(name, field)
+    return _read_principal(name, field)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_name(name: str, field: str) -> str:
+    """`_read_principal` of a str, memoised (a refusal raises and is not cached)."""
+    return _read_principal(name, field)
+
+
+def _read_principal(name: Any, field: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name.strip() or ""):
         raise InvalidInputError(f"{field} must be a non-empty name of at most 200 printable "
                                 f"characters, got {name!r}")
