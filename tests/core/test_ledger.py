@@ -192,8 +192,8 @@ def test_a_guarantee_serialised_once_is_stored_and_checked_like_its_dict(ledger_
         book.charge("p", 0.4, 1e-6, guarantee=once)
     with pytest.raises(InvalidInputError, match="guarantee delta=1e-06 is larger than"):
         book.charge("p", 0.5, 0.0, guarantee=once)
-    with pytest.raises(InvalidInputError, match="larger than the charged"):
-        book.charge("p", 1.0, guarantee=GuaranteeJSON.of({"epsilon": float("inf")}))
+    with pytest.raises(InvalidInputError, match="JSON serialisable"):
+        GuaranteeJSON.of({"epsilon": float("inf")})
     with pytest.raises(InvalidInputError, match="not differentially private"):
         GuaranteeJSON.of(PrivacyGuarantee.not_private("raw", "no noise"))
     assert len(book.history("p")) == 2
