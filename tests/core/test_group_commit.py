@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from privlab.core.group_commit import GroupCommitter
+import privlab.core.group_commit as group_commit_module
+from privlab.core.group_commit import GroupCommit, GroupCommitter
 from privlab.core.ledger import BudgetLedger
 from privlab.errors import BudgetExceededError
 
@@ -87,3 +88,46 @@ def test_alone_it_behaves_like_charge(tmp_path):
     with pytest.raises(BudgetExceededError):
         group.charge("alice", 0.2)
     assert group.batches == 2 and group.requests == 2
+
+
+def test_a_finished_batch_wakes_only_its_threads_and_the_next_leader(monkeypatch):
+    """Each waiting thread wakes once: when its result is in, or to lead its batch; not on
+    every batch before its own (a notify_all woke them all to sleep again: CPU under load)."""
+    wakeups = [0]
+
+    class Counting(threading.Condition):
+        def wait(self, timeout=None):  # type: ignore[no-untyped-def]
+            got = super().wait(timeout)
+            if threading.current_thread().name.startswith("waiter"):  # not the test's own
+                wakeups[0] += 1
+            return got
+
+    monkeypatch.setattr(group_commit_module.threading, "Condition", Counting)
+    first, release = threading.Event(), threading.Event()
+
+    def write_many(items):  # type: ignore[no-untyped-def]
+        if items == [0]:  # the first batch holds until the others queue behind it
+            first.set()
+            release.wait(10)
+        else:  # a disk flush: the threads woken for nothing would be back asleep by now
+            time.sleep(0.05)
+        return [i * 10 for i in items]
+
+    group = GroupCommit(write_many)
+    results: dict[int, int] = {}
+    threads = [threading.Thread(target=lambda i=i: results.update({i: group.submit(i)}),
+                                name=f"waiter{i}" if i else "first") for i in range(7)]
+    threads[0].start()
+    assert first.wait(10)
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(group._queue) < 6 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.05)  # the six are waiting, not only queued
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert results == {i: i * 10 for i in range(7)}
+    assert group.batches == 2 and group.requests == 7
+    assert wakeups[0] == 6  # one per waiting thread (the old notify_all: 11)

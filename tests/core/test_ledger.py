@@ -175,6 +175,30 @@ def test_guarantee_is_stored_and_checked(ledger_url):
     assert len(book.history("p")) == 1
 
 
+def test_a_guarantee_serialised_once_is_stored_and_checked_like_its_dict(ledger_url):
+    """`GuaranteeJSON` (the gateway's guarantee, serialised once per measurement) stores the
+    text the dict would, and each charge still refuses a claim above what it pays."""
+    from privlab.core.ledger.amounts import GuaranteeJSON
+
+    book = BudgetLedger(ledger_url)
+    book.set_budget("p", 5.0, 1e-5)
+    g = PrivacyGuarantee(0.5, 1e-6, mechanism="gaussian")
+    once = GuaranteeJSON.of(g.to_dict())
+    a = book.charge("p", 0.5, 1e-6, description="dict", guarantee=g.to_dict())
+    b = book.charge("p", 0.5, 1e-6, description="once", guarantee=once)
+    assert a.guarantee == b.guarantee == g.to_dict()
+    assert [e.guarantee for e in book.history("p")] == [g.to_dict(), g.to_dict()]
+    with pytest.raises(InvalidInputError, match="guarantee epsilon=0.5 is larger than"):
+        book.charge("p", 0.4, 1e-6, guarantee=once)
+    with pytest.raises(InvalidInputError, match="guarantee delta=1e-06 is larger than"):
+        book.charge("p", 0.5, 0.0, guarantee=once)
+    with pytest.raises(InvalidInputError, match="JSON serialisable"):
+        GuaranteeJSON.of({"epsilon": float("inf")})
+    with pytest.raises(InvalidInputError, match="not differentially private"):
+        GuaranteeJSON.of(PrivacyGuarantee.not_private("raw", "no noise"))
+    assert len(book.history("p")) == 2
+
+
 def test_reserve_commits_before_the_body_and_keeps_the_charge(ledger_url):
     book = BudgetLedger(ledger_url)
     book.set_budget("p", 1.0)

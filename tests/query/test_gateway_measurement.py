@@ -133,6 +133,34 @@ def test_a_query_with_other_literals_does_not_calibrate_again(
         assert calls["build"] == 3 and len(g.measurements) == 3
 
 
+def test_the_guarantee_is_serialised_once_per_measurement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger stores the measurement's guarantee JSON as built with it: queries of one
+    shape serialise no guarantee (issue 32), and each entry holds the measurement's."""
+    import privlab.core.ledger.amounts as amounts
+
+    serialised = [0]
+    real = amounts._serialise
+
+    def counting(guarantee: dict[str, Any]) -> str:
+        serialised[0] += 1
+        return real(guarantee)
+
+    monkeypatch.setattr(amounts, "_serialise", counting)
+    with _gateway(tmp_path) as g:
+        alice = g.config.analysts["alice"]
+        sql = "SELECT COUNT(*) FROM people WHERE age > {}"
+        g.query(alice, sql.format(30), 0.5)
+        assert serialised[0] == 1  # built with the measurement
+        entries = [g.query(alice, sql.format(n), 0.5)["ledger_entry_id"] for n in (40, 50)]
+        assert serialised[0] == 1
+        (m,) = g.measurements._items.values()
+        assert m.guarantee_json.text == json.dumps(m.guarantee_dict, sort_keys=True,
+                                                   allow_nan=False, default=str)
+        stored = {e.entry_id: e.guarantee for e in g.ledger.history(alice.principal)}
+        assert all(stored[i] == m.guarantee_dict for i in entries)
+
+
 def test_the_measurement_key_is_the_plan_without_its_literals() -> None:
     planner = Planner(parse_config({"database": "unused.duckdb", "ledger": "unused.db",
                                     "tables": _tables(), "joins": SMALL_JOINS,

@@ -30,6 +30,8 @@ __all__ = ["GroupCommit", "GroupCommitter"]
 @dataclass
 class _Waiting:
     request: Any
+    #: on the batch's lock: woken when its result is in, or to lead the next batch
+    wake: threading.Condition
     done: bool = False
     result: Any = None
 
@@ -43,7 +45,7 @@ class GroupCommit:
                  max_batch: int = 256) -> None:
         self.write_many = write_many
         self.max_batch = max_batch
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
         self._leader = False
         #: batches committed and requests in them (for benchmarks and tests)
@@ -51,26 +53,31 @@ class GroupCommit:
         self.requests = 0
 
     def submit(self, request: Any) -> Any:
-        me = _Waiting(request)
-        with self._cv:
+        me = _Waiting(request, threading.Condition(self._lock))
+        with self._lock:
             self._queue.append(me)
             while not me.done:
                 if self._leader:
-                    self._cv.wait()
+                    me.wake.wait()
                     continue
                 self._leader = True
                 batch, self._queue = self._queue[:self.max_batch], self._queue[self.max_batch:]
-                self._cv.release()
+                self._lock.release()
                 try:
                     results = self._commit(batch)
                 finally:
-                    self._cv.acquire()
+                    self._lock.acquire()
                     self._leader = False
+                # wake only the threads that have a result and the next batch's first
+                # waiter (its leader): not every waiting thread, most of which would find
+                # nothing to do and sleep again (CPU per request under load, issue 32)
                 for waiting, result in zip(batch, results, strict=True):
                     waiting.result, waiting.done = result, True
+                    waiting.wake.notify()
                 self.batches += 1
                 self.requests += len(batch)
-                self._cv.notify_all()
+                if self._queue:
+                    self._queue[0].wake.notify()
         if isinstance(me.result, BaseException):
             raise me.result
         return me.result

@@ -254,7 +254,7 @@ class Gateway(Closing):
             self.audit.record(qid, "refused", reason=str(exc)[:300],
                               **{**common, "sql": compact_sql(sql)})
             raise QueryRefused(str(exc)) from None
-        budget, guarantee = measurement.budget, measurement.guarantee_dict
+        budget, guarantee = measurement.budget, measurement.guarantee_json
         description = f"{DESCRIPTION_PREFIX}{qid} by {analyst.name}: {sql}"
         if self.joint is not None:
             request = ChargeRequest(analyst.principal, budget.epsilon, budget.delta,

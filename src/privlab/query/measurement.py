@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
+from privlab.core.ledger.amounts import GuaranteeJSON
 from privlab.core.mechanisms import draw_on_grid, gaussian_plan, laplace_plan
 from privlab.core.release import half_width
 from privlab.core.rng import RngLike
@@ -176,8 +177,10 @@ class QueryMeasurement:
     threshold: int | None  # partition selection's noisy-count threshold
     quantile_epsilon: float  # per quantile and cell: per-primitive epsilon / max_rows
     guarantee: PrivacyGuarantee  # without the seeded note (the answer adds it when seeded)
-    #: `guarantee.to_dict()`, as the ledger stores it with each charge (computed once)
+    #: `guarantee.to_dict()` (computed once)
     guarantee_dict: dict[str, Any] = field(compare=False, repr=False)
+    #: the guarantee checked and serialised once, as the ledger stores it with each charge
+    guarantee_json: GuaranteeJSON = field(compare=False, repr=False)
 
 
 def _sensitivity(plan: QueryPlan, primitive: Primitive, changed: int) -> tuple[float, bool]:
@@ -259,8 +262,9 @@ def _build(plan: QueryPlan, budget: Budget) -> QueryMeasurement:
                                     budget.selection_delta) if plan.partition_selection \
         else None
     guarantee = _guarantee(plan, budget, threshold)
+    as_dict = guarantee.to_dict()
     return QueryMeasurement(budget, plan.primitives, cells, changed, scalar, noises, threshold,
-                            quantile_epsilon, guarantee, guarantee.to_dict())
+                            quantile_epsilon, guarantee, as_dict, GuaranteeJSON.of(as_dict))
 
 
 def measure_query(plan: QueryPlan, budget: Budget) -> QueryMeasurement:

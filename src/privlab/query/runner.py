@@ -89,7 +89,7 @@ class DPQuery(Closing):
         if self.ledger is not None:
             self.ledger.charge(self.principal, budget.epsilon, budget.delta,
                                description=f"privlab DPQuery: {sql}",
-                               guarantee=measurement.guarantee_dict)
+                               guarantee=measurement.guarantee_json)
         rows, values = self.exact(plan)
         return answer(plan, rows, values, measurement, rng=rng)
 

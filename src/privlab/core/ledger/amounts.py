@@ -10,10 +10,12 @@ principal's name, the guarantee stored with a charge).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import numbers
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import (
     ROUND_CEILING,
@@ -44,6 +46,22 @@ _NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 def _amount(value: Any, field: str, *, rounding: str, upper: Decimal,
             upper_inclusive: bool, allow_zero: bool) -> Decimal:
     """Read a user amount as an exact decimal (floats through their shortest repr)."""
+    if type(value) is float:  # a pure function of the float: the gateway's repeated amounts
+        return _float_amount(value, field, rounding, upper, upper_inclusive, allow_zero)
+    return _read_amount(value, field, rounding=rounding, upper=upper,
+                        upper_inclusive=upper_inclusive, allow_zero=allow_zero)
+
+
+@functools.lru_cache(maxsize=4096)
+def _float_amount(value: float, field: str, rounding: str, upper: Decimal,
+                  upper_inclusive: bool, allow_zero: bool) -> Decimal:
+    """`_read_amount` of a float, memoised (a refusal raises and is not cached)."""
+    return _read_amount(value, field, rounding=rounding, upper=upper,
+                        upper_inclusive=upper_inclusive, allow_zero=allow_zero)
+
+
+def _read_amount(value: Any, field: str, *, rounding: str, upper: Decimal,
+                 upper_inclusive: bool, allow_zero: bool) -> Decimal:
     if isinstance(value, bool):
         raise InvalidInputError(f"{field} must be a number, got {value!r}")
     try:
@@ -101,16 +119,26 @@ def _now() -> str:
 
 
 def _check_principal(name: Any, field: str = "principal") -> str:
+    if type(name) is str:  # a pure function of the name: the gateway charges a few names
+        return _checked_name(name, field)
+    return _read_principal(name, field)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_name(name: str, field: str) -> str:
+    """`_read_principal` of a str, memoised (a refusal raises and is not cached)."""
+    return _read_principal(name, field)
+
+
+def _read_principal(name: Any, field: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name.strip() or ""):
         raise InvalidInputError(f"{field} must be a non-empty name of at most 200 printable "
                                 f"characters, got {name!r}")
     return name.strip()
 
 
-def _guarantee_json(guarantee: Any, epsilon: Decimal, delta: Decimal) -> str | None:
-    """Serialise the guarantee stored with a charge and check it does not claim more than paid."""
-    if guarantee is None:
-        return None
+def _guarantee_mapping(guarantee: Any) -> dict[str, Any]:
+    """The guarantee as a dict, refused if it is not one or says it is not DP."""
     if hasattr(guarantee, "to_dict"):
         guarantee = guarantee.to_dict()
     if not isinstance(guarantee, dict):
@@ -119,18 +147,64 @@ def _guarantee_json(guarantee: Any, epsilon: Decimal, delta: Decimal) -> str | N
     if guarantee.get("is_dp") is False:
         raise InvalidInputError("guarantee: a release that is not differentially private cannot "
                                 "be charged to a privacy budget; do not charge it")
-    for key, paid in (("epsilon", epsilon), ("delta", delta)):
+    return guarantee
+
+
+def _claims(guarantee: dict[str, Any]) -> tuple[tuple[str, Any, Decimal | None], ...]:
+    """(key, claimed value, its exact decimal or None when not finite) of the epsilon and
+    delta the guarantee states as numbers."""
+    found = []
+    for key in ("epsilon", "delta"):
         claimed = guarantee.get(key)
         if not isinstance(claimed, numbers.Real) or isinstance(claimed, bool):
             continue
-        if not math.isfinite(float(claimed)) or Decimal(repr(float(claimed))) > paid:
-            raise InvalidInputError(f"guarantee {key}={claimed} is larger than the charged "
-                                    f"{key}={_text(paid)}; charge what the release spends")
+        finite = math.isfinite(float(claimed))
+        found.append((key, claimed, Decimal(repr(float(claimed))) if finite else None))
+    return tuple(found)
+
+
+def _serialise(guarantee: dict[str, Any]) -> str:
     try:
         return json.dumps(guarantee, sort_keys=True, allow_nan=False, default=str)
     except ValueError as exc:
         raise InvalidInputError(f"guarantee must be JSON serialisable: {exc}") from None
 
+
+@dataclass(frozen=True)
+class GuaranteeJSON:
+    """A guarantee checked and serialised once, as the ledger stores it with each charge:
+    what a caller charging the same guarantee many times hands over (the gateway builds one
+    per `QueryMeasurement`). Each charge still checks its claims against what it pays."""
+
+    text: str
+    claims: tuple[tuple[str, Any, Decimal | None], ...]
+
+    @classmethod
+    def of(cls, guarantee: Any) -> GuaranteeJSON:
+        mapping = _guarantee_mapping(guarantee)
+        return cls(_serialise(mapping), _claims(mapping))
+
+
+def _check_claims(claims: tuple[tuple[str, Any, Decimal | None], ...], epsilon: Decimal,
+                  delta: Decimal) -> None:
+    for key, claimed, exact in claims:
+        paid = epsilon if key == "epsilon" else delta
+        if exact is None or exact > paid:
+            raise InvalidInputError(f"guarantee {key}={claimed} is larger than the charged "
+                                    f"{key}={_text(paid)}; charge what the release spends")
+
+
+def _guarantee_json(guarantee: Any, epsilon: Decimal, delta: Decimal) -> str | None:
+    """Serialise the guarantee stored with a charge and check it does not claim more than paid
+    (a `GuaranteeJSON`: serialised already, its claims checked here)."""
+    if guarantee is None:
+        return None
+    if isinstance(guarantee, GuaranteeJSON):
+        _check_claims(guarantee.claims, epsilon, delta)
+        return guarantee.text
+    mapping = _guarantee_mapping(guarantee)
+    _check_claims(_claims(mapping), epsilon, delta)
+    return _serialise(mapping)
 
 
 def check_budget(principal: str, epsilon: Any, delta: Any = 0.0) -> tuple[str, Decimal, Decimal]:
