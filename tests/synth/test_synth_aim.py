@@ -197,6 +197,24 @@ def test_workload_and_candidates() -> None:
             pd.DataFrame({"a": ["x", "y"] * 20}), None)
 
 
+@pytest.mark.parametrize(("rounds", "runs"), [(3, False), (7, False), (8, True)])
+def test_rounds_below_the_column_count_are_refused(adult_small, rounds, runs) -> None:
+    """Issue 32: fewer rounds than columns used to die in the budget arithmetic ("math domain
+    error"); now one line names the field and the fix, and rounds = columns runs."""
+    cols = ["age", "workclass", "education", "marital-status", "sex", "race",
+            "hours-per-week", "salary"]
+    synth = AIMSynthesizer(schema=adult_any_missing().select(cols), rng=1, rounds=rounds,
+                           round_iters=5, final_iters=5)
+    if not runs:
+        with pytest.raises(InvalidInputError, match=rf"rounds={rounds} is fewer than the 8 "
+                                                    r"synthesized columns.*rounds >= 8"):
+            synth.fit(adult_small[cols], 1.0, 1e-6)
+        assert not synth.account.steps  # refused before anything was spent
+        return
+    synth.fit(adult_small[cols], 1.0, 1e-6)
+    assert [r["round"] for r in synth.round_log] == [1]
+
+
 def test_aim_beats_mst_on_adult_three_way_fidelity(adult) -> None:
     """Adult, 8,000 training rows, epsilon 2: AIM's 3-way TVD (against held-out rows) is
     below MST's. One seed each; the gap measured on the full data is 0.11 vs 0.12+."""

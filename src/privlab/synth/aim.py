@@ -157,6 +157,7 @@ class AIMSynthesizer(Synthesizer):
         assert self.domain is not None
         names, sizes = self.domain.names, self.domain.sizes
         d = len(names)
+        self._check_rounds(d)
         workload = [tuple(sorted(names.index(c) for c in w))
                     for w in parse_workload(self.workload_spec, names)]
         cands = candidate_weights(workload)
@@ -175,6 +176,16 @@ class AIMSynthesizer(Synthesizer):
             oracle.close()
         self._run(answers, cands, sizes, names, rho, gen)
         self._guarantee = self.account.guarantee(delta_z, self.mechanism)
+
+    def _check_rounds(self, d: int) -> None:
+        """Refuse `rounds` below the column count before anything is read or spent: the
+        noise scale gives each 1-way marginal 1/rounds of the measurement budget, so fewer
+        rounds than columns would spend more than the whole budget on them."""
+        if self.rounds is not None and self.rounds < d:
+            raise InvalidInputError(
+                f"rounds={self.rounds} is fewer than the {d} synthesized columns: AIM measures "
+                f"every 1-way marginal at one round's cost first; use rounds >= {d} or leave "
+                f"it unset ({ROUNDS_PER_COLUMN} x columns)")
 
     def _marginal_source(self, prep: Prepared) -> MarginalSource:
         """Where the exact marginals come from: the encoded rows in memory here;
