@@ -44,7 +44,7 @@ from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
 from privlab.synth.domain import ColumnPlan
-from privlab.synth.marginals import CodeMarginals, MarginalSource
+from privlab.synth.marginals import CodeMarginals, MarginalSource, narrow
 from privlab.synth.pgm import (
     Clique,
     Measurement,
@@ -191,8 +191,11 @@ class AIMSynthesizer(Synthesizer):
         """Where the exact marginals come from: the encoded rows in memory here;
         `privlab.synth.spark.SparkAIMSynthesizer` counts them on Spark (tables come back)."""
         assert self.domain is not None
-        # one contiguous array per column, counted by bincount (issue 32)
-        return CodeMarginals(self.domain.encode(prep.frame), self.domain.sizes)
+        # one column at a time into its smallest dtype, counted by bincount (issue 32): the
+        # codes never exist as an (n, d) int64 matrix
+        return CodeMarginals([narrow(c.encode(prep.frame[c.name]), size) for c, size in
+                              zip(self.domain.columns, self.domain.sizes, strict=True)],
+                             self.domain.sizes)
 
     # ------------------------------------------------------------------ the AIM loop
     def _measure(self, clique: Clique, x: np.ndarray, sigma: float,
