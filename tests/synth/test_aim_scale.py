@@ -95,7 +95,9 @@ def test_code_marginals_equal_duckdb_and_count_only_maximal_cliques() -> None:
     duck.close()
     assert set(got) == set(want)
     for c in cliques:
-        assert got[c].dtype == np.float32 and got[c].shape == want[c].shape  # exact < 2^24
+        # exact: uint8/uint16 when the largest count fits, float32 below 2^24 rows
+        assert got[c].dtype == (np.uint8 if len(c) == 3 else np.float32)
+        assert got[c].shape == want[c].shape
         np.testing.assert_array_equal(got[c], want[c])
     assert oracle.scans == 10  # the ten 3-way cliques; every 1- and 2-way one is summed
 
@@ -119,6 +121,10 @@ def test_code_marginals_keep_columns_in_their_smallest_dtype() -> None:
         want.close()
     with pytest.raises(ValueError, match="outside"):
         narrow(np.array([0, 2]), 2)
+    # a counted table is held in the smallest dtype its largest count fits, exactly
+    for rows, dtype in ((255, np.uint8), (256, np.uint16), (65536, np.float32)):
+        table = CodeMarginals([np.zeros(rows, np.int64)] * 2, [2, 3]).counts([(0, 1)])[(0, 1)]
+        assert table.dtype == dtype and table[0, 0] == rows and table.sum() == rows
 
 
 def test_cached_einsum_plans_give_numpys_floats_bit_for_bit() -> None:

@@ -201,7 +201,8 @@ class AIMSynthesizer(Synthesizer):
     def _measure(self, clique: Clique, x: np.ndarray, sigma: float,
                  gen: np.random.Generator) -> Measurement:
         noise = discrete_gaussian(sigma, size=x.size, rng=gen).reshape(x.shape)
-        return Measurement(clique, x + noise, sigma)
+        # counts may be held as uint8/uint16/float32 (exact): the measurement is float64
+        return Measurement(clique, np.asarray(x, dtype=np.float64) + noise, sigma)
 
     def _run(self, answers: dict[Clique, np.ndarray], cands: dict[Clique, float],
              sizes: list[int], names: list[str], rho: float, gen: np.random.Generator

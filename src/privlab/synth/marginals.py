@@ -36,6 +36,14 @@ def narrow(codes: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(codes, dtype=np.min_scalar_type(max(int(size) - 1, 0)))
 
 
+def _count_dtype(largest: int, wide: type) -> type:
+    """The smallest dtype that holds counts up to `largest` exactly."""
+    for small in (np.uint8, np.uint16):
+        if largest <= np.iinfo(small).max:
+            return small
+    return wide
+
+
 class CodeMarginals:
     """Exact counts of marginals of integer codes in memory: an (n, d) matrix, or one array
     per column (kept in the smallest dtype; a bincount index is built in intp per query)."""
@@ -49,14 +57,16 @@ class CodeMarginals:
         n = self.cols[0].size if self.cols else 0
         # counts <= n are exact in float32 below 2^24 rows (and their sums, also <= n): half
         # the memory of float64, and every use (count - model, count + noise) promotes to
-        # float64 with the same values
+        # float64 with the same values. A counted table whose largest count fits in uint8 or
+        # uint16 is kept so (the 3-way tables of 1M rows: half of float32's 1.7 GB).
         self.dtype = np.float32 if n < 2**24 else np.float64
 
     def close(self) -> None:
         self.cols = []
 
     def counts(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
-        """Dense count arrays (axes in clique order; float32 below 2^24 rows) per clique.
+        """Dense count arrays (axes in clique order; exact integers: uint8 or uint16 when
+        the largest count fits, else float32 below 2^24 rows) per clique.
 
         Largest cliques first: a clique inside one already counted is summed out of it
         (exact: integer counts in float64), the rest are counted with one bincount each,
@@ -69,7 +79,7 @@ class CodeMarginals:
             host = inside.get(cl)
             if host is not None:
                 out[cl] = out[host].sum(axis=tuple(i for i, a in enumerate(host)
-                                                   if a not in cl))
+                                                   if a not in cl), dtype=self.dtype)
                 continue
             shape = [self.sizes[a] for a in cl]
             if not cl:
@@ -85,8 +95,8 @@ class CodeMarginals:
                     prefix = (cl[:2], flat)
             for a in cl[2:]:
                 flat = flat * self.sizes[a] + self.cols[a]
-            out[cl] = np.bincount(flat, minlength=math.prod(shape)).astype(
-                self.dtype).reshape(shape)
+            counted = np.bincount(flat, minlength=math.prod(shape))
+            out[cl] = counted.astype(_count_dtype(int(counted.max()), self.dtype)).reshape(shape)
             self.scans += 1
             for k in range(1, len(cl)):
                 for sub in itertools.combinations(cl, k):
