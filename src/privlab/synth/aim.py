@@ -178,7 +178,7 @@ class AIMSynthesizer(Synthesizer):
         self._guarantee = self.account.guarantee(delta_z, self.mechanism)
 
     def _check_rounds(self, d: int) -> None:
-        """Refuse `rounds` below the column count before anything is read or spent: the
+        """Refuse `rounds` below the column count before any count or spend: the
         noise scale gives each 1-way marginal 1/rounds of the measurement budget, so fewer
         rounds than columns would spend more than the whole budget on them."""
         if self.rounds is not None and self.rounds < d:
