@@ -239,3 +239,35 @@ def test_schema_check_of_a_person_schema_checks_each_column_alone(tmp_path, caps
     assert main(["schema", "check", str(tmp_path / "v.csv"), "--schema",
                  str(tmp_path / "v.yaml"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["problems"] == []
+
+
+@pytest.mark.parametrize("kind", ["integer", "numeric"])
+@pytest.mark.parametrize("missing", [True, False])
+def test_physical_numbers_read_as_cell_by_cell(kind, missing):
+    """Issue 32: float/int NumPy columns (Parquet) take a vectorised path; it must give the
+    values, dropped rows and refusals of the per-cell rules (the same cells as objects)."""
+    from privlab.schema.conform import _physical_floats
+
+    schema = schema_from_columns("p", {"x": {"type": kind, "bounds": [-3, 40],
+                                             "missing": missing}})
+    columns = [np.array([0.0, -3.0, 40.0, 7.0, 12.0]),
+               np.array([2.5, -0.0, 39.999, 1e300, -7.25, np.inf, -np.inf, np.nan, 40.5]),
+               np.array([1, 5, -10, 99, 40], dtype=np.int64),
+               np.array([3.5, np.nan], dtype=np.float32)]
+    for values in columns:
+        fast, slow = pd.DataFrame({"x": values}), pd.DataFrame({"x": values.astype(object)})
+        assert _physical_floats(fast["x"], (-3, 40)) is not None
+        assert _physical_floats(slow["x"], (-3, 40)) is None
+        for policy in ("coerce", "refuse"):
+            try:
+                want = conform(slow, schema, policy)
+            except InvalidInputError as exc:
+                with pytest.raises(InvalidInputError) as info:
+                    conform(fast, schema, policy)
+                assert str(info.value) == str(exc)
+                continue
+            got = conform(fast, schema, policy)
+            pd.testing.assert_frame_equal(got, want)
+    # beyond 2^53 an int64 cell is not a float: the per-cell rules read it
+    big = pd.Series(np.array([2 ** 60], dtype=np.int64))
+    assert _physical_floats(big, (-3, 40)) is None

@@ -13,7 +13,7 @@ import pytest
 
 from privlab.synth import pgm
 from privlab.synth.aim import candidate_weights
-from privlab.synth.marginals import CodeMarginals, DuckDBMarginals
+from privlab.synth.marginals import CodeMarginals, DuckDBMarginals, narrow
 from privlab.synth.pgm import JunctionTree, ModelSizer, model_size, triangulate
 
 
@@ -95,9 +95,36 @@ def test_code_marginals_equal_duckdb_and_count_only_maximal_cliques() -> None:
     duck.close()
     assert set(got) == set(want)
     for c in cliques:
-        assert got[c].dtype == np.float32 and got[c].shape == want[c].shape  # exact < 2^24
+        # exact: uint8/uint16 when the largest count fits, float32 below 2^24 rows
+        assert got[c].dtype == (np.uint8 if len(c) == 3 else np.float32)
+        assert got[c].shape == want[c].shape
         np.testing.assert_array_equal(got[c], want[c])
     assert oracle.scans == 10  # the ten 3-way cliques; every 1- and 2-way one is summed
+
+
+def test_code_marginals_keep_columns_in_their_smallest_dtype() -> None:
+    """Issue 32 (memory at 1M x 40): codes are held as uint8/uint16 per column, not an int64
+    matrix, and counting them (an intp index per query, no overflow of the small dtype)
+    gives the same tables as the int64 matrix."""
+    gen = np.random.default_rng(5)
+    sizes = [2, 256, 300, 70000]
+    codes = np.column_stack([gen.integers(0, s, 900) for s in sizes])
+    codes[0, :] = [s - 1 for s in sizes]  # the largest code of each column
+    small = CodeMarginals([codes[:, j] for j in range(4)], sizes)
+    assert [c.dtype for c in small.cols] == [np.uint8, np.uint8, np.uint16, np.uint32]
+    cliques = [(0, 1, 2), (1, 2), (0, 3), (3,)]
+    got, want = small.counts(cliques), DuckDBMarginals(codes, sizes)
+    try:
+        for c, table in want.counts(cliques).items():
+            np.testing.assert_array_equal(got[c], table)
+    finally:
+        want.close()
+    with pytest.raises(ValueError, match="outside"):
+        narrow(np.array([0, 2]), 2)
+    # a counted table is held in the smallest dtype its largest count fits, exactly
+    for rows, dtype in ((255, np.uint8), (256, np.uint16), (65536, np.float32)):
+        table = CodeMarginals([np.zeros(rows, np.int64)] * 2, [2, 3]).counts([(0, 1)])[(0, 1)]
+        assert table.dtype == dtype and table[0, 0] == rows and table.sum() == rows
 
 
 def test_cached_einsum_plans_give_numpys_floats_bit_for_bit() -> None:

@@ -64,6 +64,23 @@ def test_junction_tree_marginals_equal_brute_force(blowup, monkeypatch) -> None:
     assert outside > 5  # the subtree contraction path is exercised, not only clique sums
 
 
+def test_measured_marginals_sum_subsets_out_of_answered_supersets() -> None:
+    """What mirror descent asks every iteration: equal to brute force, and a clique inside a
+    smaller answered one (same tree clique) is summed from it, not from the tree clique."""
+    model, joint = _random_model(3)
+    d = len(SIZES)
+    asked = [*REGIONS, (1,), (2,), (4,), (1, 4), (0, 2, 3)]
+    got = model.measured_marginals(asked)
+    assert set(got) == set(asked)
+    for cl in asked:
+        brute = joint.sum(axis=tuple(a for a in range(d) if a not in cl))
+        np.testing.assert_allclose(got[cl], brute, rtol=1e-10, atol=1e-10)
+    plan = {c: (node, src) for c, node, src in model._measured_plan(asked)}
+    assert plan[(1, 4)][1] == (1, 2, 4) and plan[(4,)][1] == (1, 4)  # smallest superset
+    assert plan[(1, 2, 4)][1] is None
+    assert plan[(0, 2, 3)][0] is None or plan[(0, 2, 3)][1] is None
+
+
 def test_ancestral_sampling_draws_the_model_distribution() -> None:
     model, joint = _random_model(1)
     n = 60_000
@@ -195,6 +212,24 @@ def test_workload_and_candidates() -> None:
         make_synthesizer("aim", schema=types_schema({"a": "categorical"}),
                          estimate_domain="all").fit(
             pd.DataFrame({"a": ["x", "y"] * 20}), None)
+
+
+@pytest.mark.parametrize(("rounds", "runs"), [(3, False), (7, False), (8, True)])
+def test_rounds_below_the_column_count_are_refused(adult_small, rounds, runs) -> None:
+    """Issue 32: fewer rounds than columns used to die in the budget arithmetic ("math domain
+    error"); now one line names the field and the fix, and rounds = columns runs."""
+    cols = ["age", "workclass", "education", "marital-status", "sex", "race",
+            "hours-per-week", "salary"]
+    synth = AIMSynthesizer(schema=adult_any_missing().select(cols), rng=1, rounds=rounds,
+                           round_iters=5, final_iters=5)
+    if not runs:
+        with pytest.raises(InvalidInputError, match=rf"rounds={rounds} is fewer than the 8 "
+                                                    r"synthesized columns.*rounds >= 8"):
+            synth.fit(adult_small[cols], 1.0, 1e-6)
+        assert not synth.account.steps  # refused before anything was spent
+        return
+    synth.fit(adult_small[cols], 1.0, 1e-6)
+    assert [r["round"] for r in synth.round_log] == [1]
 
 
 def test_aim_beats_mst_on_adult_three_way_fidelity(adult) -> None:

@@ -44,7 +44,7 @@ from privlab.core.samplers import discrete_gaussian
 from privlab.errors import InvalidInputError
 from privlab.synth.base import Prepared, Synthesizer
 from privlab.synth.domain import ColumnPlan
-from privlab.synth.marginals import CodeMarginals, MarginalSource
+from privlab.synth.marginals import CodeMarginals, MarginalSource, narrow
 from privlab.synth.pgm import (
     Clique,
     Measurement,
@@ -157,6 +157,7 @@ class AIMSynthesizer(Synthesizer):
         assert self.domain is not None
         names, sizes = self.domain.names, self.domain.sizes
         d = len(names)
+        self._check_rounds(d)
         workload = [tuple(sorted(names.index(c) for c in w))
                     for w in parse_workload(self.workload_spec, names)]
         cands = candidate_weights(workload)
@@ -176,18 +177,32 @@ class AIMSynthesizer(Synthesizer):
         self._run(answers, cands, sizes, names, rho, gen)
         self._guarantee = self.account.guarantee(delta_z, self.mechanism)
 
+    def _check_rounds(self, d: int) -> None:
+        """Refuse `rounds` below the column count before any count or spend: the
+        noise scale gives each 1-way marginal 1/rounds of the measurement budget, so fewer
+        rounds than columns would spend more than the whole budget on them."""
+        if self.rounds is not None and self.rounds < d:
+            raise InvalidInputError(
+                f"rounds={self.rounds} is fewer than the {d} synthesized columns: AIM measures "
+                f"every 1-way marginal at one round's cost first; use rounds >= {d} or leave "
+                f"it unset ({ROUNDS_PER_COLUMN} x columns)")
+
     def _marginal_source(self, prep: Prepared) -> MarginalSource:
         """Where the exact marginals come from: the encoded rows in memory here;
         `privlab.synth.spark.SparkAIMSynthesizer` counts them on Spark (tables come back)."""
         assert self.domain is not None
-        # one contiguous array per column, counted by bincount (issue 32)
-        return CodeMarginals(self.domain.encode(prep.frame), self.domain.sizes)
+        # one column at a time into its smallest dtype, counted by bincount (issue 32): the
+        # codes never exist as an (n, d) int64 matrix
+        return CodeMarginals([narrow(c.encode(prep.frame[c.name]), size) for c, size in
+                              zip(self.domain.columns, self.domain.sizes, strict=True)],
+                             self.domain.sizes)
 
     # ------------------------------------------------------------------ the AIM loop
     def _measure(self, clique: Clique, x: np.ndarray, sigma: float,
                  gen: np.random.Generator) -> Measurement:
         noise = discrete_gaussian(sigma, size=x.size, rng=gen).reshape(x.shape)
-        return Measurement(clique, x + noise, sigma)
+        # counts may be held as uint8/uint16/float32 (exact): the measurement is float64
+        return Measurement(clique, np.asarray(x, dtype=np.float64) + noise, sigma)
 
     def _run(self, answers: dict[Clique, np.ndarray], cands: dict[Clique, float],
              sizes: list[int], names: list[str], rho: float, gen: np.random.Generator

@@ -309,37 +309,48 @@ class GraphicalModel:
 
     # ---------------------------------------------------------------- inference
     def calibrate(self) -> None:
+        """Log-space sum-product (collect to the root, distribute back), then each tree
+        clique's belief in counts. Every table is built in place (one allocation per clique
+        and message), and a node's downward message is the parent belief's log-marginal on
+        the separator minus the node's own upward message (the same quantity as summing out
+        the parent belief minus that message, without a parent-sized temporary); siblings
+        with one separator share that log-marginal."""
         tree, sizes = self.tree, self.sizes
         k = len(tree.cliques)
         pot = []
         for i, cl in enumerate(tree.cliques):
             p = np.zeros([sizes[a] for a in cl])
             for r in self.assign[i]:
-                p = p + _expand(self.theta[r], r, cl, sizes)
+                p += _expand(self.theta[r], r, cl, sizes)
             pot.append(p)
-        up: list[np.ndarray | None] = [None] * k
-        for node in reversed(tree.order[1:]):  # collect: children before parents
-            cl, sep = tree.cliques[node], tree.separator[node]
-            acc = pot[node]
-            for c in self._children(node):
-                acc = acc + _expand(up[c], tree.separator[c], cl, sizes)  # type: ignore[arg-type]
-            up[node] = _logsumexp(acc, tuple(i for i, a in enumerate(cl) if a not in sep))
-            pot[node] = acc  # pot + messages from children
-        beliefs: list[np.ndarray] = [np.empty(0)] * k
+        kids = self._children
+        up: list[np.ndarray] = [np.empty(0)] * k
+        for node in reversed(tree.order):  # collect: children before parents
+            cl = tree.cliques[node]
+            acc = pot[node]  # becomes pot + messages from children, in place
+            for c in kids(node):
+                acc += _expand(up[c], tree.separator[c], cl, sizes)
+            if node != tree.order[0]:
+                sep = tree.separator[node]
+                up[node] = _logsumexp(acc, tuple(i for i, a in enumerate(cl) if a not in sep))
+        beliefs = pot  # the root's is final; the others get their downward message
+        for node in tree.order:  # distribute: parents before children
+            cl = tree.cliques[node]
+            shared: dict[Clique, np.ndarray] = {}
+            for c in kids(node):
+                sep = tree.separator[c]
+                if sep not in shared:
+                    shared[sep] = _logsumexp(beliefs[node],
+                                             tuple(i for i, a in enumerate(cl) if a not in sep))
+                down = shared[sep] - up[c]
+                beliefs[c] += _expand(down, sep, tree.cliques[c], sizes)
         root = tree.order[0]
-        acc = pot[root]
-        for c in self._children(root):
-            acc = acc + _expand(up[c], tree.separator[c], tree.cliques[root], sizes)  # type: ignore[arg-type]
-        beliefs[root] = acc
-        for node in tree.order[1:]:  # distribute: parent's belief minus this node's message
-            p = tree.parent[node]
-            sep, pcl, cl = tree.separator[node], tree.cliques[p], tree.cliques[node]
-            down = _logsumexp(beliefs[p] - _expand(up[node], sep, pcl, sizes),  # type: ignore[arg-type]
-                              tuple(i for i, a in enumerate(pcl) if a not in sep))
-            beliefs[node] = pot[node] + _expand(down, sep, cl, sizes)
         log_z = float(_logsumexp(beliefs[root], tuple(range(beliefs[root].ndim))))
         shift = math.log(self.total) - log_z
-        self.beliefs = [np.exp(b + shift) for b in beliefs]
+        for b in beliefs:
+            b += shift
+            np.exp(b, out=b)
+        self.beliefs = beliefs
 
     def _children(self, node: int) -> list[int]:
         if not hasattr(self, "_kids"):
@@ -348,6 +359,44 @@ class GraphicalModel:
                 kids[self.tree.parent[c]].append(c)
             self._kids = kids
         return self._kids[node]
+
+    def measured_marginals(self, cliques: Sequence[Clique]) -> dict[Clique, np.ndarray]:
+        """`marginal(c)` for many cliques (what mirror descent asks every iteration), the
+        larger first: a clique inside a smaller one already answered from the same tree
+        clique is summed out of that table instead of the whole tree clique (a 1-way
+        marginal from a measured 2-way one, not from a 100k-cell clique). The plan depends
+        only on the cliques, so it is made once per model."""
+        key = tuple(cliques)
+        plans = self.__dict__.setdefault("_measured_plans", {})
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = self._measured_plan(cliques)
+        out: dict[Clique, np.ndarray] = {}
+        for c, node, src in plan:
+            if node is None:
+                out[c] = self.marginal(c)
+            elif src is None:
+                out[c] = self._project(node, c)
+            else:
+                out[c] = out[src].sum(axis=tuple(i for i, a in enumerate(src) if a not in c))
+        return out
+
+    def _measured_plan(self, cliques: Sequence[Clique]
+                       ) -> list[tuple[Clique, int | None, Clique | None]]:
+        """(clique, its tree clique or None, the smallest answered superset or None)."""
+        plan: list[tuple[Clique, int | None, Clique | None]] = []
+        done: dict[int, list[Clique]] = {}
+        for c in sorted(set(cliques), key=lambda c: (-len(c), c)):
+            node = self.tree.containing(c)
+            src = None
+            if node is not None:
+                for other in done.setdefault(node, []):
+                    if len(other) > len(c) and set(c) <= set(other) and (
+                            src is None or cells(self.sizes, other) < cells(self.sizes, src)):
+                        src = other
+                done[node].append(c)
+            plan.append((c, node, src))
+        return plan
 
     def _project(self, node: int, clique: Clique) -> np.ndarray:
         cl = self.tree.cliques[node]
@@ -528,8 +577,7 @@ def _evaluate(model: GraphicalModel, measurements: Sequence[Measurement]
               ) -> tuple[float, dict[Clique, np.ndarray], dict[Clique, np.ndarray]]:
     """L(mu) = sum_i 0.5 ||(mu_{C_i} - y_i) / sigma_i||^2, the model's marginals on the
     measured cliques, and dL/dmu per measured clique."""
-    mus = {m.clique: model.marginal(m.clique) for m in {m.clique: m for m in measurements
-                                                        }.values()}
+    mus = model.measured_marginals([m.clique for m in measurements])
     loss = 0.0
     grads: dict[Clique, np.ndarray] = {}
     for m in measurements:
