@@ -91,3 +91,27 @@ def tamper_audit(folder: Path, sql: str) -> None:
                 f"CREATE TRIGGER {AUDIT_TABLE}_no_{op} BEFORE {op.upper()} ON {AUDIT_TABLE} "
                 "BEGIN SELECT RAISE(ABORT, 'privlab audit log is append-only'); END")
     engine.dispose()
+
+
+class Actions:
+    """Counts what a person does in a browser test: clicks, typed entries, choices in a list,
+    uploads (issue 31 counts the plan page's actions with it)."""
+
+    def __init__(self, page: Any) -> None:
+        self.page, self.n = page, 0
+
+    def click(self, selector: str) -> None:
+        self.n += 1
+        self.page.click(selector)
+
+    def fill(self, selector: str, text: str) -> None:
+        self.n += 1
+        self.page.fill(selector, text)
+
+    def select(self, selector: str, value: str) -> None:
+        self.n += 1
+        self.page.select_option(selector, value)
+
+    def upload(self, selector: str, path: Path) -> None:
+        self.n += 1
+        self.page.set_input_files(selector, str(path))

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from gw_fixtures import serve_on_loopback
-from studio_helpers import gateway_config, tamper_audit
+from studio_helpers import Actions, gateway_config, tamper_audit
 
 if os.environ.get("PRIVLAB_TEST_CHROMIUM") != "1":
     pytest.skip("browser tests need PRIVLAB_TEST_CHROMIUM=1 and Chromium "
@@ -88,25 +88,6 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         log_in(pg, request.getfixturevalue("studio")[0])
     yield pg
     context.close()
-
-
-class Actions:
-    """Counts what a person does: clicks, typed entries, choices in a list, key presses."""
-
-    def __init__(self, page: Any) -> None:
-        self.page, self.n = page, 0
-
-    def click(self, selector: str) -> None:
-        self.n += 1
-        self.page.click(selector)
-
-    def fill(self, selector: str, text: str) -> None:
-        self.n += 1
-        self.page.fill(selector, text)
-
-    def select(self, selector: str, value: str) -> None:
-        self.n += 1
-        self.page.select_option(selector, value)
 
 
 def shot(page: Any, tmp_path: Path, name: str) -> None:

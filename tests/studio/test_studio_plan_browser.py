@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from gw_fixtures import serve_on_loopback
+from studio_helpers import Actions
 
 if os.environ.get("PRIVLAB_TEST_CHROMIUM") != "1":
     pytest.skip("browser tests need PRIVLAB_TEST_CHROMIUM=1 and Chromium "
@@ -35,29 +36,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-sync"]
 #: Issue 31: at most 10 actions (DP Wizard 0.10: 15; the studio before the plan page: 40).
 MAX_ACTIONS = 10
-
-
-class Actions:
-    """Counts what a person does: clicks, typed entries, choices in a list, uploads."""
-
-    def __init__(self, page: Any) -> None:
-        self.page, self.n = page, 0
-
-    def click(self, selector: str) -> None:
-        self.n += 1
-        self.page.click(selector)
-
-    def fill(self, selector: str, text: str) -> None:
-        self.n += 1
-        self.page.fill(selector, text)
-
-    def select(self, selector: str, value: str) -> None:
-        self.n += 1
-        self.page.select_option(selector, value)
-
-    def upload(self, selector: str, path: Path) -> None:
-        self.n += 1
-        self.page.set_input_files(selector, str(path))
 
 
 @pytest.fixture
