@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from privlab.core.accounting.pld import Draw
 from privlab.measure.measurement import Measurement
+
+if TYPE_CHECKING:  # dp-accounting (and scipy) load only when a plan is composed by PLD
+    from privlab.core.accounting.pld import Draw
 
 
 @dataclass(frozen=True)
