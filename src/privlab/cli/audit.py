@@ -72,15 +72,15 @@ def audit_cmd(
                                   "default: a bundled dataset's own, none for a file: refused "
                                   "unless --unsafe-encoding).")] = None,
     on_invalid: Annotated[str, option("invalid rows",
-                                      "refuse | coerce values outside the schema.")] = "refuse",
+                              "refuse | coerce values outside the schema.")] = "refuse",
     exclude: Annotated[str, option("columns to leave out",
                                    "Declared columns not used as features (adult: fnlwgt by "
                                    "default).")] = None,
-    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
-                                          help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound; the audit "
-                                               "needs M = 1; default: the schema's "
-                                               "max_rows_per_unit)."),
+    max_rows_per_unit: Annotated[int, option(
+        "contribution bound", "With a person-level schema: keep each person's "
+                              "first M rows (contribution bound; the audit "
+                              "needs M = 1; default: the schema's "
+                              "max_rows_per_unit).")] = None,
     unsafe_encoding: bool = typer.Option(False, "--unsafe-encoding", help="Without a schema: "
                                          "fit the encoding on the members (the target's "
                                          "guarantee then says NOT DP)."),

@@ -16,6 +16,8 @@ SPELLINGS: dict[str, tuple[str, str | None, str]] = {
     "weak delta": ("--allow-weak", None, "Accept a delta above the safe bound (exit 4 otherwise)"),
     "declared schema": ("--schema", None, "Declared public schema (bundled name or YAML path)"),
     "invalid rows": ("--on-invalid", None, "With --schema: refuse (exit 2) or coerce bad values"),
+    "contribution bound": ("--max-rows-per-unit", None,
+                           "Rows kept per person with a person-level schema (first M)"),
     "machine output": ("--json", None, "Machine-readable output on stdout"),
     "seed": ("--seed", None, "Seeded noise, for testing only"),
     "output file": ("--out", "-o", "Where the output file (or folder) is written"),

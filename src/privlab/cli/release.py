@@ -96,10 +96,10 @@ def release_cmd(
                                   "privacy unit (default: none; --bounds / --categories declare "
                                   "the column).")] = None,
     on_invalid: OnInvalid = "refuse",
-    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
-                                          help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound; default: "
-                                               "the schema's max_rows_per_unit)."),
+    max_rows_per_unit: Annotated[int, option(
+        "contribution bound", "With a person-level schema: keep each person's "
+                              "first M rows (contribution bound; default: "
+                              "the schema's max_rows_per_unit).")] = None,
     public_size: int = typer.Option(None, "--public-size", help="Public number of rows (or "
                                     "persons) that the delta check uses; default: the "
                                     "schema's public_size. Needed with --delta."),

@@ -45,10 +45,10 @@ def plan_cmd(
                                   "Declared public schema: a bundled name or a YAML/JSON file "
                                   "(default: the plan's schema).")] = None,
     on_invalid: OnInvalid = "refuse",
-    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
-                                          help="With a person-level schema: keep each person's "
-                                               "first M rows (default: the plan's "
-                                               "max_rows_per_unit, else the schema's)."),
+    max_rows_per_unit: Annotated[int, option(
+        "contribution bound", "With a person-level schema: keep each person's "
+                              "first M rows (default: the plan's "
+                              "max_rows_per_unit, else the schema's).")] = None,
     ledger: ChargeLedger = None,
     principal: ChargePrincipal = None,
     out: Annotated[Path, option("output file",

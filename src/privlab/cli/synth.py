@@ -56,8 +56,8 @@ def synth_cmd(
                                   "YAML/JSON file (draft: privlab schema draft DATA). Required: "
                                   "without it the command refuses (exit 2).")] = None,
     on_invalid: Annotated[str, option("invalid rows",
-                                      "Values outside the schema: refuse (exit 2, nothing written) "
-                                      "| coerce (clamp, round, <other>/missing).")] = "refuse",
+                              "Values outside the schema: refuse (exit 2, nothing written) "
+                              "| coerce (clamp, round, <other>/missing).")] = "refuse",
     estimate_domain: str = typer.Option(None, "--estimate-domain",
                                         help="'all' or columns A,B: only their type is read "
                                              "from the schema; their categories / bounds are "
@@ -69,18 +69,18 @@ def synth_cmd(
                                    "Columns to leave out A,B (identifiers; default: none beyond "
                                    "the schema's identifiers).")] = None,
     drop: DropAlias = None,
-    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
-                                          help="With a schema whose privacy_unit is a person "
-                                               "column (aim, mst): keep each person's first M "
-                                               "rows; the guarantee is per person (default: the "
-                                               "schema's max_rows_per_unit)."),
+    max_rows_per_unit: Annotated[int, option(
+        "contribution bound", "With a schema whose privacy_unit is a person "
+                              "column (aim, mst): keep each person's first M "
+                              "rows; the guarantee is per person (default: the "
+                              "schema's max_rows_per_unit).")] = None,
     bins: int = typer.Option(32, "--bins", help="Bins per numeric column (default 32)."),
     missing: str = typer.Option("value", "--missing",
                                 help="value: missing is a value of its own | drop: drop rows "
                                      "with a missing value."),
     workload: str = typer.Option(None, "--workload",
                                  help="aim: marginals to preserve: 3way (default: every 2- and "
-                                      "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
+                              "3-way marginal), 2way, or a JSON file [[col, ...], ...]."),
     max_model_mb: float = typer.Option(None, "--max-model-mb",
                                        help="aim: the graphical model's size cap in MB of "
                                             "float64 cells (default 8; AIM's paper uses 80: "

@@ -106,17 +106,17 @@ def train_cmd(
                                   "dataset's own, none for a file: refused unless "
                                   "--unsafe-encoding).")] = None,
     on_invalid: Annotated[str, option("invalid rows",
-                                      "refuse | coerce: values outside the schema are refused "
-                                      "(one-line error) or clamped / bucketed (a row with no place "
-                                      "is dropped, or for objective/output kept with the declared "
-                                      "default).")] = "refuse",
+                              "refuse | coerce: values outside the schema are refused "
+                              "(one-line error) or clamped / bucketed (a row with no place "
+                              "is dropped, or for objective/output kept with the declared "
+                              "default).")] = "refuse",
     exclude: Annotated[str, option("columns to leave out",
                                    "Comma list of declared columns not to use as features (adult: "
                                    "fnlwgt by default).")] = None,
-    max_rows_per_unit: int = typer.Option(None, "--max-rows-per-unit",
-                                          help="With a person-level schema: keep each person's "
-                                               "first M rows (contribution bound; default: "
-                                               "the schema's max_rows_per_unit)."),
+    max_rows_per_unit: Annotated[int, option(
+        "contribution bound", "With a person-level schema: keep each person's "
+                              "first M rows (contribution bound; default: "
+                              "the schema's max_rows_per_unit).")] = None,
     model: ModelKind = typer.Option(ModelKind.mlp, "--model", "-m", help="Model family."),
     epsilon: Annotated[float, option("epsilon",
                                      "Total privacy budget, > 0 (model, sampling-rate estimate and "
@@ -130,8 +130,8 @@ def train_cmd(
                                    help="(Expected) batch size (default: 256, or all rows of "
                                         "a smaller training set)."),
     sample_rate: float = typer.Option(None, "--sample-rate", help="DP-SGD: a public Poisson "
-                                      "sampling rate (default: from the schema's public_size or "
-                                      "a DP estimate of the training rows)."),
+                              "sampling rate (default: from the schema's public_size or "
+                              "a DP estimate of the training rows)."),
     metrics_share: float = typer.Option(0.1, "--metrics-share", help="Share of epsilon for "
                                         "the noisy counts and accuracies (0: none released)."),
     method: Method = typer.Option(None, "--method",
