@@ -67,8 +67,9 @@ class SqlGenerator:
             los, his = str(int(lo)), str(int(hi))
         else:
             los, his = repr(float(lo)), repr(float(hi))
-        return (f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < {los} THEN {los} "
-                f"WHEN {ref} > {his} THEN {his} ELSE {ref} END")
+        # NULL compares as unknown in both WHENs and falls through to ELSE: NULL stays NULL
+        # (no separate IS NULL branch: one evaluation of the column fewer per row)
+        return f"CASE WHEN {ref} < {los} THEN {los} WHEN {ref} > {his} THEN {his} ELSE {ref} END"
 
     def _from_where(self, st: PlanState, on_sql: list[str], where_sql: str | None,
                     unit: tuple[TableUse, ColumnSpec] | None) -> str:
@@ -116,8 +117,10 @@ class SqlGenerator:
     def aggregation(self, st: PlanState, on_sql: list[str], where_sql: str | None,
                     unit: tuple[TableUse, ColumnSpec] | None, user_level: bool, max_rows: int,
                     primitives: tuple[Primitive, ...]) -> tuple[str, tuple[str, ...]]:
-        """The aggregation: group keys, COUNT(*), and per measure COUNT / SUM / the centred
-        sum of squares as needed."""
+        """The aggregation: group keys, COUNT(*), and per measure what its primitives read
+        (`privlab.query.noise._exact_values`): COUNT for a count of the column, a centred
+        sum and a variance; SUM for a sum; the centred sum of squares. Nothing else: each
+        aggregate costs the engine a pass over the clamped values."""
         aggs: list[tuple[str, str]] = [("__n", "COUNT(*)")]
         used: list[Measure] = []
         for p in primitives:
@@ -125,7 +128,7 @@ class SqlGenerator:
                 m = st.measures[p.measure]
                 if m not in used:
                     used.append(m)
-                if (f"__c{m.index}", f"COUNT({m.key})") not in aggs:
+                if p.kind != "sum" and (f"__c{m.index}", f"COUNT({m.key})") not in aggs:
                     aggs.append((f"__c{m.index}", f"COUNT({m.key})"))
                 if p.kind in ("sum", "csum") and (f"__s{m.index}", f"SUM({m.key})") not in aggs:
                     aggs.append((f"__s{m.index}", f"SUM({m.key})"))
@@ -144,6 +147,9 @@ class SqlGenerator:
         if user_level:
             sql = bounded(self._base(st, on_sql, where_sql, unit, used), select,
                           max_rows) + group_by
+        elif not used and not keys:
+            # COUNT(*) alone: straight over the filtered rows (no derived table to plan)
+            sql = f"SELECT {select} {self._from_where(st, on_sql, where_sql, None)}"
         else:
             inner = self._base(st, on_sql, where_sql, None, used)
             sql = f"SELECT {select} FROM ({inner}) AS __base{group_by}"
