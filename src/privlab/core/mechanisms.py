@@ -107,11 +107,34 @@ def draw_on_grid(arr: np.ndarray, granularity: float, steps: float, *, gaussian:
     noise, in the value's units (int64 for integer data on the unit grid). The mechanisms
     below and the gateway's `QueryMeasurement` (calibrated once per query shape) share it,
     so a calibration made ahead of the data draws exactly what the mechanism would."""
+    if arr.ndim == 0:
+        return _draw_one(float(arr), granularity, steps, gaussian=gaussian, exact=exact,
+                         integer_valued=integer_valued, rng=rng)
     _check_integral(arr, exact)
     gen = make_rng(rng)
     sampler = discrete_gaussian if gaussian else discrete_laplace
     noisy = round_to_grid(arr, granularity) + sampler(steps, size=arr.shape or None, rng=gen)
     out = np.asarray(noisy, dtype=np.float64) * granularity
+    return out.astype(np.int64) if (integer_valued and granularity == 1.0) else out
+
+
+def _draw_one(x: float, granularity: float, steps: float, *, gaussian: bool, exact: bool,
+              integer_valued: bool, rng: RngLike) -> Any:
+    """`draw_on_grid` of one value in Python numbers: the same checks in the same order
+    with the same messages, the same draw from `rng` and the same result, without the dozen
+    NumPy calls on a 0-d array that cost more than the draw (the gateway's scalar query,
+    issue 32). `round` is round-half-even, as `np.rint` is."""
+    if exact and (x != x or (not math.isinf(x) and x != round(x))):
+        _check_integral(np.asarray(x), exact)  # raises: the one message
+    gen = make_rng(rng)
+    if not math.isfinite(x):
+        round_to_grid(x, granularity)  # raises: not finite
+    q = x / granularity
+    if not math.isfinite(q) or abs(round(q)) > 2**52:
+        round_to_grid(x, granularity)  # raises: too many grid steps
+    sampler = discrete_gaussian if gaussian else discrete_laplace
+    noisy = round(q) + int(sampler(steps, size=None, rng=gen))
+    out = np.float64(float(noisy) * granularity)
     return out.astype(np.int64) if (integer_valued and granularity == 1.0) else out
 
 
