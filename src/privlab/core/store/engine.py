@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from privlab.core.store.dbapi import write_transaction
+from privlab.core.store.dbapi import HeldConnection, write_transaction
 from privlab.core.store.writer_lock import WriterLock, sqlite_file
 from privlab.errors import PrivlabError
 from privlab.utils.closing import Closing
@@ -52,13 +52,17 @@ class StoreOptions:
     postgresql_pool: dict[str, int] = field(default_factory=dict)
 
 
-def _release(engine: Engine, writer_lock: WriterLock | None, side_file: list[int]) -> None:
-    """Close a store's side file ([fd, pid], if this process opened it), pooled connections
-    and writer lock file. Takes no store: a finalizer must not keep its store alive."""
+def _release(engine: Engine, writer_lock: WriterLock | None, side_file: list[int],
+             held: HeldConnection | None = None) -> None:
+    """Close a store's side file ([fd, pid], if this process opened it), held and pooled
+    connections and writer lock file. Takes no store: a finalizer must not keep its store
+    alive."""
     if side_file and side_file[1] == os.getpid():
         with contextlib.suppress(OSError):
             os.close(side_file[0])
     side_file.clear()
+    if held is not None:
+        held.drop()
     engine.dispose()
     if writer_lock is not None:
         writer_lock.close()
@@ -120,12 +124,14 @@ class SqlStore(Closing):
             WriterLock(db_file, timeout_s=options.busy_timeout_s)
         self._engine = _sqlite_engine(url, options) if self.dialect == "sqlite" else \
             sa.create_engine(url, pool_pre_ping=True, **options.postgresql_pool)
+        #: the connection this store's writes use, one at a time under the writer lock
+        self._held = None if self._writer_lock is None else HeldConnection()
         self._arm()
 
     def _arm(self) -> None:
         """Connections may be open from now until `close()` (or a warning if dropped)."""
-        self._hold(functools.partial(_release, self._engine, self._writer_lock, self._side_file),
-                   self._what)
+        self._hold(functools.partial(_release, self._engine, self._writer_lock, self._side_file,
+                                     self._held), self._what)
 
     def _engine_now(self) -> Engine:
         """The engine, with the parent's pooled connections dropped after a fork."""
@@ -171,7 +177,8 @@ class SqlStore(Closing):
         on the hot path of every query.)"""
         return write_transaction(self._engine_now(), writer=self._writer_lock,
                                  setup=self._write_setup() + setup,
-                                 errors=lambda exc: self._driver_error(exc, who))
+                                 errors=lambda exc: self._driver_error(exc, who),
+                                 held=self._held)
 
     def _store_error(self, exc: Exception) -> PrivlabError:
         """One line for a failed SQLAlchemy transaction."""
