@@ -110,3 +110,45 @@ def test_the_view_vouches_only_for_charges_that_fit(tmp_path: Path) -> None:
     assert view.reserve(ChargeRequest("nobody", 0.1)) is None  # the charge path refuses it
     log.close()
     book.close()
+
+
+def test_the_batch_transaction_holds_only_reads_and_writes(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The charge's checks and the release's audit row are made in the caller's thread,
+    before the batch takes the writer lock (issue 32); the stored row is the one
+    `row_values` builds, with the entry id filled in inside, and an invalid charge is
+    still refused and audited in the batch."""
+    import privlab.core.ledger.book as book_module
+    import privlab.query.commit as commit_module
+
+    book, log, joint = _pair(tmp_path)
+    lock = book._writer_lock._thread_lock  # type: ignore[union-attr]
+    locked_at: list[tuple[str, bool]] = []
+    checks, rows = book_module.check_charge, commit_module.row_values
+
+    def counted_check(*args: object) -> object:
+        locked_at.append(("check", lock.locked()))
+        return checks(*args)
+
+    def counted_row(*args: object, **kwargs: object) -> object:
+        locked_at.append(("row", lock.locked()))
+        return rows(*args, **kwargs)
+
+    monkeypatch.setattr(book_module, "check_charge", counted_check)
+    monkeypatch.setattr(commit_module, "row_values", counted_row)
+    entry = joint.commit(Commit(ChargeRequest("alice", 0.25, description="q1"), "q1",
+                                {"analyst": "alice", "sql": "SELECT 1"}, _released(7)))
+    assert locked_at == [("check", False), ("row", False)]
+    (row,) = log.all()
+    assert (row.query_id, row.decision, row.ledger_entry_id, row.result) == \
+        ("q1", "released", entry.entry_id, {"columns": ["n"], "rows": [[7]]})
+    assert row.sql == "SELECT 1" and row.created_at.endswith("+00:00")
+    with pytest.raises(Exception, match="epsilon"):
+        joint.commit(Commit(ChargeRequest("alice", -1.0, description="bad"), "q2",
+                            {"analyst": "alice"}, _released(8)))
+    assert [r.decision for r in log.all()] == ["released", "error"]
+    assert book.spent("alice") == (0.25, 0.0)
+    assert log.verify() == [] and book.verify().ok
+    log.close()
+    book.close()

@@ -16,18 +16,25 @@ leaves neither row (and nothing was shown); a charge the budget refuses writes i
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from privlab.core.group_commit import GroupCommit
 from privlab.core.ledger import BudgetLedger, ChargeRequest, LedgerEntry, _add, _sub
 from privlab.core.store import same_database
-from privlab.errors import BudgetExceededError, PrivlabError
+from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, row_values
 
 __all__ = ["BudgetView", "ChargeAndAudit", "Commit", "shared_database"]
+
+
+def _now_text() -> str:
+    """An audit row's `created_at` (as `row_values` writes it)."""
+    return datetime.now(UTC).isoformat()
 
 
 def shared_database(ledger: Any, audit: AuditLog) -> bool:
@@ -46,6 +53,8 @@ class Commit:
     query_id: str
     common: dict[str, Any]
     released: dict[str, Any] = field(default_factory=dict)
+    #: the release's audit row, built by `ChargeAndAudit.commit` before the batch
+    row: dict[str, Any] | None = None
 
 
 class ChargeAndAudit:
@@ -67,6 +76,16 @@ class ChargeAndAudit:
         return self._group.batches
 
     def commit(self, item: Commit) -> LedgerEntry:
+        # What needs no lock is done here, in the caller's thread, so that the batch's
+        # serialized transaction holds only the reads and writes: the charge checked and
+        # converted, and the release's audit row (its entry id and time are filled in
+        # inside). An invalid charge is left to the batch (which refuses it and audits the
+        # refusal in the same commit, as always); a bad row raises here, for this query
+        # alone, with nothing written.
+        with contextlib.suppress(InvalidInputError):
+            item.charge = BudgetLedger.checked(item.charge)
+        if item.released:
+            item.row = row_values(item.query_id, **{**item.common, **item.released})
         result: LedgerEntry = self._group.submit(item)
         return result
 
@@ -88,6 +107,8 @@ class ChargeAndAudit:
 
     @staticmethod
     def _row(item: Commit, result: Any) -> dict[str, Any]:
+        if isinstance(result, LedgerEntry) and item.row is not None:
+            return {**item.row, "created_at": _now_text(), "ledger_entry_id": result.entry_id}
         if isinstance(result, LedgerEntry):
             return row_values(item.query_id, **{**item.common, **item.released,
                                                  "ledger_entry_id": result.entry_id})

@@ -33,6 +33,7 @@ from privlab.core.ledger.records import (
     BudgetChange,
     BudgetStatus,
     ChargeRequest,
+    CheckedCharge,
     LedgerCheck,
     LedgerEntry,
 )
@@ -40,6 +41,7 @@ from privlab.core.ledger.tables import SCHEMA_VERSION
 from privlab.core.store import SQLITE_SIDECARS as SQLITE_SIDECARS
 
 __all__ = [
-    "BudgetLedger", "ChargeRequest", "LedgerEntry", "BudgetStatus", "BudgetChange", "LedgerCheck",
+    "BudgetLedger", "ChargeRequest", "CheckedCharge", "LedgerEntry", "BudgetStatus",
+    "BudgetChange", "LedgerCheck",
     "SCHEMA_VERSION", "ACCOUNTANT",
 ]

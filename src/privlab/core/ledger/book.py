@@ -44,6 +44,7 @@ from privlab.core.ledger.records import (
     BudgetChange,
     BudgetStatus,
     ChargeRequest,
+    CheckedCharge,
     LedgerCheck,
     LedgerEntry,
     _entry,
@@ -274,6 +275,9 @@ class BudgetLedger(SqlStore):
         results: list[Any] = [None] * len(requests)
         prepared: list[tuple[int, Any]] = []
         for i, req in enumerate(requests):
+            if isinstance(req, CheckedCharge):
+                prepared.append((i, req.args))
+                continue
             try:
                 prepared.append((i, BudgetLedger._prepare(req)))
             except InvalidInputError as exc:
@@ -311,6 +315,13 @@ class BudgetLedger(SqlStore):
                 results[i] = exc  # checked before any write: nothing to undo
         if self._in_transaction_hook is not None:
             self._in_transaction_hook()
+
+    @staticmethod
+    def checked(req: ChargeRequest) -> CheckedCharge:
+        """`req` checked and converted now, outside any transaction (`InvalidInputError`
+        naming the first bad argument): a batch charging it does no check of its own."""
+        return CheckedCharge(req.principal, req.epsilon, req.delta, req.description,
+                             req.guarantee, BudgetLedger._prepare(req))
 
     @staticmethod
     def _prepare(req: ChargeRequest) -> tuple[str, Decimal, Decimal, str, str | None]:

@@ -26,6 +26,15 @@ class ChargeRequest:
 
 
 @dataclass(frozen=True)
+class CheckedCharge(ChargeRequest):
+    """A `ChargeRequest` already checked and converted (`BudgetLedger.checked`): `args` is
+    what the ledger stores (name, exact epsilon and delta, description, guarantee JSON), so
+    a batch does not check it again inside its transaction (the gateway's group commit)."""
+
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class LedgerEntry:
     """One committed charge. Exact amounts are `Decimal`; the float properties are for display."""
 
