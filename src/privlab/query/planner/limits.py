@@ -8,6 +8,7 @@ analyst cannot make planning slow or recursive (a RecursionError is refused, not
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
@@ -73,17 +74,28 @@ def check_depth(node: Any, limit: int = MAX_DEPTH) -> None:
             stack.append((child, d + 1))
 
 
+_TOKENIZERS = threading.local()
+
+
+def _tokenizer() -> Any:
+    """This thread's PostgreSQL tokenizer: sqlglot builds its (Rust) core per tokenizer, which
+    costs more than tokenizing a short query, so each thread keeps one."""
+    tokenizer = getattr(_TOKENIZERS, "postgres", None)
+    if tokenizer is None:
+        from sqlglot.dialects.dialect import Dialect
+
+        tokenizer = _TOKENIZERS.postgres = Dialect.get_or_raise("postgres").tokenizer()
+    return tokenizer
+
+
 def tokenize(sql: str, limits: Limits) -> list[Any]:
     """The query's tokens, after the cheap refusals: nesting depth, then the token budget."""
-    from sqlglot.dialects.dialect import Dialect
-
-    dialect = Dialect.get_or_raise("postgres")
     # cheap refusals before the parser runs: nesting, then the token budget (the parse
     # time is linear in the tokens, so this bounds it)
     if paren_depth(sql) > MAX_DEPTH:
         raise refuse(f"the query is nested more than {MAX_DEPTH} levels deep")
     try:
-        tokens = dialect.tokenize(sql)
+        tokens = _tokenizer().tokenize(sql)
     except Exception:
         raise refuse("sql could not be tokenized; check quotes and symbols") from None
     if len(tokens) > limits.max_sql_tokens:
