@@ -24,7 +24,14 @@ from decimal import Decimal
 from typing import Any
 
 from privlab.core.group_commit import GroupCommit
-from privlab.core.ledger import BudgetLedger, ChargeRequest, LedgerEntry, _add, _sub
+from privlab.core.ledger import (
+    BudgetLedger,
+    ChargeRequest,
+    CheckedCharge,
+    LedgerEntry,
+    _add,
+    _sub,
+)
 from privlab.core.store import same_database
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
 from privlab.query.audit import AuditLog, row_values
@@ -82,8 +89,9 @@ class ChargeAndAudit:
         # inside). An invalid charge is left to the batch (which refuses it and audits the
         # refusal in the same commit, as always); a bad row raises here, for this query
         # alone, with nothing written.
-        with contextlib.suppress(InvalidInputError):
-            item.charge = BudgetLedger.checked(item.charge)
+        if not isinstance(item.charge, CheckedCharge):
+            with contextlib.suppress(InvalidInputError):
+                item.charge = BudgetLedger.checked(item.charge)
         if item.released:
             item.row = row_values(item.query_id, **{**item.common, **item.released})
         result: LedgerEntry = self._group.submit(item)
@@ -140,9 +148,10 @@ class BudgetView:
     def reserve(self, request: ChargeRequest) -> tuple[str, Decimal, Decimal] | None:
         """A token when the charge will fit (held until `release`), else None."""
         try:
-            # the amounts only (not the guarantee's JSON): rounded as the charge rounds them
-            name, eps, dlt, _, _ = BudgetLedger._prepare(
-                ChargeRequest(request.principal, request.epsilon, request.delta))
+            # the amounts as the charge rounds them (checked already: `BudgetLedger.checked`)
+            name, eps, dlt, _, _ = request.args if isinstance(request, CheckedCharge) else \
+                BudgetLedger._prepare(
+                    ChargeRequest(request.principal, request.epsilon, request.delta))
         except PrivlabError:
             return None
         with self._lock:

@@ -259,6 +259,8 @@ class Gateway(Closing):
         if self.joint is not None:
             request = ChargeRequest(analyst.principal, budget.epsilon, budget.delta,
                                     description, guarantee)
+            with contextlib.suppress(InvalidInputError):  # else the view vouches for nothing
+                request = BudgetLedger.checked(request)  # once, for the view and the commit
             token = self._view.reserve(request)
             if token is not None:
                 try:
