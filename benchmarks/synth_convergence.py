@@ -119,7 +119,7 @@ def run_table(frame: pd.DataFrame, schema: str, eps: float, seed: int, variant: 
 def summary(rows: list[dict[str, Any]]) -> str:
     keys = [k for k in ("workload_error_table", "workload_error_model", "tvd_2way",
                         "tvd_3way", "final_loss", "rounds", "round_iterations", "cpu_s")
-            if k in rows[0]]
+            if any(k in r for r in rows)]
     lines = ["| epsilon | variant | runs | " + " | ".join(keys) + " |",
              "|---" * (3 + len(keys)) + "|"]
     for eps in sorted({r["epsilon"] for r in rows}):
@@ -127,7 +127,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
             g = [r for r in rows if r["epsilon"] == eps and r["variant"] == v]
             if g:
                 lines.append(f"| {eps:g} | {v} | {len(g)} | " + " | ".join(
-                    f"{np.mean([r[k] for r in g]):.4g}" for k in keys) + " |")
+                    f"{np.mean([r[k] for r in g]):.4g}" if all(k in r for r in g) else "-"
+                    for k in keys) + " |")
     return "\n".join(lines)
 
 
