@@ -145,3 +145,44 @@ def test_cached_einsum_plans_give_numpys_floats_bit_for_bit() -> None:
             assert np.array_equal(got, want)
             checked += 1
     assert checked == 63 and pgm._einsum_plan(tuple(sizes), tuple(regions), (0,), 0) is None
+
+
+def plan_by_einsum_report(sizes, operands, clique, blowup):
+    """The plan as made before: numpy's greedy path, its printed FLOP count, a second call."""
+    labels = {a: j for j, a in enumerate(sorted({a for attrs in operands for a in attrs}))}
+    args = []
+    for attrs in operands:
+        args += [np.empty([sizes[a] for a in attrs]), [labels[a] for a in attrs]]
+    out = [labels[a] for a in clique]
+    path, info = np.einsum_path(*args, out, optimize="greedy")
+    flops = float(info.split("Optimized FLOP count:")[1].split()[0])
+    if flops > blowup * max(sum(math.prod(sizes[a] for a in o) for o in operands), 1):
+        return None
+    return path, np.einsum_path(*args, out, optimize=path, einsum_call=True)[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_einsum_plans_and_refusals_equal_numpys_report(seed) -> None:
+    """One einsum_path call and the FLOP count summed from its steps decide and contract
+    exactly as numpy's printed report and a second call did (same refusals, same steps)."""
+    gen = np.random.default_rng(seed)
+    refused = 0
+    for _ in range(300):
+        d = int(gen.integers(3, 12))
+        sizes = tuple(int(s) for s in gen.integers(1, 30, d))
+        ops = tuple(tuple(sorted(gen.choice(d, int(gen.integers(1, min(4, d) + 1)),
+                                            replace=False).tolist()))
+                    for _ in range(int(gen.integers(1, 8))))
+        attrs = sorted({a for o in ops for a in o})
+        clique = tuple(sorted(gen.choice(attrs, int(gen.integers(1, min(3, len(attrs)) + 1)),
+                                         replace=False).tolist()))
+        for blowup in (pgm._BLOWUP, 4, math.inf):
+            got = pgm._einsum_plan(sizes, ops, clique, blowup)
+            want = plan_by_einsum_report(sizes, ops, clique, blowup)
+            assert (got is None) == (want is None)
+            if got is None:
+                refused += 1
+            else:
+                assert got[1] == want[1]
+                assert [sorted(s) for s in got[0][1:]] == [sorted(s) for s in want[0][1:]]
+    assert refused > 50  # the refusal branch is exercised

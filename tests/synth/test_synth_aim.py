@@ -113,6 +113,54 @@ def test_mirror_descent_fits_consistent_measurements() -> None:
     assert np.abs(fitted.marginal((0, 3, 5)) - brute).max() < 0.25
 
 
+def test_mirror_descent_stops_once_the_loss_stalls_and_not_before() -> None:
+    """Issue 32's stopping rule: with tol > 0 the descent ends at the first iteration T whose
+    loss fell by at most tol x loss over the last `window` iterations (checked with the
+    losses of full runs of T, T - 1 and T - window (- 1) iterations), well inside the cap;
+    tol 0 runs all iterations and is the fit of before, float for float."""
+    model, joint = _random_model(2)
+    gen = np.random.default_rng(5)
+    meas = []
+    for c in REGIONS:  # noisy: the loss levels off at the noise instead of reaching 0
+        exact = joint.sum(axis=tuple(a for a in range(len(SIZES)) if a not in c))
+        meas.append(Measurement(c, exact + gen.normal(0.0, 1.0, exact.shape), 1.0))
+
+    def loss_after(k: int) -> float:
+        return mirror_descent(SIZES, meas, iters=k, total=250.0)[1].loss
+
+    tol, window, cap = 0.05, 5, 200
+    _, stats = mirror_descent(SIZES, meas, iters=cap, total=250.0, tol=tol, window=window)
+    t = stats.iterations
+    assert 2 * window < t < cap and stats.loss == loss_after(t)
+    assert loss_after(t - window) - stats.loss <= tol * stats.loss
+    before = loss_after(t - 1)
+    assert loss_after(t - 1 - window) - before > tol * before  # not one iteration earlier
+    full, full_stats = mirror_descent(SIZES, meas, iters=60, total=250.0)
+    capped, capped_stats = mirror_descent(SIZES, meas, iters=60, total=250.0, tol=0.0)
+    assert full_stats.iterations == capped_stats.iterations == 60
+    assert all(np.array_equal(full.theta[r], capped.theta[r]) for r in full.theta)
+
+
+@pytest.mark.parametrize("field", ["round_tol", "final_tol"])
+@pytest.mark.parametrize("bad", [-0.1, 1.0, "0.01", True])
+def test_aim_tolerances_are_checked(field, bad) -> None:
+    with pytest.raises(InvalidInputError, match=rf"{field} must be a number in \[0, 1\)"):
+        AIMSynthesizer(**{field: bad})
+
+
+def test_aim_round_fits_stay_within_the_caps(adult_small) -> None:
+    """round_iters / final_iters cap every fit; the rounds' logged iterations say where each
+    stopped (a stop depends only on the noisy measurements and the model)."""
+    cols = ["age", "workclass", "education", "sex", "salary"]
+    synth = AIMSynthesizer(schema=adult_any_missing().select(cols), rng=4, rounds=8,
+                           round_iters=60, final_iters=40, round_tol=0.1)
+    synth.fit(adult_small[cols], 1.0, 1e-6)
+    its = [r["iterations"] for r in synth.round_log]
+    assert its and all(1 <= i <= 60 for i in its) and min(its) < 60  # some round stopped
+    assert 1 <= synth.fit_stats.iterations <= 40
+    assert synth.details()["final_iterations"] == synth.fit_stats.iterations
+
+
 def test_junction_tree_size_is_what_aim_caps() -> None:
     tree = JunctionTree(SIZES, REGIONS)
     assert tree.size == sum(math.prod(SIZES[a] for a in c) for c in tree.cliques)

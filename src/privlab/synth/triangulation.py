@@ -38,7 +38,8 @@ def _eliminate(sizes: Sequence[int], adj: dict[int, set[int]]) -> list[frozenset
     skipped) instead of recomputed for every vertex at every step. Greedy elimination never
     crosses components, so running it per component gives the same cliques.
     """
-    cost = {v: sizes[v] * math.prod(sizes[u] for u in adj[v]) for v in adj}
+    size_of = sizes.__getitem__  # map(size_of, ...): AIM runs this thousands of times a round
+    cost = {v: size_of(v) * math.prod(map(size_of, adj[v])) for v in adj}
     heap = [(c, v) for v, c in cost.items()]
     heapq.heapify(heap)
     found: list[frozenset[int]] = []
@@ -51,13 +52,13 @@ def _eliminate(sizes: Sequence[int], adj: dict[int, set[int]]) -> list[frozenset
         clique = frozenset([best, *nbrs])
         if not any(clique <= f for f in found):
             found.append(clique)
-        for a in nbrs:
-            adj[a].discard(best)
-            adj[a].update(nbrs)
-            adj[a].discard(a)
-        for a in nbrs:
-            cost[a] = sizes[a] * math.prod(sizes[u] for u in adj[a])
-            heapq.heappush(heap, (cost[a], a))
+        for a in nbrs:  # a's neighbours become nbrs and its old ones, less a and best
+            adj_a = adj[a]
+            adj_a |= nbrs
+            adj_a.discard(a)
+            adj_a.discard(best)
+            cost[a] = ca = size_of(a) * math.prod(map(size_of, adj_a))
+            heapq.heappush(heap, (ca, a))
     return [c for c in found if not any(c < o for o in found)]
 
 
