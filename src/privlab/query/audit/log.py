@@ -225,8 +225,13 @@ class AuditLog(SqlStore):
             values["seq"] = seq
             values["prev_hash"] = prev
             values["hash"] = prev = _row_hash(prev, values, self.key, seq=seq)
-            cur.execute(_INSERT_SQL[self.dialect], values)
             seqs.append(seq)
+        # one driver call for the batch: each call gives up the GIL and waits to get it back,
+        # inside the serialized write transaction (issue 32)
+        if len(rows) == 1:
+            cur.execute(_INSERT_SQL[self.dialect], rows[0])
+        else:
+            cur.executemany(_INSERT_SQL[self.dialect], rows)
         return seqs, prev
 
     def appended(self, seq: int, head: str, *, reset: bool = False) -> None:
