@@ -74,46 +74,41 @@ def workload_error(codes: np.ndarray, other: np.ndarray | None, sizes: list[int]
     return float(np.mean(errs))
 
 
-def run(eps: float, seed: int, variant: str, train: Any, hold: Any, model_error: bool
-        ) -> dict[str, Any]:
-    c0 = time.process_time()
-    s = AIMSynthesizer(schema=ADULT, rng=seed, **VARIANTS[variant])
-    s.fit(train, eps, DELTA)
-    table = s.sample(len(train))
-    cpu = time.process_time() - c0
-    assert s.domain is not None
-    real, fake = s.domain.encode(train), s.domain.encode(table)
-    f = fidelity(hold, table)
-    row = {"variant": variant, "epsilon": eps, "seed": seed, "cpu_s": round(cpu, 2),
-           "rounds": len(s.round_log),
-           "round_iterations": sum(r["iterations"] for r in s.round_log),
-           "final_iterations": s.fit_stats.iterations, "final_loss": s.fit_stats.loss,
-           "workload_error_table": workload_error(real, fake, s.domain.sizes),
-           "tvd_1way": f["tvd_1way_mean"], "tvd_2way": f["tvd_2way_mean"],
-           "tvd_3way": f["tvd_3way_mean"]}
-    if model_error:  # minutes at epsilon 4: 455 3-way marginals of a ~1M-cell model
-        row["workload_error_model"] = workload_error(real, None, s.domain.sizes, s.model)
-    return row
-
-
-def run_table(frame: pd.DataFrame, schema: str, eps: float, seed: int, variant: str,
-              model_error: bool) -> dict[str, Any]:
-    """One variant on a table of its own (no holdout): workload errors, loss, CPU."""
+def _fit(frame: pd.DataFrame, schema: Any, eps: float, seed: int, variant: str,
+         real_frame: pd.DataFrame, model_error: bool) -> tuple[Any, Any, dict[str, Any]]:
+    """Fit one variant and sample a table of the input's size: the model, the table, and the
+    row of figures every run reports (workload errors against `real_frame`, loss, CPU)."""
     c0 = time.process_time()
     s = AIMSynthesizer(schema=schema, rng=seed, **VARIANTS[variant])
     s.fit(frame, eps, DELTA)
     table = s.sample(len(frame))
     cpu = time.process_time() - c0
     assert s.domain is not None
-    real, fake = s.domain.encode(s.conform(frame)), s.domain.encode(table)
+    real, fake = s.domain.encode(real_frame), s.domain.encode(table)
     row = {"variant": variant, "epsilon": eps, "seed": seed, "cpu_s": round(cpu, 2),
            "rounds": len(s.round_log),
            "round_iterations": sum(r["iterations"] for r in s.round_log),
            "final_iterations": s.fit_stats.iterations, "final_loss": s.fit_stats.loss,
            "workload_error_table": workload_error(real, fake, s.domain.sizes)}
-    if model_error:
+    if model_error:  # minutes at epsilon 4: 455 3-way marginals of a ~1M-cell model
         row["workload_error_model"] = workload_error(real, None, s.domain.sizes, s.model)
+    return s, table, row
+
+
+def run(eps: float, seed: int, variant: str, train: Any, hold: Any, model_error: bool
+        ) -> dict[str, Any]:
+    _, table, row = _fit(train, ADULT, eps, seed, variant, train, model_error)
+    f = fidelity(hold, table)
+    row.update({"tvd_1way": f["tvd_1way_mean"], "tvd_2way": f["tvd_2way_mean"],
+                "tvd_3way": f["tvd_3way_mean"]})
     return row
+
+
+def run_table(frame: pd.DataFrame, schema: str, eps: float, seed: int, variant: str,
+              model_error: bool) -> dict[str, Any]:
+    """One variant on a table of its own (no holdout): workload errors, loss, CPU."""
+    conformed = AIMSynthesizer(schema=schema).conform(frame)
+    return _fit(frame, schema, eps, seed, variant, conformed, model_error)[2]
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
