@@ -46,8 +46,8 @@ class MissingExtraError(PrivlabError):
 EXTRA_OF_MODULE: dict[str, str] = {
     "torch": "ml", "opacus": "ml", "transformers": "ml", "tokenizers": "ml",
     "fastapi": "server", "uvicorn": "server", "pydantic": "server", "sqlglot": "server",
-    "httpx": "server", "psycopg": "postgres", "folium": "geo", "flwr": "federated",
-    "pyspark": "spark",
+    "httpx": "server", "anyio": "server", "psycopg": "postgres", "folium": "geo",
+    "flwr": "federated", "pyspark": "spark",
 }
 
 
