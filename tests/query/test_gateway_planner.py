@@ -226,3 +226,19 @@ def test_reused_plans_equal_fresh_plans() -> None:
 
     check()
     assert len(cached._templates) > 5
+
+
+def test_a_missing_sqlglot_is_a_missing_extra_not_a_refusal(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The per-thread tokenizer is built outside the tokenizer's error guard: without
+    sqlglot the planner must not answer "could not be tokenized" (a 400 blaming the query)."""
+    import sys
+    import threading
+
+    from privlab.query.config import Limits
+    from privlab.query.planner import limits
+
+    monkeypatch.setattr(limits, "_TOKENIZERS", threading.local())
+    monkeypatch.setitem(sys.modules, "sqlglot.dialects.dialect", None)
+    with pytest.raises(ModuleNotFoundError):
+        limits.tokenize("SELECT COUNT(*) FROM adult", Limits())

@@ -94,8 +94,9 @@ def tokenize(sql: str, limits: Limits) -> list[Any]:
     # time is linear in the tokens, so this bounds it)
     if paren_depth(sql) > MAX_DEPTH:
         raise refuse(f"the query is nested more than {MAX_DEPTH} levels deep")
+    tokenizer = _tokenizer()  # outside the try: a missing sqlglot is a missing extra
     try:
-        tokens = _tokenizer().tokenize(sql)
+        tokens = tokenizer.tokenize(sql)
     except Exception:
         raise refuse("sql could not be tokenized; check quotes and symbols") from None
     if len(tokens) > limits.max_sql_tokens:
