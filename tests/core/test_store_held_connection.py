@@ -72,7 +72,8 @@ def _charge_in_child(book: BudgetLedger, queue: Any) -> None:
 
 def test_a_forked_child_writes_on_its_own_connection(tmp_path: Path) -> None:
     if "fork" not in mp.get_all_start_methods():
-        pytest.skip("the fork start method does not exist on this platform (Windows)")
+        pytest.skip("the test is about a store used on both sides of fork(), and the fork start "
+                    "method does not exist on this platform (Windows)")
     book = BudgetLedger(tmp_path / "l.db")
     book.set_budget("p", 1.0)
     book.charge("p", 0.1)

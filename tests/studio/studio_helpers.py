@@ -22,6 +22,16 @@ PEOPLE_CSV = "age,sex,city,income\n" + "".join(
     f"{1000 + (i * 37) % 900}\n" for i in range(60))
 
 
+#: The people table's declared schema the studio tests upload beside their CSV.
+PEOPLE_SCHEMA = """name: people
+columns:
+  age: {type: integer, bounds: [0, 100]}
+  sex: {type: categorical, categories: [F, M]}
+  city: {type: categorical, categories: [Ankara, Izmir, Kyiv]}
+  income: {type: numeric, bounds: [0, 5000]}
+"""
+
+
 def make_client(config_or_app: Any, base_url: str = "http://127.0.0.1:8765") -> Any:
     """A browser session on a studio (a `StudioConfig`, or an app already made, for several
     sessions on one app): a TestClient that opened the printed URL, so it holds the access

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import csrf_of
+from studio_helpers import PEOPLE_SCHEMA, csrf_of
 
 import privlab
 from privlab.studio import StudioConfig, create_app
@@ -35,13 +35,6 @@ INTERRUPTED = "interrupted: the studio stopped"
 SLOW_S, BOUND_S = 2.5, 1.0
 #: The access token of the studios these tests start (each client presents it once).
 TOKEN = "ops-test-token-0123456789abcdef"
-PEOPLE_SCHEMA = """name: people
-columns:
-  age: {type: integer, bounds: [0, 100]}
-  sex: {type: categorical, categories: [F, M]}
-  city: {type: categorical, categories: [Ankara, Izmir, Kyiv]}
-  income: {type: numeric, bounds: [0, 5000]}
-"""
 
 
 def free_port() -> int:

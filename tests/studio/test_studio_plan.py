@@ -15,17 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import csrf_of, make_client
+from studio_helpers import PEOPLE_CSV, PEOPLE_SCHEMA, csrf_of, make_client
 
 from privlab.studio import StudioConfig
 
-PEOPLE_SCHEMA = """name: people
-columns:
-  age: {type: integer, bounds: [0, 100]}
-  sex: {type: categorical, categories: [F, M]}
-  city: {type: categorical, categories: [Ankara, Izmir, Kyiv]}
-  income: {type: numeric, bounds: [0, 5000]}
-"""
 #: count + mean of age + histogram of city, epsilon 1 in total (weights 1, 2, 1).
 PLAN = {"stat0": "count", "stat1": "mean", "col1": "age", "weight1": "2",
         "stat2": "histogram", "col2": "city", "epsilon": "1"}
@@ -166,8 +159,6 @@ def test_plan_pages_on_neighbours_differ_only_in_noisy_values(
     """The same workspace path holding D, then D' (one person's row changed), the same seed:
     every page and every file of the package is the same but for the noisy values (the
     results page included; a by-group plan's groups are the declared ones)."""
-    from studio_helpers import PEOPLE_CSV
-
     from privlab.studio import plan as sp
 
     monkeypatch.setattr(sp, "run", functools.partial(sp.run, rng=7))

@@ -58,6 +58,24 @@ def studio_page(workspace: Path) -> Iterator[tuple[Any, str, Path]]:
         browser.close()
 
 
+def _run_and_download(page: Any, act: Actions, tmp_path: Path, shot: str) -> dict[str, Any]:
+    """Screenshot the preview (when PRIVLAB_STUDIO_SCREENSHOTS names a folder), click "Run and
+    download" (one action) and return the package's release.json."""
+    shots = os.environ.get("PRIVLAB_STUDIO_SCREENSHOTS")
+    if shots:
+        page.evaluate("document.getElementById('h-preview').scrollIntoView()")
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / shot))
+    with page.expect_download() as download:
+        act.click("#run-plan")
+    archive = tmp_path / "plan.zip"
+    download.value.save_as(archive)
+    with zipfile.ZipFile(archive) as zf:
+        name = next(n for n in zf.namelist() if n.endswith("/release.json"))
+        package: dict[str, Any] = json.loads(zf.read(name))
+    return package
+
+
 def test_a_plan_of_three_statistics_in_at_most_ten_actions(
         studio_page: tuple[Any, str, Path], tmp_path: Path) -> None:
     page, url, workspace = studio_page
@@ -77,19 +95,8 @@ def test_a_plan_of_three_statistics_in_at_most_ten_actions(
     assert "Total: (1)-DP" in page.inner_text("#plan-total")
     assert "All 3 released values together are (1)-DP" in page.inner_text("#plan-words")
     assert "ε = 10" in page.inner_text("#budget-left")  # the preview spent nothing
-    shots = os.environ.get("PRIVLAB_STUDIO_SCREENSHOTS")
-    if shots:
-        page.evaluate("document.getElementById('h-preview').scrollIntoView()")
-        Path(shots).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(shots) / "plan-preview.png"))
-    with page.expect_download() as download:
-        act.click("#run-plan")
-    archive = tmp_path / "plan.zip"
-    download.value.save_as(archive)
+    package = _run_and_download(page, act, tmp_path, "plan-preview.png")
     assert act.n <= MAX_ACTIONS, f"{act.n} actions from the home page to the package"
-    with zipfile.ZipFile(archive) as zf:
-        name = next(n for n in zf.namelist() if n.endswith("/release.json"))
-        package = json.loads(zf.read(name))
     releases = package["releases"]
     assert [(r["statistic"], r["column"]) for r in releases] == [
         ("count", None), ("mean", "age"), ("histogram", "education")]
@@ -124,19 +131,8 @@ def test_a_mixed_by_group_plan_in_the_browser(studio_page: tuple[Any, str, Path]
     assert "by sex: 2 declared groups (Female, Male)" in preview, preview
     assert "in each group" in preview
     assert "accountant: PLD (dp-accounting" in page.inner_text("#plan-total")
-    shots = os.environ.get("PRIVLAB_STUDIO_SCREENSHOTS")
-    if shots:
-        page.evaluate("document.getElementById('h-preview').scrollIntoView()")
-        Path(shots).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(shots) / "plan-preview-by-group.png"))
-    with page.expect_download() as download:
-        act.click("#run-plan")
-    archive = tmp_path / "plan.zip"
-    download.value.save_as(archive)
+    package = _run_and_download(page, act, tmp_path, "plan-preview-by-group.png")
     assert act.n <= MAX_ACTIONS
-    with zipfile.ZipFile(archive) as zf:
-        name = next(n for n in zf.namelist() if n.endswith("/release.json"))
-        package = json.loads(zf.read(name))
     count, mean = package["releases"]
     assert count["by"] == "sex" and list(count["value"]) == ["Female", "Male"]
     assert "by" not in mean and "gaussian" in mean["guarantee"]["mechanism"]
