@@ -336,3 +336,43 @@ def test_round_to_grid() -> None:
         round_to_grid([1.0, math.nan], 1.0)
     with pytest.raises(InvalidInputError, match="coarser granularity"):
         round_to_grid([1e300], 2.0**-10)
+
+
+@pytest.mark.parametrize("scale", [1.0, 37.5])
+def test_scalar_discrete_laplace_on_the_csprng_matches_exact_pmf(scale: float) -> None:
+    """The scalar path on the CSPRNG (ChaCha, keyed here for a fixed test) takes its bits as
+    raw 64-bit words (`_BitPool`): the same exact distribution."""
+    from randomgen import ChaCha
+
+    gen = np.random.Generator(ChaCha(key=2026 + int(scale), counter=0, rounds=20))
+    x = np.array([discrete_laplace(scale, rng=gen) for _ in range(N // 4)])
+    edges = np.round(scale * np.linspace(-6, 6, 41)) if scale > 5 else np.arange(-9, 10)
+    assert chi2_pvalue(x, lambda k: dlap_ge(k, scale), edges) > 1e-4
+    assert chi2_pvalue(x, lambda k: dlap_ge(k, scale * 1.04), edges) < 1e-6
+
+
+def test_bit_pool_reads_raw_words_from_the_csprng_and_bytes_from_a_seed() -> None:
+    """CSPRNG: the pool's 512 bits are the next eight raw words; a seeded generator keeps
+    `Generator.bytes`, which reads NumPy's buffered 32-bit halves (after a draw that leaves
+    half a PCG64 word buffered it differs from the raw words), so a recorded seeded stream
+    stays as it was."""
+    from randomgen import ChaCha
+
+    from privlab.core.rng import is_secure, secure_generator
+
+    assert is_secure(secure_generator()) and not is_secure(np.random.default_rng(1))
+    secure, twin = (np.random.Generator(ChaCha(key=7, counter=0, rounds=20)) for _ in range(2))
+    for gen in (secure, twin):
+        gen.integers(0, 7, size=3, dtype=np.uint32)  # 32-bit draws: one half left buffered
+    pool = samplers._BitPool(secure)
+    assert pool.below(2 ** 20) == int(twin.bit_generator.random_raw(1)[0]) & (2 ** 20 - 1)
+    seeded, twin = np.random.default_rng(5), np.random.default_rng(5)
+    for gen in (seeded, twin):
+        gen.integers(0, 7, size=3, dtype=np.uint32)  # 32-bit draws: one half left buffered
+    pool = samplers._BitPool(seeded)
+    raw = np.random.default_rng(5)
+    raw.integers(0, 7, size=3, dtype=np.uint32)
+    assert twin.bytes(64) != raw.bit_generator.random_raw(8).tobytes()  # the case is real
+    twin = np.random.default_rng(5)
+    twin.integers(0, 7, size=3, dtype=np.uint32)
+    assert pool.below(2 ** 20) == int.from_bytes(twin.bytes(64), "little") & (2 ** 20 - 1)

@@ -29,6 +29,13 @@ def secure_generator() -> np.random.Generator:
     return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
 
 
+def is_secure(gen: np.random.Generator) -> bool:
+    """Whether `gen` runs on the CSPRNG bit generator (`secure_generator`'s ChaCha): a stream
+    nobody reproduces, so a sampler may take its raw words in any grouping."""
+    kind = type(gen.bit_generator)
+    return kind.__name__ == "ChaCha" and kind.__module__.startswith("randomgen")
+
+
 def make_rng(rng: RngLike = None) -> np.random.Generator:
     """Return a Generator: secure if `rng` is None, PCG64(seed) for an int, or `rng` itself."""
     if rng is None:

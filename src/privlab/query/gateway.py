@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import threading
-import uuid
 from typing import Any
 
 import numpy as np
@@ -98,6 +97,21 @@ class QueryFailed(PrivlabError):
 
     status_code = 500
 
+
+
+def _uuid4_hex(raw: bytes) -> str:
+    """`uuid.UUID(bytes=raw, version=4).hex` (RFC 4122: version 4, variant bits 10) without
+    building the UUID object."""
+    value = int.from_bytes(raw, "big")
+    value = (value & ~(0xC000 << 48)) | (0x8000 << 48)
+    value = (value & ~(0xF000 << 64)) | (4 << 76)
+    return f"{value:032x}"
+
+
+def _new_query_id() -> str:
+    """A random query id, as `uuid.uuid4().hex` (16 bytes from `os.urandom`), for a third of
+    its CPU on the hot path (issue 32)."""
+    return _uuid4_hex(os.urandom(16))
 
 class Gateway(Closing):
     """The DP query service without HTTP: `Gateway(config).query(analyst, sql, epsilon)`.
@@ -243,7 +257,7 @@ class Gateway(Closing):
         BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
         if self.audit.alarm is not None:  # tampered audit log: answer nothing (HTTP 503)
             raise AuditLogBroken(self.audit.alarm)
-        qid = uuid.uuid4().hex
+        qid = _new_query_id()
         audit_sql = sql if isinstance(sql, str) else None
         common = dict(analyst=analyst.name, sql=audit_sql,
                       epsilon=epsilon if isinstance(epsilon, (int, float)) else None,
