@@ -79,16 +79,22 @@ def checkpoint_problem(cp: dict[str, Any], name: str, key: bytes | None) -> str 
 
 
 def write_checkpoint(fd: int, seq: int, head: str, key: bytes | None,
-                     reset: bool = False) -> bytes | None:
+                     reset: bool = False, known: tuple[bytes, tuple[int, int]] | None = None
+                     ) -> tuple[bytes, tuple[int, int]] | None:
     """Record (seq, hash) of the newest row, signed with `key`; never moves it backwards
     (several processes append to one log), except on `reset` (`accept_broken`: the head the
-    checkpoint names is gone), which writes both slots. Returns what the file now holds
-    (None: left as it was, a newer head is recorded)."""
+    checkpoint names is gone), which writes both slots. Returns what the file now holds and
+    its slots' sequence numbers (None: left as it was, a newer head is recorded). `known`:
+    such a pair from an earlier call; when the file still holds exactly those bytes its
+    slots are not parsed again (the gateway writes the checkpoint after every commit)."""
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         data = os.pread(fd, 2 * _SLOT, 0)
-        slots = _read_slots(data)
-        seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1 for x in slots]
+        if known is not None and known[0] == data:
+            seqs = list(known[1])
+        else:
+            seqs = [int(x["seq"]) if isinstance(x, dict) and "seq" in x else -1
+                    for x in _read_slots(data)]
         if max(seqs) >= seq and not reset:
             return None
         record = json.dumps({"seq": seq, "hash": head, "mac": _checkpoint_mac(key, seq, head)})
@@ -98,6 +104,7 @@ def write_checkpoint(fd: int, seq: int, head: str, key: bytes | None,
         for offset in offsets:
             os.pwrite(fd, line, offset)
             content[offset:offset + _SLOT] = line
-        return bytes(content)
+            seqs[offset // _SLOT] = seq
+        return bytes(content), (seqs[0], seqs[1])
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

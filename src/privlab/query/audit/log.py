@@ -94,6 +94,8 @@ class AuditLog(SqlStore):
         self._seen: tuple[int, str] | None = None
         #: the checkpoint file's bytes and (seq, hash) as this process last read or wrote them
         self._cp_cache: tuple[bytes, tuple[int, str]] | None = None
+        #: the checkpoint file's bytes and its two slots' seq as this process last wrote them
+        self._cp_slots: tuple[bytes, tuple[int, int]] | None = None
         #: set when the log was found truncated or altered; every later append refuses
         self.alarm: str | None = None
         self.exists = True
@@ -333,10 +335,13 @@ class AuditLog(SqlStore):
 
     def _write_checkpoint(self, seq: int, head: str, reset: bool = False) -> None:
         """Move the checkpoint to (seq, head) (`checkpoint.write_checkpoint`)."""
-        content = write_checkpoint(self._checkpoint_fd(), seq, head, self.key, reset)
-        if content is not None:
-            # what the file now holds: the next append's check need not parse and verify it
-            self._cp_cache = (content, (seq, head))
+        written = write_checkpoint(self._checkpoint_fd(), seq, head, self.key, reset,
+                                   self._cp_slots)
+        if written is not None:
+            # what the file now holds: the next append's check need not parse and verify it,
+            # nor the next write parse its slots
+            self._cp_cache = (written[0], (seq, head))
+            self._cp_slots = written
 
     def read_checkpoint(self) -> dict[str, Any] | None:
         """The newest slot of the checkpoint (None: no checkpoint; {"invalid": True}: a slot
