@@ -238,3 +238,36 @@ def test_dpquery_builds_one_measurement_per_shape_and_charges_its_guarantee(
         for entry in charged:
             assert entry.guarantee["epsilon"] == 0.5
             assert SEEDED_NOTE not in entry.guarantee["notes"]
+
+
+@pytest.mark.parametrize("seed", [None, 2026])
+def test_the_servers_joined_json_is_the_dicts_json(tmp_path: Path, seed: int | None) -> None:
+    """`Gateway._head` without the dict (the server's path: fields' JSON joined, the
+    guarantee's serialised once per measurement) gives the bytes `json.dumps` gives for
+    the response dict, on every query shape above, unseeded (the cached guarantee) and
+    seeded (the guarantee with the seeded note)."""
+    with _gateway(tmp_path, seed=seed) as g:  # type: ignore[arg-type]
+        alice = g.config.analysts["alice"]
+        for sql, epsilon, delta, mechanism in SEEDED_QUERIES:
+            plan, m = g._validate(alice, sql, epsilon, delta, mechanism)
+            result = g._compute(plan, m)
+            assert (result.guarantee is m.guarantee) == (seed is None)
+            want = g._head("q" * 32, result, m, True)
+            got = g._head("q" * 32, result, m, False)
+            assert got[0] is None and got[1] == want[1]
+            assert want[1] == json.dumps(want[0], allow_nan=False, separators=(",", ":"))
+
+
+def test_query_json_is_query_serialised(tmp_path: Path) -> None:
+    """Two gateways with one seed: each body of `query_json` is the JSON of the response
+    `query` returns for the same query (but the random query id)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with _gateway(tmp_path / "a") as served, _gateway(tmp_path / "b") as library:
+        alice_a, alice_b = served.config.analysts["alice"], library.config.analysts["alice"]
+        for sql, epsilon, delta, mechanism in SEEDED_QUERIES:
+            body = served.query_json(alice_a, sql, epsilon, delta, mechanism)
+            response = library.query(alice_b, sql, epsilon, delta, mechanism)
+            response["query_id"] = json.loads(body)["query_id"]
+            assert body == json.dumps(response, allow_nan=False,
+                                      separators=(",", ":")).encode("utf-8")

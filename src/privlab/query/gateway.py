@@ -98,6 +98,9 @@ class QueryFailed(PrivlabError):
     status_code = 500
 
 
+#: compact JSON that refuses NaN and infinities: every body the gateway answers with
+_dumps = functools.partial(json.dumps, allow_nan=False, separators=(",", ":"))
+
 
 def _uuid4_hex(raw: bytes) -> str:
     """`uuid.UUID(bytes=raw, version=4).hex` (RFC 4122: version 4, variant bits 10) without
@@ -255,6 +258,14 @@ class Gateway(Closing):
         """Answer one query for `analyst`; raises QueryRefused (400; also for a table the
         analyst may not query, word for word as for a missing one),
         BudgetExceededError (402) or QueryFailed (500). Every outcome is audited."""
+        response = self._run_query(analyst, sql, epsilon, delta, mechanism, want_dict=True)
+        assert response is not None
+        return response
+
+    def _run_query(self, analyst: AnalystSpec, sql: Any, epsilon: Any, delta: Any,
+                   mechanism: str | None, *, want_dict: bool) -> dict[str, Any] | None:
+        """`query`; with `want_dict` False (the server, `query_json`) the one-commit path
+        builds only the JSON body (`_head`) and returns None."""
         if self.audit.alarm is not None:  # tampered audit log: answer nothing (HTTP 503)
             raise AuditLogBroken(self.audit.alarm)
         qid = _new_query_id()
@@ -278,7 +289,8 @@ class Gateway(Closing):
             token = self._view.reserve(request)
             if token is not None:
                 try:
-                    return self._query_joint(qid, plan, measurement, request, common)
+                    return self._query_joint(qid, plan, measurement, request, common,
+                                             want_dict)
                 finally:
                     self._view.release(token)
         try:
@@ -333,7 +345,8 @@ class Gateway(Closing):
         return response
 
     def _query_joint(self, qid: str, plan: QueryPlan, measurement: QueryMeasurement,
-                     request: ChargeRequest, common: dict[str, Any]) -> dict[str, Any]:
+                     request: ChargeRequest, common: dict[str, Any],
+                     want_dict: bool = True) -> dict[str, Any] | None:
         """The one-commit path (`privlab.query.commit`): compute, then charge and audit in
         one transaction, then answer. The answer exists only in this thread until the
         commit returned; if the charge is refused or the commit fails it is dropped."""
@@ -341,7 +354,7 @@ class Gateway(Closing):
         budget = measurement.budget
         try:
             result = self._compute(plan, measurement)
-            head = self._head(qid, result, budget)
+            head = self._head(qid, result, measurement, want_dict)
         except Exception as exc:
             # as on the charge-first path: the mechanism on the empty result, same charge
             log.error("gateway query %s failed (%s); answered from the data-independent "
@@ -351,7 +364,7 @@ class Gateway(Closing):
                       "the empty result")
             try:
                 result = self._fallback(plan, measurement)
-                head = self._head(qid, result, budget)
+                head = self._head(qid, result, measurement, want_dict)
             except Exception as exc2:  # data-independent: the measurement was built
                 head = None
                 decision, reason = "error", f"{type(exc2).__name__} after the charge"
@@ -359,7 +372,7 @@ class Gateway(Closing):
                                     "epsilon_spent": budget.epsilon,
                                     "delta_spent": budget.delta}
         if head is not None:
-            released["result"] = {"columns": head[0]["columns"], "rows": head[0]["rows"]}
+            released["result"] = {"columns": result.columns, "rows": result.rows}
         try:
             entry = self.joint.commit(Commit(request, qid, common, released))  # type: ignore
         except BudgetExceededError:  # audited in the same commit; nothing released
@@ -381,23 +394,38 @@ class Gateway(Closing):
         tail = {"remaining_budget": {"epsilon": entry.remaining_epsilon,
                                      "delta": entry.remaining_delta},
                 "ledger_entry_id": entry.entry_id}
-        response.update(tail)
-        body = (text[:-1] + "," + json.dumps(tail, allow_nan=False, separators=(",", ":"))[1:])
+        if response is not None:
+            response.update(tail)
+        body = (text[:-1] + "," + _dumps(tail)[1:])
         self._local.last_body = body.encode("utf-8")
         return response
 
     @staticmethod
-    def _head(qid: str, result: Answer, budget: Budget) -> tuple[dict[str, Any], str]:
-        """The response without the ledger's fields, and its JSON (checked finite before
-        the commit: a value JSON refuses takes the fallback, as on the other path)."""
-        response = {"query_id": qid, **result.to_dict(), "epsilon_spent": budget.epsilon,
-                    "delta_spent": budget.delta}
-        return response, json.dumps(response, allow_nan=False, separators=(",", ":"))
+    def _head(qid: str, result: Answer, measurement: QueryMeasurement,
+              want_dict: bool = True) -> tuple[dict[str, Any] | None, str]:
+        """The response without the ledger's fields (None unless `want_dict`), and its JSON
+        (checked finite before the commit: a value JSON refuses takes the fallback, as on
+        the other path). Without the dict the JSON is joined from its fields' JSON, the
+        guarantee's serialised once per measurement (`guarantee_body`): the same bytes as
+        `json.dumps` of the dict (tested) for a third of the CPU on the server's path."""
+        budget = measurement.budget
+        if want_dict:
+            response = {"query_id": qid, **result.to_dict(), "epsilon_spent": budget.epsilon,
+                        "delta_spent": budget.delta}
+            return response, _dumps(response)
+        guarantee = (measurement.guarantee_body if result.guarantee is measurement.guarantee
+                     and measurement.guarantee_body else _dumps(result.guarantee.to_dict()))
+        return None, "".join((
+            '{"query_id":', _dumps(qid), ',"columns":', _dumps(result.columns),
+            ',"rows":', _dumps(result.rows),
+            ',"column_info":', _dumps([c.to_dict() for c in result.info]),
+            ',"guarantee":', guarantee, ',"epsilon_spent":', _dumps(budget.epsilon),
+            ',"delta_spent":', _dumps(budget.delta), "}"))
 
     def query_json(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
                    mechanism: str | None = None) -> bytes:
         """`query` serialised as the HTTP body (JSON, already checked finite)."""
-        self.query(analyst, sql, epsilon, delta, mechanism)
+        self._run_query(analyst, sql, epsilon, delta, mechanism, want_dict=False)
         body: bytes = self._local.last_body
         self._local.last_body = None
         return body

@@ -34,6 +34,7 @@ the gateway and `DPQuery` build one `QueryMeasurement` per normalised plan and b
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -181,6 +182,8 @@ class QueryMeasurement:
     guarantee_dict: dict[str, Any] = field(compare=False, repr=False)
     #: the guarantee checked and serialised once, as the ledger stores it with each charge
     guarantee_json: GuaranteeJSON = field(compare=False, repr=False)
+    #: `guarantee_dict` as an answer's JSON body holds it (compact, finite), serialised once
+    guarantee_body: str = field(compare=False, repr=False, default="")
 
 
 def _sensitivity(plan: QueryPlan, primitive: Primitive, changed: int) -> tuple[float, bool]:
@@ -264,7 +267,8 @@ def _build(plan: QueryPlan, budget: Budget) -> QueryMeasurement:
     guarantee = _guarantee(plan, budget, threshold)
     as_dict = guarantee.to_dict()
     return QueryMeasurement(budget, plan.primitives, cells, changed, scalar, noises, threshold,
-                            quantile_epsilon, guarantee, as_dict, GuaranteeJSON.of(as_dict))
+                            quantile_epsilon, guarantee, as_dict, GuaranteeJSON.of(as_dict),
+                            json.dumps(as_dict, allow_nan=False, separators=(",", ":")))
 
 
 def measure_query(plan: QueryPlan, budget: Budget) -> QueryMeasurement:
