@@ -362,14 +362,14 @@ def discrete_laplace(scale: float, size: int | tuple[int, ...] | None = None,
                                 "fine for this noise; pass a coarser granularity")
     gen = make_rng(rng)
     t, s = _scale_fraction(scale)  # t / s == scale exactly
-    n = 1 if size is None else int(np.prod(size))
+    if size is None:  # one draw (the gateway's scalar query): no list, no array
+        return np.int64(_discrete_laplace_scalar(t, s, _BitPool(gen)))
+    n = int(np.prod(size))
     if n <= 32:  # few draws: Python integers beat dozens of tiny NumPy calls
         pool = _BitPool(gen)
         out = np.array([_discrete_laplace_scalar(t, s, pool) for _ in range(n)], dtype=np.int64)
     else:
         out = _discrete_laplace_fast(t, s, n, gen)
-    if size is None:
-        return out[0]
     return out.reshape(size)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.ledger.amounts import GuaranteeJSON
-from privlab.core.mechanisms import draw_on_grid, gaussian_plan, laplace_plan
+from privlab.core.mechanisms import _draw_one, draw_on_grid, gaussian_plan, laplace_plan
 from privlab.core.release import half_width
 from privlab.core.rng import RngLike
 from privlab.errors import PrivlabError
@@ -155,9 +155,14 @@ class AdditiveNoise:
     def draw(self, values: np.ndarray, rng: RngLike, scalar: bool) -> np.ndarray:
         """The noisy values of every cell (float64, one per cell); `scalar`: one value
         released as a scalar (the sampler's scalar path, as the mechanisms take it)."""
-        arr = np.asarray(values[0] if scalar else values, dtype=np.float64)
-        out = draw_on_grid(arr, self.granularity, self.steps, gaussian=self.gaussian,
-                           exact=self.exact, integer_valued=self.integer, rng=rng)
+        if scalar:  # `draw_on_grid` of a 0-d array is `_draw_one` of its float
+            one = _draw_one(float(values[0]), self.granularity, self.steps,
+                            gaussian=self.gaussian, exact=self.exact,
+                            integer_valued=self.integer, rng=rng)
+            return np.array([one], dtype=np.float64)
+        out = draw_on_grid(np.asarray(values, dtype=np.float64), self.granularity,
+                           self.steps, gaussian=self.gaussian, exact=self.exact,
+                           integer_valued=self.integer, rng=rng)
         return np.atleast_1d(out).astype(np.float64)
 
 
