@@ -112,6 +112,9 @@ def test_discrete_laplace_tiny_scale_is_exactly_zero() -> None:
 def test_discrete_laplace_shapes_and_symmetry() -> None:
     assert discrete_laplace(2.0, size=(3, 4), rng=1).shape == (3, 4)
     assert np.ndim(discrete_laplace(2.0, rng=1)) == 0
+    one = discrete_laplace(2.0, rng=np.random.default_rng(9))
+    assert type(one) is np.int64  # as the one-element array's item was
+    assert one == discrete_laplace(2.0, size=1, rng=np.random.default_rng(9))[0]
     assert discrete_laplace(2.0, size=0, rng=1).shape == (0,)
     x = discrete_laplace(5.0, size=N, rng=7)
     # mean 0 within 5 standard errors
