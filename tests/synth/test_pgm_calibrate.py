@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from privlab.synth.pgm import GraphicalModel
+from privlab.synth.pgm import GraphicalModel, _reduce, _sum_onto
 
 TOTAL = 12_345.0
 #: counts above this are represented as normal doubles by any correct calibration
@@ -22,10 +22,11 @@ ZERO_LOG = -746.0
 
 def _random_case(seed: int, extreme: str) -> tuple[list[int], list[tuple[int, ...]],
                                                    dict[tuple[int, ...], np.ndarray]]:
-    """Sizes, regions (random 2- and 3-way cliques over 7 attributes) and potentials."""
+    """Sizes (1 to 4 values), regions (random 2- and 3-way cliques over 7 attributes) and
+    potentials."""
     gen = np.random.default_rng(seed)
     d = 7
-    sizes = [int(s) for s in gen.integers(2, 5, size=d)]
+    sizes = [int(s) for s in gen.integers(1, 5, size=d)]  # 1: an axis to reduce is 1
     pairs = list(itertools.combinations(range(d), 2)) + list(itertools.combinations(range(d), 3))
     picks = gen.choice(len(pairs), size=int(gen.integers(5, 9)), replace=False)
     regions = sorted({pairs[i] for i in picks})
@@ -79,3 +80,41 @@ def test_calibrate_equals_the_log_space_joint(seed: int, extreme: str) -> None:
     if extreme in ("zeros", "mixed"):
         assert np.isneginf(logc).any()
 
+
+
+def test_reduce_equals_numpys_reduction() -> None:
+    """`_reduce` (halving an inner axis): numpy's maximum exactly, its sum to rounding, on
+    every subset of axes of random shapes with 1-valued and odd-sized axes."""
+    gen = np.random.default_rng(11)
+    halved = 0
+    for _ in range(40):
+        shape = tuple(int(s) for s in gen.integers(1, 8, size=int(gen.integers(1, 6))))
+        a = gen.normal(size=shape)
+        for k in range(1, len(shape) + 1):
+            for axes in itertools.combinations(range(len(shape)), k):
+                got = _reduce(np.maximum, a, axes)
+                assert not np.shares_memory(got, a)
+                assert np.array_equal(got, a.max(axis=axes, keepdims=True))
+                np.testing.assert_allclose(_reduce(np.add, a, axes),
+                                           a.sum(axis=axes, keepdims=True), rtol=1e-12,
+                                           atol=1e-12)
+                halved += min(axes) > 0 and max(axes) < len(shape) - 1
+    assert halved > 50
+
+
+def test_sum_onto_equals_the_broadcast_sum() -> None:
+    gen = np.random.default_rng(12)
+    sizes = [3, 1, 4, 2, 5]
+    clique = (0, 1, 2, 3, 4)
+    for _ in range(30):
+        terms = []
+        for _ in range(int(gen.integers(0, 5))):
+            attrs = tuple(sorted(gen.choice(5, size=int(gen.integers(0, 4)), replace=False)))
+            terms.append((gen.normal(size=[sizes[a] for a in attrs]), attrs))
+        want = np.zeros(sizes)
+        for arr, attrs in terms:
+            want = want + arr.reshape([sizes[a] if a in attrs else 1 for a in clique])
+        out = np.full(sizes, np.nan)
+        got = _sum_onto(terms, clique, sizes, out)
+        assert got is out
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
