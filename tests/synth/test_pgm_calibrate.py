@@ -118,3 +118,46 @@ def test_sum_onto_equals_the_broadcast_sum() -> None:
         got = _sum_onto(terms, clique, sizes, out)
         assert got is out
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_mirror_descent_reusing_dropped_tables_is_the_same_fit(monkeypatch) -> None:
+    """mirror_descent hands calibrate the tables of the calibration it dropped (rejected or
+    superseded); with fresh tables every time the fit is the same, float for float (no
+    table still in use is overwritten). Noisy measurements and a large start step, so both
+    accepted and rejected steps occur."""
+    from privlab.synth import pgm
+
+    sizes, regions, theta = _random_case(3, "none")
+    truth = GraphicalModel(sizes, regions, TOTAL, theta=theta)
+    gen = np.random.default_rng(4)
+    meas = [pgm.Measurement(r, truth.marginal(r) + gen.normal(0, 5.0, truth.marginal(r).shape),
+                            5.0) for r in regions]
+
+    def fit() -> tuple[GraphicalModel, pgm.FitStats]:
+        return pgm.mirror_descent(sizes, meas, iters=40, step=1.0, total=TOTAL)
+
+    reused, stats = fit()
+    calls: list[bool] = []
+    original = GraphicalModel.calibrate
+
+    def fresh(self: GraphicalModel, out: list[np.ndarray] | None = None) -> None:
+        calls.append(out is not None)
+        original(self)
+
+    monkeypatch.setattr(GraphicalModel, "calibrate", fresh)
+    again, stats2 = fit()
+    assert sum(calls) >= 35  # tables were on offer nearly every iteration
+    assert stats.loss == stats2.loss and stats.step == stats2.step
+    assert stats.step < 1.0 / 1.01 ** 40  # some steps were rejected (the step halved)
+    for r in reused.theta:
+        assert np.array_equal(reused.theta[r], again.theta[r])
+    for b1, b2 in zip(reused.beliefs, again.beliefs, strict=True):
+        assert np.array_equal(b1, b2)
+    monkeypatch.undo()
+    # whatever the last step was (accepted or rejected), the returned beliefs are its
+    # theta's: the tables kept for a rollback were never the ones overwritten
+    for k in range(1, 25):
+        model, _ = pgm.mirror_descent(sizes, meas, iters=k, step=1.0, total=TOTAL)
+        kept = [b.copy() for b in model.beliefs]
+        model.calibrate()
+        assert all(np.array_equal(a, b) for a, b in zip(kept, model.beliefs, strict=True))

@@ -89,30 +89,54 @@ def _reduce(ufunc: np.ufunc, a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray
 def _sum_onto(terms: Sequence[tuple[np.ndarray, Clique]], clique: Clique,
               sizes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
     """The sum of the terms (array, its attributes, a subset of `clique`) broadcast over
-    `clique`, into `out` when given. The terms are added smallest union first, so only the
-    last step writes a clique-sized table, once (adding each term into a zeroed clique table
-    wrote it 3-7 times per calibration: a third of calibrate's time, issue 32)."""
-    shape = [sizes[a] for a in clique]
+    `clique`, into `out` when given. The terms are summed in groups over their unions, each
+    smaller than the clique (`_sum_groups`), so the clique-sized table is written once per
+    group after the first (adding every term into a zeroed clique table wrote it 3-9 times
+    per calibration: a third of calibrate's time, issue 32)."""
     if out is None:
-        out = np.empty(shape)
-    cur, attrs = np.zeros(()), ()  # the partial sum over the union so far
-    left = list(terms)
-    while left:
-        j = min(range(len(left)), key=lambda j: (cells(sizes, set(attrs) | set(left[j][1])),
-                                                 j))
-        arr, ta = left.pop(j)
-        union = tuple(sorted(set(attrs) | set(ta)))
-        if len(union) == len(clique):
-            break
-        cur = _expand(cur, attrs, union, sizes) + _expand(arr, ta, union, sizes)
-        attrs = union
-    else:  # the terms do not span the clique: broadcast what they sum to
-        np.copyto(out, _expand(cur, attrs, clique, sizes))
-        return out
-    np.add(_expand(cur, attrs, clique, sizes), _expand(arr, ta, clique, sizes), out=out)
-    for arr, ta in left:
-        out += _expand(arr, ta, clique, sizes)
+        out = np.empty([sizes[a] for a in clique])
+    groups = _sum_groups(tuple(sizes), tuple(ta for _, ta in terms), clique)
+    parts = []
+    for group in groups:
+        cur, attrs = terms[group[0]]
+        for j in group[1:]:
+            arr, ta = terms[j]
+            union = tuple(sorted(set(attrs) | set(ta)))
+            cur = _expand(cur, attrs, union, sizes) + _expand(arr, ta, union, sizes)
+            attrs = union
+        parts.append(_expand(cur, attrs, clique, sizes))
+    if not parts:
+        out.fill(0.0)
+    elif len(parts) == 1:
+        np.copyto(out, parts[0])
+    else:
+        np.add(parts[0], parts[1], out=out)
+        for part in parts[2:]:
+            out += part
     return out
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _sum_groups(sizes: tuple[int, ...], attrs: tuple[Clique, ...], clique: Clique
+                ) -> list[list[int]]:
+    """`_sum_onto`'s plan: term indices in groups, each grown greedily (the term giving the
+    smallest union next) while its union stays smaller than the clique; one group may span
+    it when a single term does. Depends only on the shapes (cached)."""
+    left = list(range(len(attrs)))
+    groups: list[list[int]] = []
+    while left:
+        first = min(left, key=lambda j: (cells(sizes, attrs[j]), j))
+        left.remove(first)
+        group, union = [first], set(attrs[first])
+        while left:
+            j = min(left, key=lambda j: (cells(sizes, union | set(attrs[j])), j))
+            if len(union | set(attrs[j])) == len(clique):
+                break
+            left.remove(j)
+            group.append(j)
+            union |= set(attrs[j])
+        groups.append(group)
+    return groups
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,8 +362,11 @@ class GraphicalModel:
         for c, node, src in plan:
             if node is None:
                 out[c] = self.marginal(c)
-            elif src is None:
-                out[c] = self._project(node, c)
+            elif src is None:  # _project, with the inner-axis reduction of calibrate
+                cl = self.tree.cliques[node]
+                out[c] = _reduce(np.add, self.beliefs[node],
+                                 tuple(i for i, a in enumerate(cl) if a not in c)
+                                 ).reshape([self.sizes[a] for a in c])
             else:
                 out[c] = out[src].sum(axis=tuple(i for i, a in enumerate(src) if a not in c))
         return out
@@ -607,20 +634,30 @@ def mirror_descent(sizes: Sequence[int], measurements: Sequence[Measurement], *,
     loss, mus, grads = _evaluate(model, measurements)
     history = [loss]  # the accepted loss after each iteration (index 0: the start)
     it = 0
+    # the belief tables of the calibration dropped last iteration (the rejected step's, or
+    # the accepted step's predecessor): the next calibration overwrites them (issue 32)
+    spare: list[np.ndarray] | None = None
     for it in range(1, iters + 1):  # noqa: B007 - reported below
         old_theta, old_beliefs = model.theta, model.beliefs
-        theta = {r: t.copy() for r, t in old_theta.items()}
+        theta = dict(old_theta)  # a region without a gradient keeps its (unchanged) array
+        stepped: set[Clique] = set()
         for c, g in grads.items():
             h = host[c]
-            theta[h] -= alpha * _expand(g, c, h, sizes)
+            if h in stepped:
+                theta[h] -= alpha * _expand(g, c, h, sizes)
+            else:
+                theta[h] = old_theta[h] - alpha * _expand(g, c, h, sizes)
+                stepped.add(h)
         model.theta = theta
-        model.calibrate()
+        model.calibrate(out=spare)
         new_loss, new_mus, new_grads = _evaluate(model, measurements)
         decrease = sum(float(np.vdot(grads[c], mus[c] - new_mus[c])) for c in grads)
         if loss - new_loss >= 0.5 * alpha * decrease:
             alpha *= 1.01
             loss, mus, grads = new_loss, new_mus, new_grads
+            spare = old_beliefs
         else:
+            spare = model.beliefs
             model.theta, model.beliefs = old_theta, old_beliefs
             alpha *= 0.5
         history.append(loss)
