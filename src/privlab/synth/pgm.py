@@ -45,6 +45,11 @@ def _expand(arr: np.ndarray, sub: Clique, full: Clique, sizes: Sequence[int]) ->
     return arr.reshape([sizes[a] if a in sub else 1 for a in full])
 
 
+#: below this many cells `_reduce` leaves the reduction to numpy (halving saves nothing
+#: there and costs Python calls: most of AIM's early models are a few thousand cells)
+_HALVE_FROM = 1 << 14
+
+
 def _reduce(ufunc: np.ufunc, a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """`ufunc.reduce(a, axis=axes, keepdims=True)` for a C-contiguous `a` (a new array).
 
@@ -53,9 +58,32 @@ def _reduce(ufunc: np.ufunc, a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray
     (issue 32). Here such an axis is halved instead, ufunc(first half, second half), every
     step over long contiguous runs: 0.3 ms. The same maximum; a pairwise sum (other
     rounding than numpy's, as accurate)."""
-    if not axes:
-        return a.copy()
-    shape = a.shape
+    plan = _reduce_plan(a.shape, axes)
+    if plan is None:
+        return ufunc.reduce(a, axis=axes, keepdims=True)
+    pre, n, post, merged, rest, keep = plan
+    y = a.reshape(pre, n, post)
+    while n > 1:
+        h = n // 2
+        z = ufunc(y[:, :h], y[:, h:2 * h])
+        if n % 2:
+            ufunc(z[:, :1], y[:, 2 * h:], out=z[:, :1])
+        y, n = z, h
+    if rest:
+        return ufunc.reduce(y.reshape(merged), axis=rest, keepdims=True).reshape(keep)
+    return y.reshape(keep)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _reduce_plan(shape: tuple[int, ...], axes: tuple[int, ...]
+                 ) -> tuple[int, int, int, tuple[int, ...], tuple[int, ...],
+                            tuple[int, ...]] | None:
+    """How `_reduce` halves: (cells before, length, cells after the halved run of adjacent
+    reduced axes (the largest run), the shape with runs merged and that run reduced, the
+    other reduced runs, the result's shape); None where numpy's reduce is as fast (small
+    tables, a leading or trailing run, nothing to reduce)."""
+    if not axes or math.prod(shape) < _HALVE_FROM:
+        return None
     merged: list[int] = []
     kinds: list[bool] = []  # runs of adjacent axes, reduced or kept
     for i, n in enumerate(shape):
@@ -64,26 +92,14 @@ def _reduce(ufunc: np.ufunc, a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray
         else:
             merged.append(n)
             kinds.append(i in axes)
-    keep = tuple(1 if i in axes else n for i, n in enumerate(shape))
     g = max((j for j, r in enumerate(kinds) if r), key=lambda j: merged[j])
-    if merged[g] == 1:  # only 1-valued axes: nothing to reduce
-        return a.reshape(keep).copy()
-    if g == 0 or g == len(merged) - 1:  # a leading or trailing run: numpy's loops are fast
-        return ufunc.reduce(a, axis=axes, keepdims=True)
-    n = merged[g]
-    y = a.reshape(math.prod(merged[:g]), n, math.prod(merged[g + 1:]))
-    while n > 1:
-        h = n // 2
-        z = ufunc(y[:, :h], y[:, h:2 * h])
-        if n % 2:
-            ufunc(z[:, :1], y[:, 2 * h:], out=z[:, :1])
-        y, n = z, h
+    if merged[g] == 1 or g == 0 or g == len(merged) - 1:
+        return None
+    keep = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    pre, n, post = math.prod(merged[:g]), merged[g], math.prod(merged[g + 1:])
     merged[g] = 1
     rest = tuple(j for j, r in enumerate(kinds) if r and j != g)
-    y = y.reshape(merged)
-    if rest:
-        y = ufunc.reduce(y, axis=rest, keepdims=True)
-    return y.reshape(keep)
+    return pre, n, post, tuple(merged), rest, keep
 
 
 def _sum_onto(terms: Sequence[tuple[np.ndarray, Clique]], clique: Clique,
@@ -301,43 +317,66 @@ class GraphicalModel:
         e^-745 of it is 0), as the log-sum-exp's was; a slice of zeros stays zeros.
         """
         tree, sizes = self.tree, self.sizes
-        k = len(tree.cliques)
-        root = tree.order[0]
-        kids = self._children
-        tables: list[np.ndarray] = [np.empty(0)] * k
-        up: list[np.ndarray] = [np.empty(0)] * k  # log upward message, over the separator
-        sums: list[np.ndarray] = [np.empty(0)] * k  # s_c, keepdims over the child's axes
-        for node in reversed(tree.order):  # collect: children before parents
-            cl = tree.cliques[node]
-            terms = [(self.theta[r], r) for r in self.assign[node]]
-            terms += [(up[c], tree.separator[c]) for c in kids(node)]
+        collect, distribute = self._calibration_plan()
+        tables: list[np.ndarray] = [np.empty(0)] * len(tree.cliques)
+        up: list[np.ndarray] = list(tables)  # log upward message, over the separator
+        sums: list[np.ndarray] = list(tables)  # s_c, keepdims over the child's axes
+        for node, cl, regions, kids, axes, sep_shape in collect:  # children first
+            terms = [(self.theta[r], r) for r in regions]
+            terms += [(up[c], sep) for c, sep in kids]
             acc = _sum_onto(terms, cl, sizes, None if out is None else out[node])
             tables[node] = acc  # becomes E_node, in place
-            sep = tree.separator[node]
-            axes = tuple(i for i, a in enumerate(cl) if a not in sep)
             m = _reduce(np.maximum, acc, axes)
             m[~np.isfinite(m)] = 0.0
             acc -= m
             np.exp(acc, out=acc)
-            s = _reduce(np.add, acc, axes)
-            sums[node] = s
-            if node != root:
+            s = sums[node] = _reduce(np.add, acc, axes)
+            if sep_shape is not None:  # not the root
                 with np.errstate(divide="ignore"):
-                    up[node] = (np.log(s) + m).reshape([sizes[a] for a in sep])
+                    up[node] = (np.log(s) + m).reshape(sep_shape)
+        root = tree.order[0]
         tables[root] *= self.total / float(sums[root].reshape(()))
-        for node in tree.order:  # distribute: parents before children
-            cl = tree.cliques[node]
-            shared: dict[Clique, np.ndarray] = {}
-            for c in kids(node):
-                sep = tree.separator[c]
-                if sep not in shared:  # siblings with one separator share the sum
-                    shared[sep] = _reduce(np.add, tables[node],
-                                          tuple(i for i, a in enumerate(cl) if a not in sep))
-                s = sums[c]
-                ratio = np.divide(shared[sep].reshape(s.shape), s,
-                                  out=np.zeros(s.shape), where=s > 0)
-                tables[c] *= ratio
+        for node, shares in distribute:  # parents first
+            for axes, kids in shares:  # children sharing a separator share its sum
+                shared = _reduce(np.add, tables[node], axes)
+                for c in kids:
+                    s = sums[c]
+                    tables[c] *= np.divide(shared.reshape(s.shape), s, out=np.zeros(s.shape),
+                                           where=s > 0)
         self.beliefs = tables
+
+    def _calibration_plan(self) -> tuple[list[tuple[int, Clique, list[Clique],
+                                                    list[tuple[int, Clique]],
+                                                    tuple[int, ...], list[int] | None]],
+                                         list[tuple[int, list[tuple[tuple[int, ...],
+                                                                    list[int]]]]]]:
+        """What calibrate would otherwise recompute per call (AIM's small models are mostly
+        Python overhead): per node in collect order (node, clique, its regions, its children
+        with their separators, the axes off its separator, the separator's shape or None at
+        the root); per node in distribute order, its children grouped by separator with the
+        node's axes off that separator."""
+        plan = self.__dict__.get("_cal_plan")
+        if plan is None:
+            tree, sizes = self.tree, self.sizes
+            collect = []
+            for node in reversed(tree.order):
+                cl, sep = tree.cliques[node], tree.separator[node]
+                collect.append((node, cl, self.assign[node],
+                                [(c, tree.separator[c]) for c in self._children(node)],
+                                tuple(i for i, a in enumerate(cl) if a not in sep),
+                                None if node == tree.order[0] else [sizes[a] for a in sep]))
+            distribute = []
+            for node in tree.order:
+                cl = tree.cliques[node]
+                by_sep: dict[Clique, list[int]] = {}
+                for c in self._children(node):
+                    by_sep.setdefault(tree.separator[c], []).append(c)
+                if by_sep:
+                    distribute.append((node, [
+                        (tuple(i for i, a in enumerate(cl) if a not in sep), kids)
+                        for sep, kids in by_sep.items()]))
+            plan = self._cal_plan = (collect, distribute)
+        return plan
 
     def _children(self, node: int) -> list[int]:
         if not hasattr(self, "_kids"):
