@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from privlab.synth.pgm import GraphicalModel, _reduce, _reduce_plan, _sum_onto
+from privlab.synth.pgm import GraphicalModel, _reduce, _reduce_plan, _sum_groups, _sum_onto
 
 TOTAL = 12_345.0
 #: counts above this are represented as normal doubles by any correct calibration
@@ -109,14 +109,18 @@ def test_reduce_equals_numpys_reduction(monkeypatch) -> None:
 
 
 def test_sum_onto_equals_the_broadcast_sum() -> None:
+    """Terms summed in groups (and spelled out over the clique's last attributes when
+    that keeps them small) add up to the plain broadcast sum."""
     gen = np.random.default_rng(12)
-    sizes = [3, 1, 4, 2, 5]
+    sizes = [12, 5, 6, 8, 3]
     clique = (0, 1, 2, 3, 4)
-    for _ in range(30):
-        terms = []
-        for _ in range(int(gen.integers(0, 5))):
-            attrs = tuple(sorted(gen.choice(5, size=int(gen.integers(0, 4)), replace=False)))
-            terms.append((gen.normal(size=[sizes[a] for a in attrs]), attrs))
+    filled = 0
+    shapes = [[(1, 3), (2, 3), (0, 3, 4)]]  # a clique of the 200k x 20 run's final model
+    for _ in range(60):
+        shapes.append([tuple(sorted(gen.choice(5, size=int(gen.integers(0, 4)), replace=False)))
+                       for _ in range(int(gen.integers(0, 6)))])
+    for shape in shapes:
+        terms = [(gen.normal(size=[sizes[a] for a in attrs]), attrs) for attrs in shape]
         want = np.zeros(sizes)
         for arr, attrs in terms:
             want = want + arr.reshape([sizes[a] if a in attrs else 1 for a in clique])
@@ -124,6 +128,9 @@ def test_sum_onto_equals_the_broadcast_sum() -> None:
         got = _sum_onto(terms, clique, sizes, out)
         assert got is out
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        groups, fill = _sum_groups(tuple(sizes), tuple(a for _, a in terms), clique)
+        filled += len(groups) > 1 and bool(fill)
+    assert filled >= 1
 
 
 def test_mirror_descent_reusing_dropped_tables_is_the_same_fit(monkeypatch) -> None:

@@ -123,7 +123,7 @@ def _sum_onto(terms: Sequence[tuple[np.ndarray, Clique]], clique: Clique,
     per calibration: a third of calibrate's time, issue 32)."""
     if out is None:
         out = np.empty([sizes[a] for a in clique])
-    groups = _sum_groups(tuple(sizes), tuple(ta for _, ta in terms), clique)
+    groups, fill = _sum_groups(tuple(sizes), tuple(ta for _, ta in terms), clique)
     parts = []
     for group in groups:
         cur, attrs = terms[group[0]]
@@ -131,6 +131,14 @@ def _sum_onto(terms: Sequence[tuple[np.ndarray, Clique]], clique: Clique,
             arr, ta = terms[j]
             union = tuple(sorted(set(attrs) | set(ta)))
             cur = _expand(cur, attrs, union, sizes) + _expand(arr, ta, union, sizes)
+            attrs = union
+        if len(groups) > 1 and not set(fill) <= set(attrs):
+            # spell the part out over the clique's last attributes: every operand of the
+            # clique-sized additions then runs contiguously over them (numpy's inner loop
+            # was the last attribute alone, often 3 cells)
+            union = tuple(sorted(set(attrs) | set(fill)))
+            cur = np.ascontiguousarray(np.broadcast_to(_expand(cur, attrs, union, sizes),
+                                                       [sizes[a] for a in union]))
             attrs = union
         parts.append(_expand(cur, attrs, clique, sizes))
     if not parts:
@@ -146,10 +154,12 @@ def _sum_onto(terms: Sequence[tuple[np.ndarray, Clique]], clique: Clique,
 
 @functools.lru_cache(maxsize=1 << 12)
 def _sum_groups(sizes: tuple[int, ...], attrs: tuple[Clique, ...], clique: Clique
-                ) -> list[list[int]]:
+                ) -> tuple[list[list[int]], Clique]:
     """`_sum_onto`'s plan: term indices in groups, each grown greedily (the term giving the
-    smallest union next) while its union stays smaller than the clique; one group may span
-    it when a single term does. Depends only on the shapes (cached)."""
+    smallest union next) while its union stays smaller than the clique (one group may span
+    it when a single term does); and the clique's last attributes to spell every group out
+    over, as many as keep each group below 1/8 of the clique. Depends only on the shapes
+    (cached)."""
     left = list(range(len(attrs)))
     groups: list[list[int]] = []
     while left:
@@ -164,7 +174,14 @@ def _sum_groups(sizes: tuple[int, ...], attrs: tuple[Clique, ...], clique: Cliqu
             group.append(j)
             union |= set(attrs[j])
         groups.append(group)
-    return groups
+    unions = [set().union(*(attrs[j] for j in group)) for group in groups]
+    fill: Clique = ()
+    for t in range(1, len(clique)):
+        tail = set(clique[-t:])
+        if any(cells(sizes, u | tail) * 8 > cells(sizes, clique) for u in unions):
+            break
+        fill = clique[-t:]
+    return groups, fill
 
 
 # --------------------------------------------------------------------------------------------
