@@ -5,8 +5,8 @@ Adult), and each estimate is hundreds of belief-propagation passes. mbi 2.0 runs
 JAX, which pulls ~600 MB of dependencies and recompiles whenever the set of cliques changes
 (every round); its AIM did not finish one Adult run in 300 CPU-seconds where privlab's took
 12-15 (benchmarks/synth.py). This module does the same mathematics with plain NumPy: a
-junction tree of the measured cliques, log-space sum-product calibration, and Private-PGM's
-mirror descent with an Armijo line search, warm-started from the previous round's
+junction tree of the measured cliques, sum-product calibration (collect in log space), and
+Private-PGM's mirror descent with an Armijo line search, warm-started from the previous round's
 potentials. On the same 40 noisy Adult marginals (`benchmarks/synth_pgm.py`), 1,000
 iterations: mbi loss 1553.9 in 13.8 CPU-s, this module 1605.6 in 1.4 CPU-s and 1161.1 in 4.1
 CPU-s with 3,000 iterations: better fit per CPU-second (docs/synth.md).
@@ -301,8 +301,8 @@ def estimate_total(measurements: Sequence[Measurement]) -> float:
 class GraphicalModel:
     """A discrete graphical model whose log-potentials live on measured cliques ("regions").
 
-    `calibrate()` runs log-space sum-product on the junction tree and stores each tree
-    clique's marginal (`beliefs`, in counts summing to `total`). `marginal(clique)` answers any
+    `calibrate()` runs sum-product on the junction tree and stores each tree clique's
+    marginal (`beliefs`, in counts summing to `total`). `marginal(clique)` answers any
     marginal; `sample(n)` draws rows ancestrally down the tree.
     """
 
@@ -334,9 +334,9 @@ class GraphicalModel:
         overwrite instead of allocating (mirror descent passes the ones it dropped).
 
         Collect (children before parents) in log space, as mirror descent's potentials need:
-        a clique's table is its potentials plus its children's upward messages, each
-        clique-sized table written once (`_sum_onto`); it is then shifted by its maximum
-        within each separator slice and exponentiated in place, once, and its upward message
+        a clique's table is its potentials plus its children's upward messages (the
+        clique-sized table written once or twice, `_sum_onto`); it is then shifted by its
+        maximum within each separator slice and exponentiated in place, once, and its upward message
         is log(sum of that slice) + the shift (a log-sum-exp). The tables stay in that form:
         E_c = exp(acc_c - max over the slice), with s_c = its sums on the separator.
         Distribute (parents before children) needs no other exp: a child's belief is E_c x
