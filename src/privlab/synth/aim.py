@@ -262,8 +262,9 @@ class AIMSynthesizer(Synthesizer):
                 sizer, sizer_edges = ModelSizer(sizes, base), edges
             pool = [c for c in cands if c in inside or sizer.size(c) <= limit]
             scores = []
+            fitted = model.candidate_marginals(pool)
             for c in pool:
-                err = float(np.abs(answers[c] - model.marginal(c)).sum())
+                err = float(np.abs(answers[c] - fitted[c]).sum())
                 scores.append(cands[c] * (err - math.sqrt(2 / math.pi) * sigma * answers[c].size))
             sens = max(cands[c] for c in pool)
             pick = pool[int(exponential_mechanism(list(range(len(pool))), np.array(scores),

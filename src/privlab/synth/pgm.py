@@ -274,6 +274,34 @@ class GraphicalModel:
                 out[c] = out[src].sum(axis=tuple(i for i, a in enumerate(src) if a not in c))
         return out
 
+    def candidate_marginals(self, cliques: Sequence[Clique]) -> dict[Clique, np.ndarray]:
+        """`marginal(c)` for every clique of `cliques` (AIM's candidates of a round), the
+        larger first, each summed out of the smallest table already answered that holds it
+        when there is one (a 2-way candidate out of a 3-way one, a 1-way out of a 2-way),
+        else from its tree clique or its subtree (`marginal`).
+
+        The model is calibrated, so every route gives the same marginal; only the order of
+        the float sums differs (allclose at rtol 1e-12 to `marginal(c)`, tested). AIM's
+        scores feed the exponential mechanism's Gumbel argmax and a selected marginal's
+        move a threshold, where such differences do not decide anything (the goldens hold
+        the released table byte for byte).
+        """
+        out: dict[Clique, np.ndarray] = {}
+        d = len(self.sizes)
+        for c in sorted(set(cliques), key=lambda c: (-len(c), c)):
+            src: Clique | None = None
+            for x in range(d):  # the supersets one attribute larger: the smallest tables
+                key = tuple(sorted((*c, x)))
+                if x not in c and key in out and (src is None or out[key].size < out[src].size):
+                    src = key
+            if src is not None:
+                out[c] = out[src].sum(axis=tuple(i for i, a in enumerate(src) if a not in c))
+            elif (node := self.tree.containing(c)) is not None:
+                out[c] = self._project(node, c)
+            else:
+                out[c] = self.marginal(c)
+        return out
+
     def _measured_plan(self, cliques: Sequence[Clique]
                        ) -> list[tuple[Clique, int | None, Clique | None]]:
         """(clique, its tree clique or None, the smallest answered superset or None)."""
@@ -318,6 +346,11 @@ class GraphicalModel:
                 ps = self._project(i, tree.separator[i]) / self.total
                 inverse[i] = np.divide(1.0, ps, out=np.zeros_like(ps), where=ps > 0)
                 factors.append((inverse[i], tree.separator[i]))
+        # in the order of their attributes, not of the tree's node numbers: the factors of a
+        # subtree (its cliques and the separators of its edges) then make the same plan key
+        # whichever node is its top and however the nodes are numbered, so the plan made for
+        # a subtree in one round serves the next rounds that keep it (issue 32)
+        factors.sort(key=lambda f: f[1])
         # One einsum over all the factors is fastest on most subtrees, but numpy's greedy
         # order sometimes multiplies many axes at once (5e10 operations on 50k cells: one
         # candidate took 88 s): then pass messages up the subtree instead, which bounds every
