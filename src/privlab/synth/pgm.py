@@ -331,26 +331,18 @@ class GraphicalModel:
         if node is not None:
             return self._project(node, clique)
         # Not inside one tree clique: on the subtree joining the attributes' homes,
-        # P(X) = prod P(C_i) / prod P(S_i), summed over everything but `clique`.
+        # P(X) = P(C_top) prod P(C_i | S_i), summed over everything but `clique`.
         tree = self.tree
         homes = sorted({tree.home[a] for a in clique})
         nodes = {homes[0]}
         for h in homes[1:]:
             nodes.update(tree.path(homes[0], h))
         top = min(nodes, key=lambda i: tree.depth[i])
-        factors: list[tuple[np.ndarray, tuple[int, ...]]] = []
-        inverse: dict[int, np.ndarray] = {}
-        for i in nodes:
-            factors.append((self.beliefs[i] / self.total, tree.cliques[i]))
-            if i != top:
-                ps = self._project(i, tree.separator[i]) / self.total
-                inverse[i] = np.divide(1.0, ps, out=np.zeros_like(ps), where=ps > 0)
-                factors.append((inverse[i], tree.separator[i]))
-        # in the order of their attributes, not of the tree's node numbers: the factors of a
-        # subtree (its cliques and the separators of its edges) then make the same plan key
-        # whichever node is its top and however the nodes are numbered, so the plan made for
-        # a subtree in one round serves the next rounds that keep it (issue 32)
-        factors.sort(key=lambda f: f[1])
+        # in the order of their cliques, not of the tree's node numbers or of which is the
+        # top: a subtree makes the same plan key however its nodes are numbered, so the plan
+        # made in one round serves the next rounds that keep the subtree (issue 32)
+        factors = sorted(((self.beliefs[i] if i == top else self._conditional(i),
+                           tree.cliques[i]) for i in nodes), key=lambda f: f[1])
         # One einsum over all the factors is fastest on most subtrees, but numpy's greedy
         # order sometimes multiplies many axes at once (5e10 operations on 50k cells: one
         # candidate took 88 s): then pass messages up the subtree instead, which bounds every
@@ -363,24 +355,38 @@ class GraphicalModel:
         plan = _einsum_plan(tuple(self.sizes), tuple(attrs for _, attrs in factors), clique,
                             _BLOWUP)
         if plan is not None:
-            return _run_plan(plan, args, out_labels) * self.total
-        return self._marginal_by_messages(clique, nodes, top, inverse) * self.total
+            return _run_plan(plan, args, out_labels)
+        return self._marginal_by_messages(clique, nodes, top)
 
-    def _marginal_by_messages(self, clique: Clique, nodes: set[int], top: int,
-                              inverse: dict[int, np.ndarray]) -> np.ndarray:
-        """P(clique) over the subtree `nodes` (rooted at `top`) by messages: each node sums
-        out what occurs only below it, so a message holds its separator plus the query
-        attributes met so far."""
+    def _conditional(self, node: int) -> np.ndarray:
+        """P(C_i | S_i) of a non-root tree clique (its belief over its separator's marginal,
+        0 where that is 0), remembered while the beliefs stay the same: every candidate
+        whose subtree holds the node below its top uses the same table (issue 32: the
+        subtree contractions divided each belief by its separator once per candidate)."""
+        memo = self.__dict__.get("_conditionals")
+        if memo is None or memo[0] is not self.beliefs:  # recalibrated (or restored)
+            memo = self._conditionals = (self.beliefs, {})
+        hit = memo[1].get(node)
+        if hit is None:
+            cl, sep = self.tree.cliques[node], self.tree.separator[node]
+            ps = self._project(node, sep)
+            inverse = np.divide(1.0, ps, out=np.zeros_like(ps), where=ps > 0)
+            hit = memo[1][node] = self.beliefs[node] * _expand(inverse, sep, cl, self.sizes)
+        return hit
+
+    def _marginal_by_messages(self, clique: Clique, nodes: set[int], top: int) -> np.ndarray:
+        """The counts over `clique` on the subtree `nodes` (rooted at `top`) by messages:
+        each node sums out what occurs only below it, so a message holds its separator plus
+        the query attributes met so far."""
         tree, wanted = self.tree, set(clique)
         below: dict[int, list[tuple[np.ndarray, tuple[int, ...]]]] = {i: [] for i in nodes}
         for i in sorted(nodes, key=lambda i: -tree.depth[i]):  # children before parents
-            ops = [(self.beliefs[i] / self.total, tree.cliques[i]), *below[i]]
             if i == top:
-                return _contract(ops, clique, self.sizes)
-            sep = tree.separator[i]
-            ops.append((inverse[i], sep))
+                return _contract([(self.beliefs[i], tree.cliques[i]), *below[i]], clique,
+                                 self.sizes)
+            ops = [(self._conditional(i), tree.cliques[i]), *below[i]]
             scope = {a for _, attrs in ops for a in attrs}
-            keep = tuple(sorted(set(sep) | (scope & wanted)))
+            keep = tuple(sorted(set(tree.separator[i]) | (scope & wanted)))
             below[tree.parent[i]].append((_contract(ops, keep, self.sizes), keep))
         raise AssertionError("unreachable: the subtree has a top")  # pragma: no cover
 

@@ -108,22 +108,33 @@ class _Elimination:
         """Eliminate every vertex of `adj` (consumed), after the cliques `found` (masks, the
         maximal ones of the steps before, summing to `total` cells); the junction tree's
         cells. With `trace`, record (vertex, state before its step, len(found), total)."""
-        cells = self.cells
-        cost = {v: cells(m | 1 << v) for v, m in adj.items()}
+        cells, memo, n = self.cells, self._cells, len(self.sizes)
+        # cost keys (cells of v and its neighbours) x n + v: one min() over the values is
+        # the greedy choice with its tie-break by vertex
+        cost = {v: cells(m | 1 << v) * n + v for v, m in adj.items()}
         while cost:
-            best = min(cost, key=lambda v: (cost[v], v))
+            best = min(cost.values()) % n
             if trace is not None:
                 trace.append((best, dict(adj), len(found), total))
             del cost[best]
             nbrs = adj.pop(best)
             clique = nbrs | 1 << best
             # a later clique never holds an eliminated vertex: only earlier ones can hold this
-            if not any(clique & ~f == 0 for f in found):
+            for f in found:
+                if clique & ~f == 0:
+                    break
+            else:
                 found.append(clique)
                 total += cells(clique)
-            for a in _bits(nbrs):
-                adj[a] = m = (adj[a] | nbrs) & ~(1 << a | 1 << best)
-                cost[a] = cells(m | 1 << a)
+            rest, drop = nbrs, 1 << best
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                a = low.bit_length() - 1
+                adj[a] = m = (adj[a] | nbrs) & ~(low | drop)
+                m |= low
+                c = memo.get(m)
+                cost[a] = (cells(m) if c is None else c) * n + a
         return total
 
 
