@@ -262,6 +262,9 @@ class AIMSynthesizer(Synthesizer):
                 sizer, sizer_edges = ModelSizer(sizes, base), edges
             pool = [c for c in cands if c in inside or sizer.size(c) <= limit]
             scores = []
+            # one batched call: a candidate inside an answered superset is summed out of it
+            # (float sums in another order than model.marginal(c); the scores only feed
+            # the Gumbel argmax below)
             fitted = model.candidate_marginals(pool)
             for c in pool:
                 err = float(np.abs(answers[c] - fitted[c]).sum())

@@ -325,7 +325,12 @@ class GraphicalModel:
                                                  if a not in clique))
 
     def marginal(self, clique: Sequence[int]) -> np.ndarray:
-        """Counts over `clique` (sorted attributes) implied by the model."""
+        """Counts over `clique` (sorted attributes) implied by the model.
+
+        Outside one tree clique the subtree is contracted as P(C_top) prod P(C_i | S_i)
+        with the conditionals cached per calibration (issue 32): the same marginal as
+        dividing by each separator per call, up to the order of float operations, which
+        AIM's scores and annealing threshold do not resolve (goldens unchanged)."""
         clique = tuple(sorted(clique))
         node = self.tree.containing(clique)
         if node is not None:

@@ -38,7 +38,7 @@ def _eliminate(sizes: Sequence[int], adj: dict[int, set[int]]) -> list[frozenset
     skipped) instead of recomputed for every vertex at every step. Greedy elimination never
     crosses components, so running it per component gives the same cliques.
     """
-    size_of = sizes.__getitem__  # map(size_of, ...): AIM runs this thousands of times a round
+    size_of = sizes.__getitem__  # map(size_of, ...): cost products without a generator
     cost = {v: size_of(v) * math.prod(map(size_of, adj[v])) for v in adj}
     heap = [(c, v) for v, c in cost.items()]
     heapq.heapify(heap)
