@@ -261,10 +261,14 @@ class AIMSynthesizer(Synthesizer):
             if sizer is None or edges != sizer_edges:  # same graph: same sizes, keep them
                 sizer, sizer_edges = ModelSizer(sizes, base), edges
             pool = [c for c in cands if c in inside or sizer.size(c) <= limit]
-            scores = []
-            for c in pool:
-                err = float(np.abs(answers[c] - model.marginal(c)).sum())
-                scores.append(cands[c] * (err - math.sqrt(2 / math.pi) * sigma * answers[c].size))
+            # one batched pass: a candidate inside an asked superset is summed out of it
+            # (float sums in another order than model.marginal(c); the scores only feed
+            # the Gumbel argmax below)
+            score: dict[Clique, float] = {}
+            for c, fitted in model.candidate_marginals(pool):
+                err = float(np.abs(answers[c] - fitted).sum())
+                score[c] = cands[c] * (err - math.sqrt(2 / math.pi) * sigma * answers[c].size)
+            scores = [score[c] for c in pool]
             sens = max(cands[c] for c in pool)
             pick = pool[int(exponential_mechanism(list(range(len(pool))), np.array(scores),
                                                   sens, eps, method="gumbel", rng=gen).value)]

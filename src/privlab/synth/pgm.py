@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -439,6 +440,57 @@ class GraphicalModel:
                 out[c] = out[src].sum(axis=tuple(i for i, a in enumerate(src) if a not in c))
         return out
 
+    def candidate_marginals(self, cliques: Sequence[Clique]
+                            ) -> Iterator[tuple[Clique, np.ndarray]]:
+        """(c, `marginal(c)`) for every clique of `cliques` (AIM's candidates of a round),
+        each summed out of the smallest asked clique one attribute larger that holds it
+        (a 2-way candidate out of a 3-way one, a 1-way out of a 2-way) when there is one,
+        else from its tree clique or its subtree (`marginal`).
+
+        Yielded as soon as computed, and a table is kept only while a clique still to come
+        is summed out of it: the smaller cliques go first, each pulling its sources, so
+        the round's 3-way tables are never all held at once (all of them: 0.8 GiB at 200k
+        x 20). The model is calibrated, so every route gives the same marginal; only the
+        order of the float sums differs (allclose at rtol 1e-12 to `marginal(c)`, tested).
+        AIM's scores feed the exponential mechanism's Gumbel argmax, where such
+        differences do not decide anything (the goldens hold the table byte for byte).
+        """
+        asked = set(cliques)
+        d = len(self.sizes)
+        source: dict[Clique, Clique | None] = {}
+        for c in asked:
+            best: Clique | None = None
+            for x in range(d):
+                key = tuple(sorted((*c, x)))
+                if x not in c and key in asked and (best is None or cells(
+                        self.sizes, key) < cells(self.sizes, best)):
+                    best = key
+            source[c] = best
+        pending = Counter(s for s in source.values() if s is not None)
+        live: dict[Clique, np.ndarray] = {}
+        done: set[Clique] = set()
+        for c in sorted(asked, key=lambda c: (len(c), c)):
+            if c in done:
+                continue
+            chain = [c]  # c, its source, that one's source, ...: computed from the far end
+            while (up := source[chain[-1]]) is not None and up not in live:
+                chain.append(up)
+            for q in reversed(chain):
+                src = source[q]
+                if src is None:
+                    node = self.tree.containing(q)
+                    table = self._project(node, q) if node is not None else self.marginal(q)
+                else:
+                    table = live[src].sum(axis=tuple(i for i, a in enumerate(src)
+                                                     if a not in q))
+                    pending[src] -= 1
+                    if pending[src] == 0:
+                        del live[src]
+                if pending[q]:
+                    live[q] = table
+                done.add(q)
+                yield q, table
+
     def _measured_plan(self, cliques: Sequence[Clique]
                        ) -> list[tuple[Clique, int | None, Clique | None]]:
         """(clique, its tree clique or None, the smallest answered superset or None)."""
@@ -462,27 +514,29 @@ class GraphicalModel:
                                                  if a not in clique))
 
     def marginal(self, clique: Sequence[int]) -> np.ndarray:
-        """Counts over `clique` (sorted attributes) implied by the model."""
+        """Counts over `clique` (sorted attributes) implied by the model.
+
+        Outside one tree clique the subtree is contracted as P(C_top) prod P(C_i | S_i)
+        with the conditionals cached per calibration (issue 32): the same marginal as
+        dividing by each separator per call, up to the order of float operations, which
+        AIM's scores and annealing threshold do not resolve (goldens unchanged)."""
         clique = tuple(sorted(clique))
         node = self.tree.containing(clique)
         if node is not None:
             return self._project(node, clique)
         # Not inside one tree clique: on the subtree joining the attributes' homes,
-        # P(X) = prod P(C_i) / prod P(S_i), summed over everything but `clique`.
+        # P(X) = P(C_top) prod P(C_i | S_i), summed over everything but `clique`.
         tree = self.tree
         homes = sorted({tree.home[a] for a in clique})
         nodes = {homes[0]}
         for h in homes[1:]:
             nodes.update(tree.path(homes[0], h))
         top = min(nodes, key=lambda i: tree.depth[i])
-        factors: list[tuple[np.ndarray, tuple[int, ...]]] = []
-        inverse: dict[int, np.ndarray] = {}
-        for i in nodes:
-            factors.append((self.beliefs[i] / self.total, tree.cliques[i]))
-            if i != top:
-                ps = self._project(i, tree.separator[i]) / self.total
-                inverse[i] = np.divide(1.0, ps, out=np.zeros_like(ps), where=ps > 0)
-                factors.append((inverse[i], tree.separator[i]))
+        # in the order of their cliques, not of the tree's node numbers or of which is the
+        # top: a subtree makes the same plan key however its nodes are numbered, so the plan
+        # made in one round serves the next rounds that keep the subtree (issue 32)
+        factors = sorted(((self.beliefs[i] if i == top else self._conditional(i),
+                           tree.cliques[i]) for i in nodes), key=lambda f: f[1])
         # One einsum over all the factors is fastest on most subtrees, but numpy's greedy
         # order sometimes multiplies many axes at once (5e10 operations on 50k cells: one
         # candidate took 88 s): then pass messages up the subtree instead, which bounds every
@@ -495,24 +549,38 @@ class GraphicalModel:
         plan = _einsum_plan(tuple(self.sizes), tuple(attrs for _, attrs in factors), clique,
                             _BLOWUP)
         if plan is not None:
-            return _run_plan(plan, args, out_labels) * self.total
-        return self._marginal_by_messages(clique, nodes, top, inverse) * self.total
+            return _run_plan(plan, args, out_labels)
+        return self._marginal_by_messages(clique, nodes, top)
 
-    def _marginal_by_messages(self, clique: Clique, nodes: set[int], top: int,
-                              inverse: dict[int, np.ndarray]) -> np.ndarray:
-        """P(clique) over the subtree `nodes` (rooted at `top`) by messages: each node sums
-        out what occurs only below it, so a message holds its separator plus the query
-        attributes met so far."""
+    def _conditional(self, node: int) -> np.ndarray:
+        """P(C_i | S_i) of a non-root tree clique (its belief over its separator's marginal,
+        0 where that is 0), remembered while the beliefs stay the same: every candidate
+        whose subtree holds the node below its top uses the same table (issue 32: the
+        subtree contractions divided each belief by its separator once per candidate)."""
+        memo = self.__dict__.get("_conditionals")
+        if memo is None or memo[0] is not self.beliefs:  # recalibrated (or restored)
+            memo = self._conditionals = (self.beliefs, {})
+        hit = memo[1].get(node)
+        if hit is None:
+            cl, sep = self.tree.cliques[node], self.tree.separator[node]
+            ps = self._project(node, sep)
+            inverse = np.divide(1.0, ps, out=np.zeros_like(ps), where=ps > 0)
+            hit = memo[1][node] = self.beliefs[node] * _expand(inverse, sep, cl, self.sizes)
+        return hit
+
+    def _marginal_by_messages(self, clique: Clique, nodes: set[int], top: int) -> np.ndarray:
+        """The counts over `clique` on the subtree `nodes` (rooted at `top`) by messages:
+        each node sums out what occurs only below it, so a message holds its separator plus
+        the query attributes met so far."""
         tree, wanted = self.tree, set(clique)
         below: dict[int, list[tuple[np.ndarray, tuple[int, ...]]]] = {i: [] for i in nodes}
         for i in sorted(nodes, key=lambda i: -tree.depth[i]):  # children before parents
-            ops = [(self.beliefs[i] / self.total, tree.cliques[i]), *below[i]]
             if i == top:
-                return _contract(ops, clique, self.sizes)
-            sep = tree.separator[i]
-            ops.append((inverse[i], sep))
+                return _contract([(self.beliefs[i], tree.cliques[i]), *below[i]], clique,
+                                 self.sizes)
+            ops = [(self._conditional(i), tree.cliques[i]), *below[i]]
             scope = {a for _, attrs in ops for a in attrs}
-            keep = tuple(sorted(set(sep) | (scope & wanted)))
+            keep = tuple(sorted(set(tree.separator[i]) | (scope & wanted)))
             below[tree.parent[i]].append((_contract(ops, keep, self.sizes), keep))
         raise AssertionError("unreachable: the subtree has a top")  # pragma: no cover
 
