@@ -116,6 +116,7 @@ def _new_query_id() -> str:
     its CPU on the hot path (issue 32)."""
     return _uuid4_hex(os.urandom(16))
 
+
 class Gateway(Closing):
     """The DP query service without HTTP: `Gateway(config).query(analyst, sql, epsilon)`.
 
