@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from privlab.synth.pgm import GraphicalModel, _reduce, _reduce_plan, _sum_groups, _sum_onto
+from privlab.synth.pgm import GraphicalModel
+from privlab.synth.tables import _reduce, _reduce_plan, _sum_groups, _sum_onto
 
 TOTAL = 12_345.0
 #: counts above this are represented as normal doubles by any correct calibration
@@ -86,9 +87,9 @@ def test_reduce_equals_numpys_reduction(monkeypatch) -> None:
     """`_reduce` (halving an inner axis): numpy's maximum exactly, its sum to rounding, on
     every subset of axes of random shapes with 1-valued and odd-sized axes (halving from
     any size here, so small shapes take that path)."""
-    from privlab.synth import pgm
+    from privlab.synth import tables
 
-    monkeypatch.setattr(pgm, "_HALVE_FROM", 0)
+    monkeypatch.setattr(tables, "_HALVE_FROM", 0)
     _reduce_plan.cache_clear()
     gen = np.random.default_rng(11)
     halved = 0
