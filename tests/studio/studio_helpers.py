@@ -17,9 +17,14 @@ from gw_fixtures import analysts  # noqa: E402
 from privlab.testing.gateway import BASE, PERSONS, write_duckdb  # noqa: E402
 
 AUDIT_TABLE = "privlab_gateway_audit"
-PEOPLE_CSV = "age,sex,city,income\n" + "".join(
-    f"{20 + (i * 7) % 50},{['F', 'M'][i % 2]},{['Ankara', 'Izmir', 'Kyiv'][i % 3]},"
-    f"{1000 + (i * 37) % 900}\n" for i in range(60))
+def people_rows(n: int) -> str:
+    """A people CSV of n rows (age 20-69, income 1000-1899: inside `PEOPLE_SCHEMA`)."""
+    return "age,sex,city,income\n" + "".join(
+        f"{20 + (i * 7) % 50},{['F', 'M'][i % 2]},{['Ankara', 'Izmir', 'Kyiv'][i % 3]},"
+        f"{1000 + (i * 37) % 900}\n" for i in range(n))
+
+
+PEOPLE_CSV = people_rows(60)
 
 
 #: The people table's declared schema the studio tests upload beside their CSV.

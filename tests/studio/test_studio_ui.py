@@ -12,23 +12,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from studio_helpers import csrf_of, make_client
+from studio_helpers import PEOPLE_SCHEMA, csrf_of, make_client, people_rows
 
 from privlab.studio import StudioConfig
-
-SCHEMA_YAML = """name: people
-columns:
-  age: {type: integer, bounds: [0, 120]}
-  sex: {type: categorical, categories: [F, M]}
-  city: {type: categorical, categories: [Ankara, Izmir, Kyiv]}
-  income: {type: integer, bounds: [0, 5000]}
-"""
-
-
-def people_rows(n: int) -> str:
-    return "age,sex,city,income\n" + "".join(
-        f"{20 + (i * 7) % 50},{['F', 'M'][i % 2]},{['Ankara', 'Izmir', 'Kyiv'][i % 3]},"
-        f"{1000 + (i * 37) % 900}\n" for i in range(n))
 
 
 def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: Path) -> None:
@@ -47,7 +33,7 @@ def test_choose_epsilon_on_a_workspace_file_gets_its_reviewed_schema(workspace: 
             "epsilons": "1", "seeds": "1", "max_rows": "200"}
     refused = app_client.post("/choose", data=form).text
     assert "review this file&#39;s schema first" in refused  # nothing started without one
-    (workspace / "big.schema.yaml").write_text(SCHEMA_YAML, encoding="utf-8")
+    (workspace / "big.schema.yaml").write_text(PEOPLE_SCHEMA, encoding="utf-8")
     app_client.post("/data/select", data={"csrf": csrf, "kind": "workspace",
                                           "path": "big.csv"})
     refused = app_client.post("/choose", data={**form, "target": "age"}).text
