@@ -371,8 +371,8 @@ def test_a_page_on_another_port_cannot_plant_a_session_or_post(browser: Any,
             log_in(curator, url)  # the planted cookies logged the curator out, nothing more
         curator.set_input_files("input[type=file]", files=[{
             "name": "mine.csv", "mimeType": "text/csv", "buffer": b"x,y\n1,2\n3,4\n"}])
-        curator.locator("input[type=file]").evaluate("e => e.form.requestSubmit()")
-        curator.wait_for_load_state()
+        with curator.expect_navigation():  # the upload's page, not the one before it
+            curator.locator("input[type=file]").evaluate("e => e.form.requestSubmit()")
         assert "mine.csv" in curator.inner_text("main")
         assert curator.locator(".context").count() == 0  # the forged choice (census) not made
         # the attacker, with the cookies it planted, sees nothing of it
