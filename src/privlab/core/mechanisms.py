@@ -123,7 +123,17 @@ def _draw_one(x: float, granularity: float, steps: float, *, gaussian: bool, exa
     """`draw_on_grid` of one value in Python numbers: the same checks in the same order
     with the same messages, the same draw from `rng` and the same result, without the dozen
     NumPy calls on a 0-d array that cost more than the draw (the gateway's scalar query,
-    issue 32). `round` is round-half-even, as `np.rint` is."""
+    issue 32)."""
+    out = np.float64(draw_one_float(x, granularity, steps, gaussian=gaussian, exact=exact,
+                                    rng=rng))
+    return out.astype(np.int64) if (integer_valued and granularity == 1.0) else out
+
+
+def draw_one_float(x: float, granularity: float, steps: float, *, gaussian: bool, exact: bool,
+                   rng: RngLike) -> float:
+    """`_draw_one` as a Python float (what a float64 array of its result holds: an integer
+    on the unit grid is exact in a float), for callers that keep the value in Python (the
+    gateway's scalar answer). `round` is round-half-even, as `np.rint` is."""
     if exact and (x != x or (not math.isinf(x) and x != round(x))):
         _check_integral(np.asarray(x), exact)  # raises: the one message
     gen = make_rng(rng)
@@ -134,8 +144,7 @@ def _draw_one(x: float, granularity: float, steps: float, *, gaussian: bool, exa
         round_to_grid(x, granularity)  # raises: too many grid steps
     sampler = discrete_gaussian if gaussian else discrete_laplace
     noisy = round(q) + int(sampler(steps, size=None, rng=gen))
-    out = np.float64(float(noisy) * granularity)
-    return out.astype(np.int64) if (integer_valued and granularity == 1.0) else out
+    return float(noisy) * granularity
 
 
 @_cached

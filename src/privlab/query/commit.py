@@ -29,8 +29,8 @@ from privlab.core.ledger import (
     ChargeRequest,
     CheckedCharge,
     LedgerEntry,
-    _add,
-    _sub,
+    _add_exact,
+    _sub_exact,
 )
 from privlab.core.store import same_database
 from privlab.errors import BudgetExceededError, InvalidInputError, PrivlabError
@@ -166,8 +166,9 @@ class BudgetView:
         with self._lock:
             _, spent_e, spent_d, budget_e, budget_d = self._known[name]
             pend_e, pend_d = self._pending.get(name, (Decimal(0), Decimal(0)))
-            new_e, new_d = _add(pend_e, eps), _add(pend_d, dlt)
-            if _add(spent_e, new_e) > budget_e or _add(spent_d, new_d) > budget_d:
+            # exact sums, compared and kept here only (never stored): no canonical form
+            new_e, new_d = _add_exact(pend_e, eps), _add_exact(pend_d, dlt)
+            if _add_exact(spent_e, new_e) > budget_e or _add_exact(spent_d, new_d) > budget_d:
                 return None
             self._pending[name] = (new_e, new_d)
         return name, eps, dlt
@@ -176,7 +177,7 @@ class BudgetView:
         name, eps, dlt = token
         with self._lock:
             pend_e, pend_d = self._pending[name]
-            self._pending[name] = (_sub(pend_e, eps), _sub(pend_d, dlt))
+            self._pending[name] = (_sub_exact(pend_e, eps), _sub_exact(pend_d, dlt))
 
     def learn(self, entry: LedgerEntry) -> None:
         """A committed charge: the principal's totals as of that charge."""

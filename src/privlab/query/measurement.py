@@ -46,7 +46,13 @@ import numpy as np
 
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.ledger.amounts import GuaranteeJSON
-from privlab.core.mechanisms import _draw_one, draw_on_grid, gaussian_plan, laplace_plan
+from privlab.core.mechanisms import (
+    _draw_one,
+    draw_on_grid,
+    draw_one_float,
+    gaussian_plan,
+    laplace_plan,
+)
 from privlab.core.release import half_width
 from privlab.core.rng import RngLike
 from privlab.errors import PrivlabError
@@ -164,6 +170,12 @@ class AdditiveNoise:
                            self.steps, gaussian=self.gaussian, exact=self.exact,
                            integer_valued=self.integer, rng=rng)
         return np.atleast_1d(out).astype(np.float64)
+
+    def draw_one(self, value: float, rng: RngLike) -> float:
+        """`draw(np.array([value]), rng, scalar=True)[0]` as a Python float: the same draw
+        and value, without the arrays (a scalar query's answer, issue 32)."""
+        return draw_one_float(value, self.granularity, self.steps, gaussian=self.gaussian,
+                              exact=self.exact, rng=rng)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,11 @@ class _Cells:
         return np.array([float(self.rows_by_key[c][i] or 0) if c in self.rows_by_key else 0.0
                          for c in self.keys], dtype=np.float64)
 
+    def exact_one(self, column: str) -> float:
+        """`exact(column)[0]` of the one cell of a scalar answer, as a Python float."""
+        row = self.rows_by_key.get(self.keys[0])
+        return 0.0 if row is None else float(row[self.column_index[column]] or 0)
+
 
 def _group_key(row: tuple[Any, ...], n_groups: int) -> tuple[Any, ...]:
     return tuple(_py(v) for v in row[:n_groups])
@@ -120,40 +126,51 @@ def _candidate_cells(plan: QueryPlan, m: QueryMeasurement,
                   phantom=True)
 
 
-def _exact_values(plan: QueryPlan, primitive: Primitive, cells: _Cells) -> np.ndarray:
+def _exact_values(plan: QueryPlan, primitive: Primitive,
+                  exact: Callable[[str], Any]) -> Any:
     """The exact values of one additive measurement in every cell (its sensitivity is the
-    measurement's: `privlab.query.measurement`)."""
+    measurement's: `privlab.query.measurement`), read with `exact` (`_Cells.exact`: an array
+    over the cells; `_Cells.exact_one`: the float of a scalar answer's one cell, the same
+    IEEE arithmetic)."""
     if primitive.kind == "count":
-        return cells.exact("__n" if primitive.measure is None else f"__c{primitive.measure}")
+        return exact("__n" if primitive.measure is None else f"__c{primitive.measure}")
     if primitive.kind == "units":
-        return cells.exact("__u")
+        return exact("__u")
     measure = plan.measures[primitive.measure]  # type: ignore[index]
     if primitive.kind == "csq":
-        return cells.exact(f"__q{measure.index}")
-    sums = cells.exact(f"__s{measure.index}")
+        return exact(f"__q{measure.index}")
+    sums = exact(f"__s{measure.index}")
     if primitive.kind == "sum":
         return sums
     # centred sum: sum(x - centre) = sum(x) - centre * count(x)
     lo, hi = measure.clamp  # type: ignore[misc]
-    return sums - (lo + hi) / 2 * cells.exact(f"__c{measure.index}")
+    return sums - (lo + hi) / 2 * exact(f"__c{measure.index}")
 
 
 def _measure(plan: QueryPlan, m: QueryMeasurement, cells: _Cells,
-             rng: np.random.Generator) -> dict[Primitive, np.ndarray]:
+             rng: np.random.Generator) -> dict[Primitive, Sequence[float]]:
     """Step 2: the noisy values of each additive measurement, in the plan's order (the order
-    of the draws from `rng`); quantiles come later, per released cell."""
-    noisy: dict[Primitive, np.ndarray] = {}
+    of the draws from `rng`); quantiles come later, per released cell. A scalar answer's
+    one value stays a Python float (a one-element list: the same draw and value as the
+    float64 array, without NumPy on the hot path)."""
+    noisy: dict[Primitive, Sequence[float]] = {}
     if not cells.keys:
         return noisy
     for primitive in plan.primitives:
-        if primitive.kind != "quantile":
-            noisy[primitive] = m.noises[primitive].draw(
-                _exact_values(plan, primitive, cells), rng, m.scalar)
+        if primitive.kind == "quantile":
+            continue
+        noise = m.noises[primitive]
+        if m.scalar:
+            noisy[primitive] = [noise.draw_one(
+                _exact_values(plan, primitive, cells.exact_one), rng)]
+        else:
+            noisy[primitive] = noise.draw(_exact_values(plan, primitive, cells.exact), rng,
+                                          False)
     return noisy
 
 
 def _released_cells(plan: QueryPlan, m: QueryMeasurement, cells: _Cells,
-                    noisy: dict[Primitive, np.ndarray]) -> list[int]:
+                    noisy: dict[Primitive, Sequence[float]]) -> list[int]:
     """Step 3: the indices of the cells released (every cell with a public domain; those
     whose noisy count reaches the measurement's threshold with partition selection)."""
     if not plan.partition_selection or not cells.keys:
@@ -201,7 +218,7 @@ class _Noisy:
     plan: QueryPlan
     measurement: QueryMeasurement
     cells: _Cells
-    noisy: dict[Primitive, np.ndarray]
+    noisy: dict[Primitive, Sequence[float]]
     released: list[int]
     quantiles: dict[Primitive, list[float]]
 
@@ -213,8 +230,8 @@ class _Noisy:
     def threshold(self) -> int | None:
         return self.measurement.threshold
 
-    def values(self, primitive: Primitive) -> np.ndarray:
-        return self.noisy[primitive] if self.cells.keys else np.zeros(0)
+    def values(self, primitive: Primitive) -> Sequence[float]:
+        return self.noisy[primitive] if self.cells.keys else ()
 
     def interval(self, primitive: Primitive, level: float) -> Any:
         """The measurement's half-width (None where nothing was drawn)."""

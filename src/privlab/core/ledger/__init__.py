@@ -24,7 +24,9 @@ from __future__ import annotations
 from privlab.core.ledger.amounts import MAX_EPSILON as MAX_EPSILON
 from privlab.core.ledger.amounts import QUANTUM as QUANTUM
 from privlab.core.ledger.amounts import _add as _add
+from privlab.core.ledger.amounts import _add_exact as _add_exact
 from privlab.core.ledger.amounts import _sub as _sub
+from privlab.core.ledger.amounts import _sub_exact as _sub_exact
 from privlab.core.ledger.amounts import check_budget as check_budget
 from privlab.core.ledger.book import BudgetLedger
 from privlab.core.ledger.fresh import replace_with_fresh_ledger as replace_with_fresh_ledger

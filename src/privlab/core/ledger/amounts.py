@@ -94,8 +94,10 @@ def _read_amount(value: Any, field: str, *, rounding: str, upper: Decimal,
 
 
 def _canon(dec: Decimal) -> Decimal:
-    """Canonical form (no trailing zeros, no exponent) so stored text compares and sums."""
-    return Decimal(format(dec.normalize(), "f")) if dec else Decimal(0)
+    """Canonical form (no trailing zeros, no exponent) so stored text compares and sums.
+    Normalised in the exact context: the default one (28 digits) rounded an amount of more
+    significant digits (0.5 + 1e-30 was stored as 0.5, under-counting the spend)."""
+    return Decimal(format(dec.normalize(_EXACT), "f")) if dec else Decimal(0)
 
 
 def _text(dec: Decimal) -> str:
@@ -112,6 +114,12 @@ def _add(a: Decimal, b: Decimal) -> Decimal:
 
 def _sub(a: Decimal, b: Decimal) -> Decimal:
     return _canon(_EXACT.subtract(a, b))
+
+
+#: exact sum / difference (raising as `_add` does) without the canonical form: for amounts
+#: that are compared and summed but never stored (the gateway's `BudgetView`)
+_add_exact = _EXACT.add
+_sub_exact = _EXACT.subtract
 
 
 def _now() -> str:

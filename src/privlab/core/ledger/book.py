@@ -16,7 +16,6 @@ takes the database write lock at the start of the transaction (`BEGIN IMMEDIATE`
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -307,10 +306,11 @@ class BudgetLedger(SqlStore):
     def _charge_prepared(self, cur: Any, prepared: list[tuple[int, Any]],
                          results: list[Any]) -> None:
         now = _now()
+        stamp = (now, datetime.fromisoformat(now))  # one time for the batch, parsed once
         sql = _charge_sql(self.dialect)
         for i, args in prepared:
             try:
-                results[i] = self._charge_in(cur, sql, now, *args)
+                results[i] = self._charge_in(cur, sql, stamp, *args)
             except (BudgetExceededError, InvalidInputError) as exc:
                 results[i] = exc  # checked before any write: nothing to undo
         if self._in_transaction_hook is not None:
@@ -328,10 +328,14 @@ class BudgetLedger(SqlStore):
         return check_charge(req.principal, req.epsilon, req.delta, req.description,
                             req.guarantee)
 
-    def _charge_in(self, cur: Any, sql: _ChargeSQL, now: str, name: str, eps: Decimal,
-                   dlt: Decimal, description: str, guarantee_text: str | None) -> LedgerEntry:
+    def _charge_in(self, cur: Any, sql: _ChargeSQL, stamp: tuple[str, datetime], name: str,
+                   eps: Decimal, dlt: Decimal, description: str,
+                   guarantee_text: str | None) -> LedgerEntry:
         """One charge inside an open write transaction (`cur`: a DBAPI cursor, see
-        `privlab.core.store.dbapi`); raises before writing if refused."""
+        `privlab.core.store.dbapi`); raises before writing if refused. `stamp`: the batch's
+        time as stored and as a datetime. The amounts come canonical (`check_charge`,
+        `_add`), so their stored text is their plain format, each formatted once."""
+        now = stamp[0]
         cur.execute(sql.select, {"name": name})
         found = cur.fetchall()
         if not found:
@@ -351,17 +355,19 @@ class BudgetLedger(SqlStore):
                 f"spent {_text(spent_d)} of {_text(budget_d)}; nothing was charged or "
                 "released")
         seq = int(row.n_charges) + 1
-        values = dict(principal=name, seq=seq, epsilon=_text(eps), delta=_text(dlt),
-                      spent_epsilon=_text(new_e), spent_delta=_text(new_d),
-                      budget_epsilon=row.budget_epsilon, budget_delta=row.budget_delta,
-                      description=description, guarantee=guarantee_text, created_at=now)
+        new_e_text, new_d_text = format(new_e, "f"), format(new_d, "f")
+        values = dict(principal=name, seq=seq, epsilon=format(eps, "f"),
+                      delta=format(dlt, "f"), spent_epsilon=new_e_text,
+                      spent_delta=new_d_text, budget_epsilon=row.budget_epsilon,
+                      budget_delta=row.budget_delta, description=description,
+                      guarantee=guarantee_text, created_at=now)
         cur.execute(sql.insert, values)
         (entry_id,) = cur.fetchone()
         # Compare-and-set on n_charges: if serialization were ever broken, this update would
         # match no row and the whole transaction would roll back.
         cur.execute(sql.update, {
             "name": name, "old_n": row.n_charges, "old_e": row.spent_epsilon,
-            "old_d": row.spent_delta, "new_e": _text(new_e), "new_d": _text(new_d),
+            "old_d": row.spent_delta, "new_e": new_e_text, "new_d": new_d_text,
             "seq": seq, "now": now})
         updated = cur.rowcount
         if updated != 1:
@@ -371,8 +377,7 @@ class BudgetLedger(SqlStore):
             entry_id=int(entry_id), principal=name, seq=seq, epsilon_exact=eps,
             delta_exact=dlt, spent_epsilon_exact=new_e, spent_delta_exact=new_d,
             budget_epsilon_exact=budget_e, budget_delta_exact=budget_d, description=description,
-            guarantee=None if guarantee_text is None else json.loads(guarantee_text),
-            created_at=datetime.fromisoformat(now))
+            guarantee_text=guarantee_text, created_at=stamp[1])
 
     @contextmanager
     def reserve(self, principal: str, epsilon: Any, delta: Any = 0.0, description: str = "",

@@ -48,8 +48,15 @@ class LedgerEntry:
     budget_epsilon_exact: Decimal  # the principal's budget when this charge was made
     budget_delta_exact: Decimal
     description: str
-    guarantee: dict[str, Any] | None
+    #: the guarantee as the ledger stores it (canonical JSON); `guarantee` parses it
+    guarantee_text: str | None
     created_at: datetime
+
+    @property
+    def guarantee(self) -> dict[str, Any] | None:
+        """The charge's guarantee (a fresh dict per call), parsed only when read: the
+        gateway's hot path commits a charge per query and never reads it back (issue 32)."""
+        return None if self.guarantee_text is None else json.loads(self.guarantee_text)
 
     @property
     def epsilon(self) -> float:
@@ -174,8 +181,7 @@ def _entry(row: Any) -> LedgerEntry:
         spent_epsilon_exact=_dec(row.spent_epsilon), spent_delta_exact=_dec(row.spent_delta),
         budget_epsilon_exact=_dec(row.budget_epsilon), budget_delta_exact=_dec(row.budget_delta),
         description=row.description,
-        guarantee=None if row.guarantee is None else json.loads(row.guarantee),
-        created_at=datetime.fromisoformat(row.created_at),
+        guarantee_text=row.guarantee, created_at=datetime.fromisoformat(row.created_at),
     )
 
 

@@ -84,10 +84,13 @@ def _mac(data: bytes, key: bytes | None) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
+#: `json.dumps(..., sort_keys=True, default=str, separators=(",", ":"))`, one shared encoder
+_ROW_ENCODER = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":"))
+
+
 def _row_body(values: dict[str, Any]) -> str:
     """The row's fields as canonical JSON (sorted keys, no spaces): what both formats MAC."""
-    return json.dumps({k: values.get(k) for k in _FIELDS}, sort_keys=True, default=str,
-                      separators=(",", ":"))
+    return _ROW_ENCODER.encode({k: values.get(k) for k in _FIELDS})
 
 
 def _row_hash(prev: str, values: dict[str, Any], key: bytes | None = None, *,

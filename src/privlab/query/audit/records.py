@@ -39,9 +39,12 @@ def row_values(query_id: str, decision: str, *, analyst: str | None = None,
         "decision": decision, "reason": escape_nul(reason),
         "ledger_entry_id": ledger_entry_id,
         "epsilon_spent": epsilon_spent, "delta_spent": delta_spent,
-        "result": None if result is None else json.dumps(result, default=str,
-                                                         allow_nan=False),
+        "result": None if result is None else _RESULT_ENCODER.encode(result),
     }
+
+
+#: `json.dumps(result, default=str, allow_nan=False)`, one shared encoder
+_RESULT_ENCODER = json.JSONEncoder(default=str, allow_nan=False)
 
 
 @dataclass(frozen=True)

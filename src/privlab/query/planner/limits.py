@@ -92,7 +92,7 @@ def tokenize(sql: str, limits: Limits) -> list[Any]:
     """The query's tokens, after the cheap refusals: nesting depth, then the token budget."""
     # cheap refusals before the parser runs: nesting, then the token budget (the parse
     # time is linear in the tokens, so this bounds it)
-    if paren_depth(sql) > MAX_DEPTH:
+    if sql.count("(") > MAX_DEPTH and paren_depth(sql) > MAX_DEPTH:  # the scan only if it can
         raise refuse(f"the query is nested more than {MAX_DEPTH} levels deep")
     tokenizer = _tokenizer()  # outside the try: a missing sqlglot is a missing extra
     try:

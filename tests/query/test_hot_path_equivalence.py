@@ -1,0 +1,153 @@
+"""The gateway's hot-path shortcuts (issue 32) give what the general code gives: the stored
+text of canonical amounts, the lazily parsed guarantee of a ledger entry, the shared JSON
+encoders, and a scalar answer's draw in Python floats."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privlab.core.ledger import BudgetLedger
+from privlab.core.ledger.amounts import _add, _add_exact, _canon, _sub_exact, _text, check_charge
+from privlab.query.audit.chain import _FIELDS, _row_body
+from privlab.query.audit.records import row_values
+from privlab.query.measurement import _additive, plan_budget
+from privlab.query.noise import _Cells, _exact_values
+
+
+def _amounts(seed: int, n: int) -> list[Decimal]:
+    rng = random.Random(seed)
+    out = [Decimal(0), Decimal("1"), Decimal("100"), Decimal("1E+2"), Decimal("0.5000"),
+           Decimal("1e-30"), Decimal("123456789.000000000000000000000000000001")]
+    for _ in range(n):
+        digits = rng.randint(1, 30)
+        exponent = rng.randint(-30, 9 - digits)  # below the largest epsilon, 1e9
+        out.append(Decimal(rng.randint(0, 10**digits)).scaleb(exponent))
+    return out
+
+
+def test_the_plain_format_of_a_canonical_amount_is_its_stored_text() -> None:
+    """`_charge_in` stores `format(x, "f")` of amounts that are canonical (checked amounts and
+    `_add` results): exactly `_text(x)`, which canonicalises first."""
+    for value in _amounts(7, 2000):
+        _, checked, _, _, _ = check_charge("alice", value or Decimal(1), 0.0, "", None)
+        assert format(checked, "f") == _text(checked)
+        total = _add(checked, _canon(value))
+        assert format(total, "f") == _text(total)
+
+
+def test_the_views_exact_sums_compare_as_the_canonical_ones() -> None:
+    """`BudgetView` adds without the canonical form: the same numbers, so the same
+    comparisons (and `_sub_exact` undoes `_add_exact` exactly)."""
+    values = _amounts(11, 500)
+    for a, b in zip(values, values[1:], strict=False):
+        assert _add_exact(a, b) == _add(a, b)
+        assert _sub_exact(_add_exact(a, b), b) == a
+
+
+def test_a_ledger_entry_parses_its_stored_guarantee_when_read(tmp_path: Path) -> None:
+    guarantee = {"epsilon": 0.5, "mechanism": "laplace", "notes": ["a", "b"]}
+    with BudgetLedger(str(tmp_path / "ledger.db")) as book:
+        book.set_budget("alice", 5.0, 1e-6)
+        entry = book.charge("alice", 0.5, description="q", guarantee=guarantee)
+        assert entry.guarantee == guarantee
+        first = entry.guarantee
+        first["notes"].append("changed")  # a fresh dict per read: the entry is unchanged
+        assert entry.guarantee == guarantee
+        (stored,) = book.history("alice")
+        assert stored.guarantee == guarantee and stored.guarantee_text == entry.guarantee_text
+        assert entry.to_dict()["guarantee"] == guarantee
+        plain = book.charge("alice", 0.25, description="no guarantee")
+        assert plain.guarantee is None and plain.guarantee_text is None
+
+
+def test_the_shared_encoders_write_what_json_dumps_writes() -> None:
+    """The audit row's MAC covers `_row_body` (an old log must still verify) and its stored
+    result: both byte for byte what `json.dumps` with the same options writes."""
+    values = row_values("ab" * 16, "released", analyst="alice", sql="SELECT 'é' \x00",
+                        epsilon=0.5, delta=1e-6, ledger_entry_id=3, epsilon_spent=0.5,
+                        delta_spent=0.0,
+                        result={"columns": ["n"], "rows": [[1, 2.5, "x", None]],
+                                "when": datetime(2026, 1, 2, tzinfo=UTC),
+                                "amount": Decimal("1.5")})
+    assert values["result"] == json.dumps(
+        {"columns": ["n"], "rows": [[1, 2.5, "x", None]],
+         "when": datetime(2026, 1, 2, tzinfo=UTC), "amount": Decimal("1.5")},
+        default=str, allow_nan=False)
+    values["odd"] = Decimal("2")  # not a field: ignored by both
+    values["created_at"] = datetime(2026, 1, 2, tzinfo=UTC)  # default=str
+    assert _row_body(values) == json.dumps({k: values.get(k) for k in _FIELDS},
+                                           sort_keys=True, default=str, separators=(",", ":"))
+    with pytest.raises(ValueError):
+        row_values("q", "released", result={"rows": [[float("nan")]]})
+
+
+class _Plan:
+    """The parts of a `QueryPlan` that `_exact_values` and `plan_budget` read."""
+
+    def __init__(self, primitives: tuple[object, ...]) -> None:
+        self.primitives = primitives
+        self.partition_selection = False
+        self.measures: dict[int, object] = {}
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+@pytest.mark.parametrize("integer", [True, False])
+@pytest.mark.parametrize("sensitivity", [1.0, 3.0, 40.0])
+def test_a_scalar_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: bool,
+                                                   sensitivity: float) -> None:
+    """`AdditiveNoise.draw_one` (the scalar answer's path) draws the same value from the same
+    stream as `draw` of a one-element array with `scalar=True`, for 200 seeds and values."""
+    from privlab.query.planner import Primitive
+
+    plan = _Plan((Primitive("count"),))
+    budget = plan_budget(plan, 0.7, 1e-6 if mechanism == "gaussian" else 0.0,  # type: ignore
+                         mechanism)
+    noise = _additive(sensitivity, integer, budget, 1, 1, True)
+    for seed in range(200):
+        value = float(seed * 7 - 300) if integer else seed * 0.37 - 20.0
+        one = noise.draw_one(value, np.random.default_rng(seed))
+        arr = noise.draw(np.array([value]), np.random.default_rng(seed), scalar=True)
+        assert type(one) is float and arr.dtype == np.float64
+        assert one == arr[0]
+
+
+def test_a_scalar_cells_exact_value_is_the_arrays() -> None:
+    """`_Cells.exact_one` reads the one cell as `exact` does (NULL and a missing row: 0), and
+    the centred sum's arithmetic in floats equals the array's."""
+    from privlab.query.planner import Primitive
+
+    index = {"__n": 0, "__s0": 1, "__c0": 2}
+    for row in ((12, 345.5, 10), (0, None, 0), None):
+        cells = _Cells([()], {} if row is None else {(): row}, index, 1, phantom=False)
+        for column in index:
+            assert cells.exact_one(column) == cells.exact(column)[0]
+
+        class _Measure:
+            index = 0
+            clamp = (1.0, 8.0)
+
+        plan = _Plan((Primitive("csum", 0),))
+        plan.measures = {0: _Measure()}
+        one = _exact_values(plan, Primitive("csum", 0), cells.exact_one)  # type: ignore
+        arr = _exact_values(plan, Primitive("csum", 0), cells.exact)  # type: ignore
+        assert type(one) is float and one == arr[0]
+
+
+def test_a_spend_of_more_than_28_significant_digits_is_stored_exactly(tmp_path: Path) -> None:
+    """The canonical form is computed in the ledger's exact context: the default decimal
+    context (28 digits) stored 0.5 + 1e-30 as 0.5, under-counting the spend."""
+    with BudgetLedger(str(tmp_path / "ledger.db")) as book:
+        book.set_budget("alice", 5.0)
+        book.charge("alice", Decimal("0.5"))
+        entry = book.charge("alice", Decimal("1e-30"))
+        exact = Decimal("0.500000000000000000000000000001")
+        assert entry.spent_epsilon_exact == exact
+        assert book.status("alice").spent_epsilon_exact == exact
+        assert book.verify().ok
