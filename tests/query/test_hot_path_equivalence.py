@@ -151,3 +151,40 @@ def test_a_spend_of_more_than_28_significant_digits_is_stored_exactly(tmp_path: 
         assert entry.spent_epsilon_exact == exact
         assert book.status("alice").spent_epsilon_exact == exact
         assert book.verify().ok
+
+
+def test_a_bound_template_is_the_replaced_plan(tmp_path: Path) -> None:
+    """`_Template.bind` copies the plan's fields with the new literals: equal to
+    `dataclasses.replace(plan, params=...)`, a new object, the template untouched."""
+    import dataclasses
+
+    from gw_fixtures import SMALL_JOINS, SMALL_TABLES, analysts
+
+    from privlab.query.config import parse_config
+    from privlab.query.planner import Planner, QueryPlan
+
+    config = parse_config({"database": {"url": str(tmp_path / "x.duckdb")},
+                           "ledger": str(tmp_path / "l.db"), "tables": SMALL_TABLES,
+                           "joins": SMALL_JOINS, "analysts": analysts(10.0, 1e-6)})
+    planner = Planner(config)
+    first = planner.plan("SELECT COUNT(*) FROM people WHERE age > 30 AND region = 'north'")
+    second = planner.plan("SELECT COUNT(*) FROM people WHERE age > 41 AND region = 'south'")
+    assert len(planner._templates) == 1
+    assert type(second) is QueryPlan and second is not first
+    assert second == dataclasses.replace(first, params=(41, "south", *first.params[2:]))
+    assert set(vars(second)) == {f.name for f in dataclasses.fields(QueryPlan)}
+    assert first.params[:2] == (30, "north")
+
+
+def test_a_floats_json_is_json_dumps() -> None:
+    from privlab.query.gateway import _float_json
+
+    rng = np.random.default_rng(3)
+    values = [0.0, -0.0, 1.0, 0.1, 1e-300, 5e-324, 1.7976931348623157e308, 123456789.125,
+              *rng.standard_normal(200) * 10.0 ** rng.integers(-20, 20, 200)]
+    for value in values:
+        assert _float_json(float(value)) == json.dumps(float(value))
+        assert _float_json(np.float64(value)) == json.dumps(np.float64(value))
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError):
+            _float_json(bad)

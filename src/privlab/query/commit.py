@@ -92,8 +92,9 @@ class ChargeAndAudit:
         if not isinstance(item.charge, CheckedCharge):
             with contextlib.suppress(InvalidInputError):
                 item.charge = BudgetLedger.checked(item.charge)
-        if item.released:
-            item.row = row_values(item.query_id, **{**item.common, **item.released})
+        if item.released:  # stamped in the batch (`_row`)
+            item.row = row_values(item.query_id, **{**item.common, **item.released},
+                                  created_at="")
         result: LedgerEntry = self._group.submit(item)
         return result
 

@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 from typing import Any
@@ -102,6 +103,14 @@ class QueryFailed(PrivlabError):
 #: encoder, shared: `json.dumps` with options builds a new one per call; encoding is
 #: thread-safe, the encoder holds only its options)
 _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+def _float_json(value: float) -> str:
+    """`_dumps(value)` of a float, without an encoder per call: JSON writes a finite float as
+    `float.__repr__`, and refuses the others."""
+    if not math.isfinite(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    return float.__repr__(value)
 
 
 def _uuid4_hex(raw: bytes) -> str:
@@ -394,12 +403,13 @@ class Gateway(Closing):
             raise QueryFailed(f"the query could not be computed (query id {qid}); the "
                               "charge stands")
         response, text = head
-        tail = {"remaining_budget": {"epsilon": entry.remaining_epsilon,
-                                     "delta": entry.remaining_delta},
-                "ledger_entry_id": entry.entry_id}
+        remaining_e, remaining_d = entry.remaining_epsilon, entry.remaining_delta
         if response is not None:
-            response.update(tail)
-        body = (text[:-1] + "," + _dumps(tail)[1:])
+            response.update({"remaining_budget": {"epsilon": remaining_e, "delta": remaining_d},
+                             "ledger_entry_id": entry.entry_id})
+        body = "".join((text[:-1], ',"remaining_budget":{"epsilon":', _float_json(remaining_e),
+                        ',"delta":', _float_json(remaining_d), '},"ledger_entry_id":',
+                        int.__repr__(entry.entry_id), "}"))
         self._local.last_body = body.encode("utf-8")
         return response
 
@@ -423,8 +433,8 @@ class Gateway(Closing):
             '{"query_id":"', qid, '","columns":', _dumps(result.columns),
             ',"rows":', _dumps(result.rows),
             ',"column_info":', _dumps([c.to_dict() for c in result.info]),
-            ',"guarantee":', guarantee, ',"epsilon_spent":', _dumps(budget.epsilon),
-            ',"delta_spent":', _dumps(budget.delta), "}"))
+            ',"guarantee":', guarantee, ',"epsilon_spent":', _float_json(budget.epsilon),
+            ',"delta_spent":', _float_json(budget.delta), "}"))
 
     def query_json(self, analyst: AnalystSpec, sql: str, epsilon: Any, delta: Any = 0.0,
                    mechanism: str | None = None) -> bytes:

@@ -28,12 +28,15 @@ def row_values(query_id: str, decision: str, *, analyst: str | None = None,
                sql: str | None = None, epsilon: Any = None, delta: Any = None,
                reason: str | None = None, ledger_entry_id: int | None = None,
                epsilon_spent: float | None = None, delta_spent: float | None = None,
-               result: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One audit row's fields as stored (what `AuditLog.record` and `append_in` take)."""
+               result: dict[str, Any] | None = None,
+               created_at: str | None = None) -> dict[str, Any]:
+    """One audit row's fields as stored (what `AuditLog.record` and `append_in` take);
+    `created_at` defaults to now (a caller that stamps the row later passes its own)."""
     if decision not in DECISIONS:
         raise InvalidInputError(f"decision must be one of {DECISIONS}, got {decision!r}")
     return {
-        "query_id": query_id, "created_at": datetime.now(UTC).isoformat(),
+        "query_id": query_id,
+        "created_at": datetime.now(UTC).isoformat() if created_at is None else created_at,
         "analyst": escape_nul(analyst), "sql": escape_nul(sql),
         "epsilon": _number_text(epsilon), "delta": _number_text(delta),
         "decision": decision, "reason": escape_nul(reason),
