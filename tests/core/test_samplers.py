@@ -155,9 +155,14 @@ def test_discrete_gaussian_matches_exact_pmf(sigma: float) -> None:
 
 
 @pytest.mark.parametrize("sigma", [0.7, 3.0])
-def test_scalar_discrete_gaussian_matches_exact_pmf(sigma: float) -> None:
-    """The scalar path (size None: one proposal at a time) has the same distribution."""
-    gen = np.random.default_rng(77 + int(sigma))
+@pytest.mark.parametrize("secure", [False, True])
+def test_scalar_discrete_gaussian_matches_exact_pmf(sigma: float, secure: bool) -> None:
+    """The scalar path (size None: one proposal at a time) has the same distribution, with
+    CKS proposals (a seed) and the table method's (the CSPRNG)."""
+    from randomgen import ChaCha
+
+    gen = np.random.Generator(ChaCha(key=77 + int(sigma), counter=0, rounds=20)) if secure \
+        else np.random.default_rng(77 + int(sigma))
     y = np.array([discrete_gaussian(sigma, rng=gen) for _ in range(N // 2)])
     edges = np.arange(-int(5 * sigma) - 1, int(5 * sigma) + 2)
     assert chi2_pvalue(y, lambda k: dgauss_ge(k, sigma), edges) > 1e-4
@@ -341,17 +346,81 @@ def test_round_to_grid() -> None:
         round_to_grid([1e300], 2.0**-10)
 
 
-@pytest.mark.parametrize("scale", [1.0, 37.5])
-def test_scalar_discrete_laplace_on_the_csprng_matches_exact_pmf(scale: float) -> None:
-    """The scalar path on the CSPRNG (ChaCha, keyed here for a fixed test) takes its bits as
-    raw 64-bit words (`_BitPool`): the same exact distribution."""
+@pytest.mark.parametrize("scale", [0.3, 1.0, 37.5, 1e6])
+@pytest.mark.parametrize("vector", [False, True])
+def test_scalar_discrete_laplace_on_the_csprng_matches_exact_pmf(scale: float,
+                                                                 vector: bool) -> None:
+    """The scalar path on the CSPRNG (ChaCha, keyed here for a fixed test), one draw at a time
+    and in short vectors (<= 32 draws), takes its bits as raw 64-bit words (`_BitPool`) and
+    samples by the table method lane by lane (`_discrete_laplace_scalar_fast`): the same
+    exact distribution."""
     from randomgen import ChaCha
 
-    gen = np.random.Generator(ChaCha(key=2026 + int(scale), counter=0, rounds=20))
-    x = np.array([discrete_laplace(scale, rng=gen) for _ in range(N // 4)])
+    gen = np.random.Generator(ChaCha(key=2026 + int(scale) + vector, counter=0, rounds=20))
+    if vector:
+        x = np.concatenate([discrete_laplace(scale, size=25, rng=gen) for _ in range(N // 100)])
+    else:
+        x = np.array([discrete_laplace(scale, rng=gen) for _ in range(N // 4)])
     edges = np.round(scale * np.linspace(-6, 6, 41)) if scale > 5 else np.arange(-9, 10)
     assert chi2_pvalue(x, lambda k: dlap_ge(k, scale), edges) > 1e-4
-    assert chi2_pvalue(x, lambda k: dlap_ge(k, scale * 1.04), edges) < 1e-6
+    a = math.exp(-1.0 / scale)
+    check_variance(x, 2 * a / (1 - a) ** 2 if scale < 1e5 else 2 * scale * scale)
+    if scale >= 1:  # power, on a quarter of the samples: a scale 8% off is rejected
+        assert chi2_pvalue(x, lambda k: dlap_ge(k, scale * 1.08), edges) < 1e-6
+
+
+def test_the_csprng_scalar_path_samples_by_the_table_and_a_seed_by_cks(monkeypatch) -> None:
+    """Which scalar sampler runs: the table method on the CSPRNG, CKS Algorithm 2 on a seeded
+    generator (its recorded streams unchanged); the discrete Gaussian proposes alike."""
+    from randomgen import ChaCha
+
+    calls: list[str] = []
+    for name in ("_discrete_laplace_scalar", "_discrete_laplace_scalar_fast"):
+        original = getattr(samplers, name)
+        monkeypatch.setattr(samplers, name, lambda *a, _o=original, _n=name: (
+            calls.append(_n), _o(*a))[1])
+    chacha = np.random.Generator(ChaCha(key=5, counter=0, rounds=20))
+    discrete_laplace(3.0, rng=chacha)
+    discrete_gaussian(3.0, rng=chacha)
+    assert set(calls) == {"_discrete_laplace_scalar_fast"}
+    calls.clear()
+    discrete_laplace(3.0, rng=np.random.default_rng(1))
+    discrete_gaussian(3.0, rng=np.random.default_rng(1))
+    assert set(calls) == {"_discrete_laplace_scalar"}
+
+
+class _Words:
+    """A stand-in for `_BitPool` that serves given 32-bit words first, then real bits."""
+
+    def __init__(self, words: list[int], seed: int = 3) -> None:
+        self.words = list(words)
+        self.pool = samplers._BitPool(np.random.default_rng(seed))
+
+    def below(self, k: int) -> int:
+        if k == 1 << 32 and self.words:
+            return self.words.pop(0)
+        return self.pool.below(k)
+
+
+def test_the_w_tables_one_draw_is_exact() -> None:
+    """`_WTable.draw_one`: P[W >= w] = exp(-w / 16) for W from uniform words (chi-square);
+    a word on a threshold settles U < p_w with more bits; the tail beyond the table is the
+    table's size plus a fresh W."""
+    table = samplers._w_table()
+    pool = samplers._BitPool(np.random.default_rng(11))
+    w = np.array([table.draw_one(pool) for _ in range(N // 2)])
+    edges = np.arange(0, 120, 4)
+    assert chi2_pvalue(w, lambda k: np.exp(-np.maximum(k, 0) / 16.0), edges) > 1e-4
+    assert chi2_pvalue(w, lambda k: np.exp(-np.maximum(k, 0) / 16.6), edges) < 1e-6
+    ascending = table._ascending_list
+    # x just above T_3 (and below T_2): exactly 2 thresholds exceed it
+    t3 = ascending[table.wmax - 3]
+    assert table.draw_one(_Words([t3 + 1])) == 2
+    # x == T_3: W is 2 or 3, as the following bits say (both occur)
+    settled = {table.draw_one(_Words([t3], seed=s)) for s in range(40)}
+    assert settled == {2, 3}
+    # x = 0: below every threshold, so the table's size plus a fresh draw from the next word
+    assert table.draw_one(_Words([0, t3 + 1])) == table.wmax + 2
 
 
 def test_bit_pool_reads_raw_words_from_the_csprng_and_bytes_from_a_seed() -> None:
