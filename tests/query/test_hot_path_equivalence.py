@@ -188,3 +188,51 @@ def test_a_floats_json_is_json_dumps() -> None:
     for bad in (float("nan"), float("inf"), -float("inf")):
         with pytest.raises(ValueError):
             _float_json(bad)
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+@pytest.mark.parametrize("integer", [True, False])
+@pytest.mark.parametrize("secure", [True, False])
+def test_a_few_cells_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: bool,
+                                                       secure: bool) -> None:
+    """`AdditiveNoise.draw_few` (a GROUP BY answer's cells) draws the same values from the
+    same stream as `draw(..., scalar=False)`, seeded or on the CSPRNG (keyed here), for 0 to
+    40 cells (above 32 it is the array path itself)."""
+    from randomgen import ChaCha
+
+    from privlab.query.planner import Primitive
+
+    plan = _Plan((Primitive("count"),))
+    budget = plan_budget(plan, 0.9, 1e-6 if mechanism == "gaussian" else 0.0,  # type: ignore
+                         mechanism)
+    for n in (0, 1, 2, 5, 32, 33, 40):
+        noise = _additive(3.0, integer, budget, min(3, max(n, 1)), max(n, 1), False)
+        for seed in range(25):
+            values = np.arange(n, dtype=np.float64) * (7.0 if integer else 0.73) - 11.0
+
+            def gen(seed: int = seed) -> np.random.Generator:
+                return np.random.Generator(ChaCha(key=seed, counter=0, rounds=20)) if secure \
+                    else np.random.default_rng(seed)
+            first, second = gen(), gen()
+            few = noise.draw_few(values, first)
+            arr = noise.draw(values, second, scalar=False)
+            assert list(few) == arr.tolist()
+            assert np.array_equal(first.bit_generator.random_raw(4),  # the same bits used
+                                  second.bit_generator.random_raw(4))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2.5, 1e300])
+def test_a_few_cells_refuse_as_the_array_does(bad: float) -> None:
+    """A value the grid refuses raises the array path's message (NaN and 2.5 on integer data:
+    not an integer; infinity: not finite; 1e300: more than 2^52 grid steps)."""
+    from privlab.errors import InvalidInputError
+    from privlab.query.planner import Primitive
+
+    budget = plan_budget(_Plan((Primitive("count"),)), 1.0, 0.0, None)  # type: ignore
+    noise = _additive(1.0, True, budget, 1, 3, False)
+    values = np.array([1.0, bad, 3.0])
+    with pytest.raises(InvalidInputError) as expected:
+        noise.draw(values, np.random.default_rng(1), scalar=False)
+    with pytest.raises(InvalidInputError) as got:
+        noise.draw_few(values, np.random.default_rng(1))
+    assert str(got.value) == str(expected.value)

@@ -408,23 +408,49 @@ def discrete_laplace(scale: float, size: int | tuple[int, ...] | None = None,
     the output distribution is the ideal one for this scale (no float rounding, no truncated
     tail): a mechanism with scale >= D / epsilon is exactly epsilon-DP.
     """
+    t, s, gen = _laplace_setup(scale, rng)
+    if size is None:  # one draw (the gateway's scalar query): no list, no array
+        pool = _BitPool(gen)
+        return np.int64(_one_draw(pool)(t, s, pool))
+    n = int(np.prod(size))
+    if n <= _SMALL:
+        out = np.array(_small_laplace(t, s, n, gen), dtype=np.int64)
+    else:
+        out = _discrete_laplace_fast(t, s, n, gen)
+    return out.reshape(size)
+
+
+def discrete_laplace_ints(scale: float, n: int, rng: RngLike = None) -> list[int]:
+    """`discrete_laplace(scale, size=n, rng=rng).tolist()`: the same checks, the same draws
+    from `rng`, the same values; a short vector is never an array (the gateway's small
+    GROUP BY answers, issue 32)."""
+    t, s, gen = _laplace_setup(scale, rng)
+    if n <= _SMALL:
+        return _small_laplace(t, s, n, gen)
+    return _discrete_laplace_fast(t, s, n, gen).tolist()  # type: ignore[no-any-return]
+
+
+#: up to this many draws the samplers run in Python integers: they beat dozens of tiny NumPy
+#: calls
+_SMALL = 32
+
+
+def _laplace_setup(scale: float, rng: RngLike) -> tuple[int, int, np.random.Generator]:
+    """The checked scale as t / s exactly, and the generator."""
     scale = _check_scale(scale, "scale")
     if scale > MAX_SCALE_STEPS:
         raise InvalidInputError(f"noise scale {scale:g} grid steps exceeds 2^52: the grid is too "
                                 "fine for this noise; pass a coarser granularity")
     gen = make_rng(rng)
     t, s = _scale_fraction(scale)  # t / s == scale exactly
-    if size is None:  # one draw (the gateway's scalar query): no list, no array
-        pool = _BitPool(gen)
-        return np.int64(_one_draw(pool)(t, s, pool))
-    n = int(np.prod(size))
-    if n <= 32:  # few draws: Python integers beat dozens of tiny NumPy calls
-        pool = _BitPool(gen)
-        draw = _one_draw(pool)
-        out = np.array([draw(t, s, pool) for _ in range(n)], dtype=np.int64)
-    else:
-        out = _discrete_laplace_fast(t, s, n, gen)
-    return out.reshape(size)
+    return t, s, gen
+
+
+def _small_laplace(t: int, s: int, n: int, gen: np.random.Generator) -> list[int]:
+    """n draws at scale t / s in Python integers, from one bit pool."""
+    pool = _BitPool(gen)
+    draw = _one_draw(pool)
+    return [draw(t, s, pool) for _ in range(n)]
 
 
 def _one_draw(pool: _BitPool) -> Callable[[int, int, _BitPool], int]:

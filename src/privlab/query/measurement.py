@@ -39,6 +39,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.ledger.amounts import GuaranteeJSON
 from privlab.core.mechanisms import (
     _draw_one,
+    draw_few_on_grid,
     draw_on_grid,
     draw_one_float,
     gaussian_plan,
@@ -68,6 +70,8 @@ MECHANISMS = ("laplace", "gaussian")
 #: overflows); 1e-30 (about 2^-100, already cryptographically negligible) leaves room for
 #: the split over measurements. Refused before the charge, like any other parameter.
 MIN_DELTA = 1e-30
+#: up to this many cells a measurement draws in Python numbers (`AdditiveNoise.draw_few`)
+FEW_CELLS = 32
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,18 @@ class AdditiveNoise:
                             gaussian=self.gaussian, exact=self.exact,
                             integer_valued=self.integer, rng=rng)
             return np.array([one], dtype=np.float64)
+        return self._draw_array(values, rng)
+
+    def draw_few(self, values: np.ndarray, rng: RngLike) -> Sequence[float]:
+        """`draw(values, rng, scalar=False)`, the same draws and values, as a list of floats
+        when there are few cells (`draw_few_on_grid`: no NumPy per cell, issue 32)."""
+        if len(values) > FEW_CELLS:
+            return self._draw_array(values, rng)
+        return draw_few_on_grid(values.tolist(), self.granularity, self.steps,
+                                gaussian=self.gaussian, exact=self.exact, rng=rng)
+
+    def _draw_array(self, values: np.ndarray, rng: RngLike) -> np.ndarray:
+        """`draw_on_grid` of the cells, as float64."""
         out = draw_on_grid(np.asarray(values, dtype=np.float64), self.granularity,
                            self.steps, gaussian=self.gaussian, exact=self.exact,
                            integer_valued=self.integer, rng=rng)
