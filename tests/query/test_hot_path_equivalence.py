@@ -236,3 +236,20 @@ def test_a_few_cells_refuse_as_the_array_does(bad: float) -> None:
     with pytest.raises(InvalidInputError) as got:
         noise.draw_few(values, np.random.default_rng(1))
     assert str(got.value) == str(expected.value)
+
+
+def test_the_one_shot_macs_are_the_hmac_objects() -> None:
+    """Rows and checkpoints signed by `hmac.digest` carry the MAC `hmac.new(...).hexdigest()`
+    gave (logs written before still verify)."""
+    import hashlib
+    import hmac
+
+    from privlab.query.audit.chain import _mac
+    from privlab.query.audit.checkpoint import _checkpoint_mac
+
+    for key in (b"k" * 32, bytes(range(64)), b""):
+        for data in (b"", b"privlab-audit-row:2:1:" + b"0" * 64, "é".encode() * 300):
+            assert _mac(data, key) == hmac.new(key, data, hashlib.sha256).hexdigest()
+        assert _checkpoint_mac(key, 12, "ab" * 32) == hmac.new(
+            key, f"privlab-audit-head:12:{'ab' * 32}".encode(), hashlib.sha256).hexdigest()
+    assert _mac(b"x", None) == hashlib.sha256(b"x").hexdigest()

@@ -81,7 +81,7 @@ GENESIS = "0" * 64
 def _mac(data: bytes, key: bytes | None) -> str:
     if key is None:
         return hashlib.sha256(data).hexdigest()
-    return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hmac.digest(key, data, "sha256").hex()  # one-shot: no HMAC object per row
 
 
 #: `json.dumps(..., sort_keys=True, default=str, separators=(",", ":"))`, one shared encoder

@@ -10,7 +10,6 @@ that is not a checkpoint record means the file was damaged or edited.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import hmac
 import json
 import os
@@ -40,7 +39,7 @@ def _read_slots(data: bytes) -> list[Any]:
 def _checkpoint_mac(key: bytes | None, seq: int, head: str) -> str | None:
     if key is None:
         return None
-    return hmac.new(key, f"privlab-audit-head:{seq}:{head}".encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(key, f"privlab-audit-head:{seq}:{head}".encode(), "sha256").hex()
 
 
 def read_locked(fd: int) -> bytes:
