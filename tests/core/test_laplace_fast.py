@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privlab.core import samplers
+from privlab.core import laplace_table, samplers
 from privlab.core.samplers import laplace_scale_at_least
 
 
@@ -39,11 +39,11 @@ def test_thresholds_are_exact_floors(w) -> None:
         lo, hi = exp_minus_sixteenth_bounds(bits + 4 * w)
         want_lo, want_hi = math.floor(lo**w * (1 << bits)), math.floor(hi**w * (1 << bits))
         assert want_lo == want_hi  # the bounds pin the floor
-        assert samplers._exp_floor(w, bits) == want_lo
+        assert laplace_table._exp_floor(w, bits) == want_lo
 
 
 def test_w_matches_the_geometric_pmf() -> None:
-    table = samplers._w_table()
+    table = laplace_table._w_table()
     w = table.sample(400_000, np.random.default_rng(11))
     q = math.exp(-1 / 16)
     edges = np.arange(0, 200)
@@ -57,18 +57,18 @@ def test_w_matches_the_geometric_pmf() -> None:
 
 def test_a_word_equal_to_a_threshold_is_settled_with_the_right_probability() -> None:
     """Given U's first 32 bits == T_w, U < p_w has probability frac(2^32 p_w) exactly."""
-    table = samplers._w_table()
+    table = laplace_table._w_table()
     pool = samplers._BitPool(np.random.default_rng(5))
     n = 20_000
     for w in (3, 40):
-        t_w = samplers._exp_floor(w, 32)
-        p = samplers._exp_floor(w, 96) / 2**64 - t_w  # frac(2^32 p_w) to 64 bits
+        t_w = laplace_table._exp_floor(w, 32)
+        p = laplace_table._exp_floor(w, 96) / 2**64 - t_w  # frac(2^32 p_w) to 64 bits
         hits = sum(table.settle(t_w, w, pool) for _ in range(n))
         assert abs(hits / n - p) < 5 * math.sqrt(p * (1 - p) / n), (w, hits / n, p)
 
 
 def test_ties_and_tails_in_the_slow_path() -> None:
-    table = samplers._w_table()
+    table = laplace_table._w_table()
     gen = np.random.default_rng(9)
     # below the smallest threshold: W = wmax + a fresh geometric
     w = table._slow(np.zeros(100_000, dtype=np.uint32), gen)
@@ -77,7 +77,7 @@ def test_ties_and_tails_in_the_slow_path() -> None:
     q = math.exp(-1 / 16)
     assert abs(extra.mean() - q / (1 - q)) < 5 * math.sqrt(q) / (1 - q) / math.sqrt(extra.size)
     # exactly on threshold T_5: W is 5 or 4, never anything else
-    t5 = np.full(2000, samplers._exp_floor(5, 32), dtype=np.uint32)
+    t5 = np.full(2000, laplace_table._exp_floor(5, 32), dtype=np.uint32)
     assert set(np.unique(table._slow(t5, gen)).tolist()) == {4, 5}
 
 
@@ -86,8 +86,8 @@ def test_magnitudes_beyond_int64_use_python_integers() -> None:
     w = np.array([0, 1, 1023, 1024, 5000, 2**40], dtype=np.int64)
     f = np.array([5, t - 1, 7, 9, t - 1, 3], dtype=np.int64)
     want = [(t * int(a) + int(b)) >> 40 for a, b in zip(w, f, strict=True)]
-    assert samplers._magnitudes(t, w.copy(), f, 40).tolist() == want
-    assert not samplers._magnitudes(t, w.copy(), f, 70)[:3].any()  # 2^70 > every small lane
+    assert laplace_table._magnitudes(t, w.copy(), f, 40).tolist() == want
+    assert not laplace_table._magnitudes(t, w.copy(), f, 70)[:3].any()  # 2^70 > every small lane
 
 
 @pytest.mark.parametrize("scale", [0.7, laplace_scale_at_least(1025, 1.0), 3.3e9])

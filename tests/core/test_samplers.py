@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from privlab.core import calibration, samplers
+from privlab.core import calibration, laplace_table, samplers
 from privlab.core.calibration import (
     analytic_gaussian_sigma,
     discrete_gaussian_sigma,
@@ -406,7 +406,7 @@ def test_the_w_tables_one_draw_is_exact() -> None:
     """`_WTable.draw_one`: P[W >= w] = exp(-w / 16) for W from uniform words (chi-square);
     a word on a threshold settles U < p_w with more bits; the tail beyond the table is the
     table's size plus a fresh W."""
-    table = samplers._w_table()
+    table = laplace_table._w_table()
     pool = samplers._BitPool(np.random.default_rng(11))
     w = np.array([table.draw_one(pool) for _ in range(N // 2)])
     edges = np.arange(0, 120, 4)
