@@ -121,10 +121,13 @@ def test_discrete_laplace_shapes_and_symmetry() -> None:
     assert abs(x.mean()) < 5 * x.std() / math.sqrt(N)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, "1"])
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, "1", [1.0], 2.0**60])
 def test_discrete_laplace_rejects_bad_scale(bad) -> None:
-    with pytest.raises(InvalidInputError, match="scale"):
-        discrete_laplace(bad, size=3, rng=1)
+    """Refused with one message, scalar or vector, again on a second call (the checked scale
+    is memoised for floats; a refusal is not)."""
+    for size in (3, None, 3):
+        with pytest.raises(InvalidInputError, match="scale"):
+            discrete_laplace(bad, size=size, rng=1)
 
 
 def test_discrete_laplace_refuses_scales_that_could_overflow() -> None:
@@ -448,3 +451,35 @@ def test_bit_pool_reads_raw_words_from_the_csprng_and_bytes_from_a_seed() -> Non
     twin = np.random.default_rng(5)
     twin.integers(0, 7, size=3, dtype=np.uint32)
     assert pool.below(2 ** 20) == int.from_bytes(twin.bytes(64), "little") & (2 ** 20 - 1)
+
+
+def test_the_csprng_bit_pool_is_kept_per_thread_between_draws() -> None:
+    """`pool_for`: on the CSPRNG one pool per thread and generator, kept between calls (a
+    scalar draw leaves bits for the next: 20 scalar draws refill about 5 times, not 20); a
+    seeded generator gets a fresh pool per call (its recorded stream); another thread or
+    another generator, another pool."""
+    import threading
+
+    from randomgen import ChaCha
+
+    from privlab.core.bit_pool import pool_for
+
+    gen = np.random.Generator(ChaCha(key=9, counter=0, rounds=20))
+    assert pool_for(gen) is pool_for(gen)
+    other = np.random.Generator(ChaCha(key=10, counter=0, rounds=20))
+    assert pool_for(other) is not pool_for(gen)
+    seeded = np.random.default_rng(3)
+    assert pool_for(seeded) is not pool_for(seeded)
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(pool_for(gen)))
+    thread.start()
+    thread.join()
+    assert seen[0] is not pool_for(gen)
+    calls: list[int] = []
+    raw = gen.bit_generator.random_raw
+    pool = pool_for(gen)
+    pool._raw = lambda n: (calls.append(n), raw(n))[1]
+    pool.bits = pool.left = 0
+    for _ in range(20):
+        discrete_laplace(37.5, rng=gen)
+    assert 3 <= len(calls) <= 8, len(calls)  # about 120 bits a draw, 512 a refill

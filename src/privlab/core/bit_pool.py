@@ -4,6 +4,8 @@ generator 512 bits at a time."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from privlab.core.rng import is_secure
@@ -47,3 +49,26 @@ class _BitPool:
             self.left -= width
             if r < k:
                 return r
+
+
+#: each thread's pool over the CSPRNG it drew from last: (bit generator, pool)
+_LAST = threading.local()
+
+
+def pool_for(gen: np.random.Generator) -> _BitPool:
+    """The bit pool a sampler draws from. On the CSPRNG, this thread's pool over that
+    generator, kept between calls: its unused bits serve the next draw instead of being
+    dropped, so a scalar query refills once in about four answers instead of in each, and
+    builds no pool (issue 32). The bits are the same uniform CSPRNG output either way; a
+    stream nobody reproduces has no grouping to keep. Any other generator gets a fresh pool
+    per call, as before, so every seeded stream stays as recorded. One pool per thread (a
+    pool is never shared between threads); a new generator (another process's, after a
+    fork) gets a new pool."""
+    bit_generator = gen.bit_generator
+    last = getattr(_LAST, "pool", None)
+    if last is not None and last[0] is bit_generator:
+        return last[1]  # type: ignore[no-any-return]
+    pool = _BitPool(gen)
+    if pool.raw:
+        _LAST.pool = (bit_generator, pool)
+    return pool

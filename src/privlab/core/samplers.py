@@ -25,13 +25,14 @@ distribution).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 from scipy.special import ndtr
 
-from privlab.core.bit_pool import _BitPool
+from privlab.core.bit_pool import _BitPool, pool_for
 from privlab.core.laplace_table import (
     _discrete_laplace_fast,
     _discrete_laplace_scalar_fast,
@@ -135,7 +136,7 @@ def discrete_laplace(scale: float, size: int | tuple[int, ...] | None = None,
     """
     t, s, gen = _laplace_setup(scale, rng)
     if size is None:  # one draw (the gateway's scalar query): no list, no array
-        pool = _BitPool(gen)
+        pool = pool_for(gen)
         return np.int64(_one_draw(pool)(t, s, pool))
     n = int(np.prod(size))
     if n <= _SMALL:
@@ -162,18 +163,28 @@ _SMALL = 32
 
 def _laplace_setup(scale: float, rng: RngLike) -> tuple[int, int, np.random.Generator]:
     """The checked scale as t / s exactly, and the generator."""
+    # memoised for floats (the calibrated scales); anything else is checked as it comes
+    # (an unhashable or odd value gets the check's own message)
+    t, s = _checked_fraction(scale) if type(scale) is float else \
+        _checked_fraction.__wrapped__(scale)
+    return t, s, make_rng(rng)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_fraction(scale: float) -> tuple[int, int]:
+    """`scale` checked, as t / s exactly (`_scale_fraction`): a pure function of the scale,
+    memoised (a caller draws again and again at its calibrated scale; a refusal raises and
+    is not cached)."""
     scale = _check_scale(scale, "scale")
     if scale > MAX_SCALE_STEPS:
         raise InvalidInputError(f"noise scale {scale:g} grid steps exceeds 2^52: the grid is too "
                                 "fine for this noise; pass a coarser granularity")
-    gen = make_rng(rng)
-    t, s = _scale_fraction(scale)  # t / s == scale exactly
-    return t, s, gen
+    return _scale_fraction(scale)
 
 
 def _small_laplace(t: int, s: int, n: int, gen: np.random.Generator) -> list[int]:
     """n draws at scale t / s in Python integers, from one bit pool."""
-    pool = _BitPool(gen)
+    pool = pool_for(gen)
     draw = _one_draw(pool)
     return [draw(t, s, pool) for _ in range(n)]
 
@@ -253,7 +264,7 @@ def discrete_gaussian(sigma: float, size: int | tuple[int, ...] | None = None,
         # One scalar query: propose one integer-scale Laplace at a time (about two proposals)
         # instead of a vector batch of 17; the same proposal and acceptance step. (Vectors,
         # even short ones, keep the batch path and its seeded stream.)
-        pool = _BitPool(gen)
+        pool = pool_for(gen)
         draw = _one_draw(pool)
         while True:
             y = draw(t, 1, pool)

@@ -189,14 +189,34 @@ def _add_metadata_routes(app: Any, gw: Gateway) -> None:
         return gw.budget(me)
 
 
+class _Released:
+    """A released answer's JSON, serialised by the gateway (inside its failure guard), as an
+    ASGI response: the status, headers and bytes of Starlette's
+    `Response(body, media_type="application/json")`, without building one per query (the
+    front door's direct route, issue 32; the FastAPI route converts it, `as_response`)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-length", str(len(self.body)).encode("latin-1")),
+            (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": self.body})
+
+    def as_response(self) -> Any:
+        from fastapi.responses import Response
+
+        return Response(self.body, media_type="application/json")
+
+
 def _answer(gw: Gateway, me: AnalystSpec, body: dict[str, Any]) -> Any:
     """One query through the gateway; each refusal maps to its JSON error code."""
-    from fastapi.responses import Response
-
     try:
-        # serialised by the gateway (inside its failure guard): sent as is
-        return Response(gw.query_json(me, body["sql"], body["epsilon"], body["delta"],
-                                      body["mechanism"]), media_type="application/json")
+        return _Released(gw.query_json(me, body["sql"], body["epsilon"], body["delta"],
+                                       body["mechanism"]))
     except QueryRefused as exc:
         return _error("refused", str(exc))
     except BudgetExceededError as exc:
@@ -226,7 +246,8 @@ def _add_query_routes(app: Any, gw: Gateway, front: FrontDoor) -> None:
     async def post_query(request: Request) -> Response:
         # served by `direct_post_query` below; declared here for the OpenAPI document (it
         # answers alike if a request reaches it: tests/service/test_gateway_direct_route.py)
-        return await query_response(request.scope, await request.body())
+        response = await query_response(request.scope, await request.body())
+        return response.as_response() if isinstance(response, _Released) else response
 
     async def query_response(scope: dict[str, Any], raw_body: bytes) -> Response:
         me = _analyst_of(scope)
