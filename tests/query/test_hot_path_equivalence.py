@@ -15,6 +15,7 @@ import pytest
 
 from privlab.core.ledger import BudgetLedger
 from privlab.core.ledger.amounts import _add, _add_exact, _canon, _sub_exact, _text, check_charge
+from privlab.core.mechanisms import draw_on_grid
 from privlab.query.audit.chain import _FIELDS, _row_body
 from privlab.query.audit.records import row_values
 from privlab.query.measurement import _additive, plan_budget
@@ -103,7 +104,7 @@ class _Plan:
 def test_a_scalar_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: bool,
                                                    sensitivity: float) -> None:
     """`AdditiveNoise.draw_one` (the scalar answer's path) draws the same value from the same
-    stream as `draw` of a one-element array with `scalar=True`, for 200 seeds and values."""
+    stream as the mechanisms' `draw_on_grid` of the 0-d value, for 200 seeds and values."""
     from privlab.query.planner import Primitive
 
     plan = _Plan((Primitive("count"),))
@@ -113,9 +114,11 @@ def test_a_scalar_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: boo
     for seed in range(200):
         value = float(seed * 7 - 300) if integer else seed * 0.37 - 20.0
         one = noise.draw_one(value, np.random.default_rng(seed))
-        arr = noise.draw(np.array([value]), np.random.default_rng(seed), scalar=True)
-        assert type(one) is float and arr.dtype == np.float64
-        assert one == arr[0]
+        ref = draw_on_grid(np.asarray(value), noise.granularity, noise.steps,
+                           gaussian=noise.gaussian, exact=noise.exact,
+                           integer_valued=noise.integer, rng=np.random.default_rng(seed))
+        assert type(one) is float
+        assert one == float(ref)
 
 
 def test_a_scalar_cells_exact_value_is_the_arrays() -> None:
@@ -195,9 +198,9 @@ def test_a_floats_json_is_json_dumps() -> None:
 @pytest.mark.parametrize("secure", [True, False])
 def test_a_few_cells_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: bool,
                                                        secure: bool) -> None:
-    """`AdditiveNoise.draw_few` (a GROUP BY answer's cells) draws the same values from the
-    same stream as `draw(..., scalar=False)`, seeded or on the CSPRNG (keyed here), for 0 to
-    40 cells (above 32 it is the array path itself)."""
+    """`AdditiveNoise.draw_cells` (a GROUP BY answer's cells) draws the same values from the
+    same stream as the mechanisms' `draw_on_grid`, seeded or on the CSPRNG (keyed here), for
+    0 to 40 cells (above 32 it is `draw_on_grid` itself)."""
     from randomgen import ChaCha
 
     from privlab.query.planner import Primitive
@@ -214,9 +217,11 @@ def test_a_few_cells_draw_in_floats_is_the_arrays_draw(mechanism: str, integer: 
                 return np.random.Generator(ChaCha(key=seed, counter=0, rounds=20)) if secure \
                     else np.random.default_rng(seed)
             first, second = gen(), gen()
-            few = noise.draw_few(values, first)
-            arr = noise.draw(values, second, scalar=False)
-            assert list(few) == arr.tolist()
+            got = noise.draw_cells(values, first)
+            ref = draw_on_grid(values, noise.granularity, noise.steps,
+                               gaussian=noise.gaussian, exact=noise.exact,
+                               integer_valued=noise.integer, rng=second)
+            assert list(got) == ref.astype(np.float64).tolist()
             assert np.array_equal(first.bit_generator.random_raw(4),  # the same bits used
                                   second.bit_generator.random_raw(4))
 
@@ -232,9 +237,11 @@ def test_a_few_cells_refuse_as_the_array_does(bad: float) -> None:
     noise = _additive(1.0, True, budget, 1, 3, False)
     values = np.array([1.0, bad, 3.0])
     with pytest.raises(InvalidInputError) as expected:
-        noise.draw(values, np.random.default_rng(1), scalar=False)
+        draw_on_grid(values, noise.granularity, noise.steps, gaussian=noise.gaussian,
+                     exact=noise.exact, integer_valued=noise.integer,
+                     rng=np.random.default_rng(1))
     with pytest.raises(InvalidInputError) as got:
-        noise.draw_few(values, np.random.default_rng(1))
+        noise.draw_cells(values, np.random.default_rng(1))
     assert str(got.value) == str(expected.value)
 
 

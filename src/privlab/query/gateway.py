@@ -458,7 +458,7 @@ class Gateway(Closing):
                                  "delta": entry.remaining_delta},
             "ledger_entry_id": entry.entry_id,
         }
-        body = json.dumps(response, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        body = _dumps(response).encode("utf-8")
         return response, body
 
     def _fallback(self, plan: QueryPlan, measurement: QueryMeasurement) -> Answer:

@@ -48,7 +48,6 @@ import numpy as np
 from privlab.core.guarantee import PrivacyGuarantee, check_delta, check_epsilon
 from privlab.core.ledger.amounts import GuaranteeJSON
 from privlab.core.mechanisms import (
-    _draw_one,
     draw_few_on_grid,
     draw_on_grid,
     draw_one_float,
@@ -70,7 +69,7 @@ MECHANISMS = ("laplace", "gaussian")
 #: overflows); 1e-30 (about 2^-100, already cryptographically negligible) leaves room for
 #: the split over measurements. Refused before the charge, like any other parameter.
 MIN_DELTA = 1e-30
-#: up to this many cells a measurement draws in Python numbers (`AdditiveNoise.draw_few`)
+#: up to this many cells a measurement draws in Python numbers (`AdditiveNoise.draw_cells`)
 FEW_CELLS = 32
 
 
@@ -162,36 +161,24 @@ class AdditiveNoise:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_half_widths", {})
 
-    def draw(self, values: np.ndarray, rng: RngLike, scalar: bool) -> np.ndarray:
-        """The noisy values of every cell (float64, one per cell); `scalar`: one value
-        released as a scalar (the sampler's scalar path, as the mechanisms take it)."""
-        if scalar:  # `draw_on_grid` of a 0-d array is `_draw_one` of its float
-            one = _draw_one(float(values[0]), self.granularity, self.steps,
-                            gaussian=self.gaussian, exact=self.exact,
-                            integer_valued=self.integer, rng=rng)
-            return np.array([one], dtype=np.float64)
-        return self._draw_array(values, rng)
+    def draw_one(self, value: float, rng: RngLike) -> float:
+        """A scalar answer's noisy value: `draw_on_grid` of the 0-d value (the mechanisms'
+        scalar path, `_draw_one`) as a Python float, the same checks, draw and value
+        without the arrays (issue 32)."""
+        return draw_one_float(value, self.granularity, self.steps, gaussian=self.gaussian,
+                              exact=self.exact, rng=rng)
 
-    def draw_few(self, values: np.ndarray, rng: RngLike) -> Sequence[float]:
-        """`draw(values, rng, scalar=False)`, the same draws and values, as a list of floats
-        when there are few cells (`draw_few_on_grid`: no NumPy per cell, issue 32)."""
-        if len(values) > FEW_CELLS:
-            return self._draw_array(values, rng)
-        return draw_few_on_grid(values.tolist(), self.granularity, self.steps,
-                                gaussian=self.gaussian, exact=self.exact, rng=rng)
-
-    def _draw_array(self, values: np.ndarray, rng: RngLike) -> np.ndarray:
-        """`draw_on_grid` of the cells, as float64."""
+    def draw_cells(self, values: np.ndarray, rng: RngLike) -> Sequence[float]:
+        """Every cell's noisy value (one per cell, as float64 holds it): `draw_on_grid` of
+        the cells; up to `FEW_CELLS` cells the same checks, draws and values in Python
+        numbers (`draw_few_on_grid`: no NumPy per cell, issue 32)."""
+        if len(values) <= FEW_CELLS:
+            return draw_few_on_grid(values.tolist(), self.granularity, self.steps,
+                                    gaussian=self.gaussian, exact=self.exact, rng=rng)
         out = draw_on_grid(np.asarray(values, dtype=np.float64), self.granularity,
                            self.steps, gaussian=self.gaussian, exact=self.exact,
                            integer_valued=self.integer, rng=rng)
         return np.atleast_1d(out).astype(np.float64)
-
-    def draw_one(self, value: float, rng: RngLike) -> float:
-        """`draw(np.array([value]), rng, scalar=True)[0]` as a Python float: the same draw
-        and value, without the arrays (a scalar query's answer, issue 32)."""
-        return draw_one_float(value, self.granularity, self.steps, gaussian=self.gaussian,
-                              exact=self.exact, rng=rng)
 
 
 @dataclass(frozen=True)
@@ -288,7 +275,7 @@ def _build(plan: QueryPlan, budget: Budget) -> QueryMeasurement:
         noise = _additive(sensitivity, integer, budget, changed, max(n_cells or 1, 1), scalar)
         # a throwaway draw: the sampler refuses a scale it cannot draw from (too large for
         # the grid, not finite) here, before any charge, rather than after it
-        noise.draw(np.zeros(1), np.random.default_rng(0), scalar=True)
+        noise.draw_one(0.0, np.random.default_rng(0))
         noise.half_width(0.95), noise.half_width(0.975)
         noises[p] = noise
     quantile_epsilon = budget.per_primitive_epsilon / plan.max_rows

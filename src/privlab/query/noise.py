@@ -164,7 +164,7 @@ def _measure(plan: QueryPlan, m: QueryMeasurement, cells: _Cells,
             noisy[primitive] = [noise.draw_one(
                 _exact_values(plan, primitive, cells.exact_one), rng)]
         else:
-            noisy[primitive] = noise.draw_few(_exact_values(plan, primitive, cells.exact), rng)
+            noisy[primitive] = noise.draw_cells(_exact_values(plan, primitive, cells.exact), rng)
     return noisy
 
 
